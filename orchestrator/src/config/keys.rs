@@ -1,0 +1,211 @@
+//! The one table of configuration keys.
+//!
+//! Each entry gives a key's name, type, default, section and documentation. The
+//! parser (which keys exist, how each is typed), the typed [`Settings`] struct
+//! and `docs/env-file.md` are all generated from this table, so they cannot
+//! drift apart.
+
+use serde::Serialize;
+
+use super::values::{
+    AbsPath, Args, Assignments, ConfigValue, Languages, List, Port, Preset, Site, TimeLimit,
+};
+
+/// One configuration key as the docs and the parser see it.
+#[derive(Debug, Clone, Copy)]
+pub struct KeySpec {
+    pub name: &'static str,
+    pub section: &'static str,
+    /// Text the built-in default layer supplies; empty means unset.
+    pub default: &'static str,
+    pub syntax: &'static str,
+    pub doc: &'static [&'static str],
+}
+
+macro_rules! config_keys {
+    ($(
+        $(#[doc = $doc:literal])+
+        [$section:literal] $field:ident / $key:ident : $ty:ty = $default:literal;
+    )+) => {
+        /// Every configuration value, typed. Built by [`super::resolve`].
+        #[derive(Debug, Clone, Serialize)]
+        pub struct Settings {
+            $( $(#[doc = $doc])+ pub $field: $ty, )+
+        }
+
+        /// Every key, in documentation order.
+        pub const KEYS: &[KeySpec] = &[$(
+            KeySpec {
+                name: stringify!($key),
+                section: $section,
+                default: $default,
+                syntax: <$ty as ConfigValue>::SYNTAX,
+                doc: &[$($doc),+],
+            },
+        )+];
+
+        impl Settings {
+            /// Parses each key's resolved text into settings and each key's
+            /// canonical text; or every refusal as (key, reason).
+            pub(super) fn parse(
+                text: &dyn Fn(&'static str) -> String,
+            ) -> Result<(Settings, Vec<(&'static str, String)>), Vec<(&'static str, String)>> {
+                let mut errors = Vec::new();
+                $(
+                    let $field = match <$ty as ConfigValue>::parse(&text(stringify!($key))) {
+                        Ok(value) => Some(value),
+                        Err(reason) => {
+                            errors.push((stringify!($key), reason));
+                            None
+                        }
+                    };
+                )+
+                if !errors.is_empty() {
+                    return Err(errors);
+                }
+                let settings = Settings { $( $field: $field.expect("parsed above"), )+ };
+                let canonical = vec![$(
+                    (
+                        stringify!($key),
+                        ConfigValue::canonical(&settings.$field, &text(stringify!($key))),
+                    ),
+                )+];
+                Ok((settings, canonical))
+            }
+        }
+    };
+}
+
+config_keys! {
+    /// Site profile: sets partition, GPUs and CPUs per node, container images
+    /// and network settings for the machine (see "Site profiles" below).
+    ["Site"] site / SITE: Site = "local";
+
+    /// Nodes for inference in total. Give it alone (one node per replica), or with
+    /// `NODES_PER_REPLICA`, or give `INFERENCE_REPLICAS` instead; where both
+    /// totals are given they must agree. 0 means no vLLM in the allocation.
+    ["Nodes"] inference_nodes / INFERENCE_NODES: Option<u32> = "";
+    /// Number of vLLM replicas (separate endpoints).
+    ["Nodes"] inference_replicas / INFERENCE_REPLICAS: Option<u32> = "";
+    /// Nodes per vLLM replica. More than 1 runs pipeline parallelism across the
+    /// replica's nodes: rank 0 serves HTTP, the others run `--headless`.
+    ["Nodes"] nodes_per_replica / NODES_PER_REPLICA: u32 = "1";
+    /// Nodes that run agents.
+    ["Nodes"] agent_nodes / AGENT_NODES: u32 = "1";
+    /// Agents (workers) per agent node.
+    ["Nodes"] agents_per_node / AGENTS_PER_NODE: u32 = "1";
+    /// Nodes that run judges. 0 is allowed only with `COLOCATE_JUDGES=true`.
+    ["Nodes"] judge_nodes / JUDGE_NODES: u32 = "1";
+    /// Judge instances per judge node (each its own step with a share of the
+    /// node's CPUs and GPUs).
+    ["Nodes"] judges_per_node / JUDGES_PER_NODE: u32 = "1";
+    /// Run the judges on the agent nodes instead of nodes of their own (small
+    /// campaigns). Needs `JUDGE_NODES=0`; the node's CPUs are split by `JUDGE_CPUS`.
+    ["Nodes"] colocate_judges / COLOCATE_JUDGES: bool = "false";
+    /// CPUs for each co-located judge; default: half the node, split among the judges.
+    ["Nodes"] judge_cpus / JUDGE_CPUS: Option<u32> = "";
+    /// GPUs per node. Checked against the allocation (`SLURM_GPUS_ON_NODE`,
+    /// `SLURM_JOB_GPUS`); 0 for CPU-only nodes.
+    ["Nodes"] gpus_per_node / GPUS_PER_NODE: u32 = "0";
+    /// CPUs per node, for plans made outside an allocation; inside one,
+    /// `SLURM_JOB_CPUS_PER_NODE` wins.
+    ["Nodes"] cpus_per_node / CPUS_PER_NODE: u32 = "2";
+
+    /// Model vLLM serves (a Hugging Face name or a path). Needed when inference
+    /// nodes are planned.
+    ["Inference"] vllm_model / VLLM_MODEL: String = "";
+    /// Name clients ask for (`--served-model-name`); default: `VLLM_MODEL`.
+    ["Inference"] vllm_served_model / VLLM_SERVED_MODEL: Option<String> = "";
+    /// HTTP port of each vLLM server; keep it below 9000 (some GH200/GB200
+    /// nodes use 9000+ as their ephemeral port range).
+    ["Inference"] vllm_port / VLLM_PORT: Port = "8000";
+    /// Rendezvous port of rank 0 for multi-node replicas (`--master-port`).
+    ["Inference"] vllm_master_port / VLLM_MASTER_PORT: Port = "8100";
+    /// Tensor-parallel size of each vLLM server; default: all GPUs of a node.
+    /// Must divide `GPUS_PER_NODE`; a smaller size runs several servers per node.
+    ["Inference"] tensor_parallel_size / TENSOR_PARALLEL_SIZE: Option<u32> = "";
+    /// Extra `vllm serve` arguments, appended as given (shell quoting kept).
+    ["Inference"] vllm_extra_args / VLLM_EXTRA_ARGS: Args = "";
+    /// Container Engine environment (EDF name or path) for inference steps.
+    ["Inference"] inference_ce_env / INFERENCE_CE_ENV: Option<String> = "";
+    /// High-speed network interface; sets `NCCL_SOCKET_IFNAME` and
+    /// `GLOO_SOCKET_IFNAME` for inference steps so workers never fall back to
+    /// 127.0.0.1.
+    ["Inference"] net_ifname / NET_IFNAME: Option<String> = "";
+    /// More `NAME=value` environment for inference steps (NCCL, libfabric).
+    ["Inference"] inference_env / INFERENCE_ENV: Assignments = "";
+
+    /// Container Engine environment (EDF name or path) for agent and judge steps.
+    ["Roles"] role_ce_env / ROLE_CE_ENV: Option<String> = "";
+    /// gRPC port of each judge (the n-th judge on a node adds n).
+    ["Roles"] judge_port / JUDGE_PORT: Port = "8800";
+    /// gRPC port of the orchestrator, on the node running the batch script.
+    ["Roles"] orchestrator_port / ORCHESTRATOR_PORT: Port = "8700";
+
+    /// Kernels to run (names from `benchmarks/`). Empty with no
+    /// `PROBLEMS_FILE`: the whole corpus.
+    ["Campaign"] kernels / KERNELS: List = "";
+    /// A file listing the problems instead of `KERNELS`.
+    ["Campaign"] problems_file / PROBLEMS_FILE: Option<AbsPath> = "";
+    /// Languages each kernel is attempted in.
+    ["Campaign"] languages / LANGUAGES: Languages = "c";
+    /// Problem-size preset of the public (`Score`) inputs.
+    ["Campaign"] preset / PRESET: Preset = "M";
+
+    /// Slurm partition.
+    ["Slurm"] partition / PARTITION: Option<String> = "";
+    /// Slurm account to charge.
+    ["Slurm"] account / ACCOUNT: Option<String> = "";
+    /// Wall-clock limit of the job.
+    ["Slurm"] time_limit / TIME_LIMIT: TimeLimit = "01:00:00";
+    /// Slurm job name.
+    ["Slurm"] job_name / JOB_NAME: String = "hpcagent";
+    /// Seconds before the time limit at which Slurm sends USR1 to start the
+    /// drain (`--signal=B:USR1@N`; Slurm delivers it up to 30 s earlier).
+    ["Slurm"] drain_seconds / DRAIN_SECONDS: u32 = "300";
+
+    /// Directory under which each run gets its own directory.
+    ["Paths"] run_root / RUN_ROOT: AbsPath = "runs";
+}
+
+/// The key of this name, if there is one.
+pub fn find(name: &str) -> Option<&'static KeySpec> {
+    KEYS.iter().find(|k| k.name == name)
+}
+
+/// The valid key most like `name`, for "did you mean" hints.
+pub fn nearest(name: &str) -> Option<&'static str> {
+    let upper = name.to_ascii_uppercase();
+    KEYS.iter()
+        .map(|k| (strsim::damerau_levenshtein(&upper, k.name), k.name))
+        .filter(|(distance, key)| *distance <= 3.max(key.len() / 4))
+        .min_by_key(|(distance, _)| *distance)
+        .map(|(_, key)| key)
+}
+
+/// The reason an unknown key is refused, with a suggestion where one is close.
+pub fn unknown_key_message(name: &str) -> String {
+    match nearest(name) {
+        Some(key) => format!("unknown key; did you mean {key}?"),
+        None => "unknown key (see docs/env-file.md for the list)".to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_default_parses() {
+        let settings = Settings::parse(&|key| find(key).unwrap().default.to_string());
+        assert!(settings.is_ok(), "{:?}", settings.err());
+    }
+
+    #[test]
+    fn suggestions() {
+        assert_eq!(nearest("AGENT_NODE"), Some("AGENT_NODES"));
+        assert_eq!(nearest("agents_per_nodes"), Some("AGENTS_PER_NODE"));
+        assert_eq!(nearest("VLLM_MODLE"), Some("VLLM_MODEL"));
+        assert_eq!(nearest("COMPLETELY_DIFFERENT_THING"), None);
+    }
+}

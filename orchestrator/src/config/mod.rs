@@ -1,0 +1,505 @@
+//! Campaign configuration: layered, typed, validated, with provenance.
+//!
+//! Layers, lowest first, merged with figment: built-in defaults < site profile
+//! (`SITE`) < env file < `HPCAGENT_<KEY>` process variables < command-line
+//! flags. Every layer supplies text; the key table ([`keys`]) types it. Every
+//! value remembers where it came from, so `hpcagent config` can show it and
+//! every error can point at the file, line and key to fix.
+//!
+//! This module owns what the configuration *says*. Whether it fits an
+//! allocation is the placement module's question.
+
+mod diagnostic;
+pub mod docs;
+mod envfile;
+pub mod keys;
+mod site;
+pub mod values;
+
+use std::path::{Path, PathBuf};
+
+use figment::value::{Dict, Map, Value};
+use figment::{Figment, Metadata, Profile, Provider};
+
+pub use diagnostic::{ConfigError, Diagnostic, Origin};
+pub use envfile::EnvFile;
+pub use keys::{KEYS, KeySpec, Settings};
+pub use values::{Language, Preset, Site};
+
+/// Prefix of process variables that override keys: `HPCAGENT_AGENT_NODES=3`.
+pub const ENV_PREFIX: &str = "HPCAGENT_";
+
+/// One value set on the command line, e.g. `--set AGENT_NODES=2` or `--gpus-per-node 4`.
+#[derive(Debug, Clone)]
+pub struct Override {
+    /// The flag as the user wrote it, for messages.
+    pub flag: String,
+    pub key: String,
+    pub value: String,
+}
+
+/// Everything configuration is read from.
+#[derive(Debug, Clone, Default)]
+pub struct Sources {
+    pub env_file: Option<PathBuf>,
+    /// The process environment: `${VAR}` expansion and the `HPCAGENT_*` layer.
+    pub process_env: Vec<(String, String)>,
+    pub overrides: Vec<Override>,
+}
+
+impl Sources {
+    /// Sources with the real process environment.
+    pub fn from_process(env_file: Option<PathBuf>, overrides: Vec<Override>) -> Sources {
+        Sources {
+            env_file,
+            process_env: std::env::vars().collect(),
+            overrides,
+        }
+    }
+
+    fn var(&self, name: &str) -> Option<String> {
+        self.process_env
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.clone())
+    }
+}
+
+/// A key's resolved text and where it came from.
+#[derive(Debug, Clone)]
+pub struct Resolved {
+    pub key: &'static str,
+    pub text: String,
+    pub origin: Origin,
+}
+
+/// The resolved configuration: typed settings plus provenance of every key.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub settings: Settings,
+    pub env_file: Option<PathBuf>,
+    resolved: Vec<Resolved>,
+}
+
+impl Config {
+    /// Every key in table order, with its text and origin.
+    pub fn resolved(&self) -> &[Resolved] {
+        &self.resolved
+    }
+
+    /// Where `key`'s value came from.
+    pub fn origin(&self, key: &str) -> Origin {
+        self.resolved
+            .iter()
+            .find(|r| r.key == key)
+            .map(|r| r.origin.clone())
+            .unwrap_or(Origin::Default)
+    }
+
+    /// A problem with `key`, located where its value was set.
+    pub fn diagnostic(&self, key: &str, message: impl Into<String>) -> Diagnostic {
+        Diagnostic::new(self.origin(key), Some(key.to_string()), message)
+    }
+
+    /// The configuration as an env file that resolves to the same settings.
+    pub fn to_env_file(&self) -> String {
+        let mut out =
+            String::from("# Resolved by hpcagent; each value notes where it came from.\n");
+        for r in &self.resolved {
+            out.push_str(&format!("{}={}  # {}\n", r.key, quote(&r.text), r.origin));
+        }
+        out
+    }
+
+    /// Inference nodes in total, replicas and nodes per replica, as validated.
+    pub fn inference(&self) -> InferenceShape {
+        inference_shape(&self.settings).expect("validated when the config was resolved")
+    }
+}
+
+/// How the inference nodes are grouped into vLLM replicas.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InferenceShape {
+    pub replicas: u32,
+    pub nodes_per_replica: u32,
+}
+
+impl InferenceShape {
+    pub fn nodes(&self) -> u32 {
+        self.replicas * self.nodes_per_replica
+    }
+}
+
+/// Resolves every layer into a validated configuration, or every problem found.
+pub fn resolve(sources: &Sources) -> Result<Config, ConfigError> {
+    let mut errors = Vec::new();
+    let lookup = |name: &str| sources.var(name);
+    let file = match &sources.env_file {
+        Some(path) => match EnvFile::load(path, &lookup) {
+            Ok((file, diagnostics)) => {
+                errors.extend(diagnostics);
+                Some(file)
+            }
+            Err(diagnostic) => {
+                errors.push(diagnostic);
+                None
+            }
+        },
+        None => None,
+    };
+
+    let file_layer = file.as_ref().map(|f| file_layer(f, &mut errors));
+    let process_layer = process_layer(sources);
+    let cli_layer = cli_layer(&sources.overrides, &mut errors);
+
+    let site_choice = [&cli_layer, &process_layer]
+        .into_iter()
+        .chain(file_layer.as_ref())
+        .find_map(|layer| layer.get("SITE"));
+    let site = match site_choice {
+        Some((text, origin)) => values::ConfigValue::parse(text).unwrap_or_else(|reason| {
+            errors.push(Diagnostic::new(origin.clone(), Some("SITE".into()), reason));
+            Site::Local
+        }),
+        None => Site::Local,
+    };
+
+    let mut figment = Figment::new()
+        .merge(defaults_layer())
+        .merge(site_layer(site));
+    if let Some(layer) = &file_layer {
+        figment = figment.merge(layer);
+    }
+    let figment = figment.merge(&process_layer).merge(&cli_layer);
+    let layers: Vec<&Layer> = [&process_layer, &cli_layer]
+        .into_iter()
+        .chain(file_layer.as_ref())
+        .collect();
+    let mut resolved: Vec<Resolved> = KEYS
+        .iter()
+        .map(|spec| resolve_key(&figment, spec, site, &layers))
+        .collect();
+
+    let text = |key: &'static str| {
+        resolved
+            .iter()
+            .find(|r| r.key == key)
+            .map(|r| r.text.clone())
+            .unwrap_or_default()
+    };
+    let origin_of = |key: &str| {
+        resolved
+            .iter()
+            .find(|r| r.key == key)
+            .map(|r| r.origin.clone())
+            .unwrap_or(Origin::Default)
+    };
+    let settings = match Settings::parse(&text) {
+        Ok((settings, canonical)) => {
+            for (r, (_, text)) in resolved.iter_mut().zip(canonical) {
+                r.text = text;
+            }
+            Some(settings)
+        }
+        Err(refusals) => {
+            for (key, reason) in refusals {
+                errors.push(Diagnostic::new(origin_of(key), Some(key.into()), reason));
+            }
+            None
+        }
+    };
+    if let Some(settings) = settings
+        && errors.is_empty()
+    {
+        let config = Config {
+            settings,
+            env_file: sources.env_file.clone(),
+            resolved,
+        };
+        errors.extend(validate(&config));
+        if errors.is_empty() {
+            return Ok(config);
+        }
+    }
+    Err(ConfigError(errors))
+}
+
+/// Rules that involve more than one key.
+fn validate(config: &Config) -> Vec<Diagnostic> {
+    let s = &config.settings;
+    let mut errors = Vec::new();
+    let mut require = |ok: bool, key: &str, message: String| {
+        if !ok {
+            errors.push(config.diagnostic(key, message));
+        }
+    };
+    if let Err((key, message)) = inference_shape(s) {
+        require(false, key, message);
+    }
+    let inference_nodes = inference_shape(s).map(|i| i.nodes()).unwrap_or(0);
+    require(
+        s.agent_nodes > 0,
+        "AGENT_NODES",
+        "a campaign needs at least 1 agent node".into(),
+    );
+    require(
+        s.agents_per_node > 0,
+        "AGENTS_PER_NODE",
+        "must be at least 1".into(),
+    );
+    require(
+        s.judges_per_node > 0,
+        "JUDGES_PER_NODE",
+        "must be at least 1".into(),
+    );
+    require(
+        !(s.colocate_judges && s.judge_nodes > 0),
+        "JUDGE_NODES",
+        format!(
+            "is {} but COLOCATE_JUDGES=true puts the judges on the agent nodes; set JUDGE_NODES=0",
+            s.judge_nodes
+        ),
+    );
+    require(
+        s.colocate_judges || s.judge_nodes > 0,
+        "JUDGE_NODES",
+        "a campaign needs judges: set JUDGE_NODES to 1 or more, or COLOCATE_JUDGES=true".into(),
+    );
+    require(
+        s.judge_cpus.is_none() || s.colocate_judges,
+        "JUDGE_CPUS",
+        "only applies with COLOCATE_JUDGES=true (judges on nodes of their own get the whole node)"
+            .into(),
+    );
+    require(
+        inference_nodes == 0 || !s.vllm_model.trim().is_empty(),
+        "VLLM_MODEL",
+        format!(
+            "is empty but {inference_nodes} inference node(s) are planned; name the model to serve"
+        ),
+    );
+    require(
+        s.kernels.0.is_empty() || s.problems_file.is_none(),
+        "PROBLEMS_FILE",
+        "give KERNELS or PROBLEMS_FILE, not both".into(),
+    );
+    if let Some(path) = &s.problems_file {
+        require(
+            path.0.is_file(),
+            "PROBLEMS_FILE",
+            format!("{} does not exist", path.0.display()),
+        );
+    }
+    require(
+        u64::from(s.drain_seconds) < s.time_limit.seconds,
+        "DRAIN_SECONDS",
+        format!(
+            "{} s is not shorter than TIME_LIMIT={} ({} s)",
+            s.drain_seconds, s.time_limit.text, s.time_limit.seconds
+        ),
+    );
+    errors
+}
+
+/// Reconciles INFERENCE_NODES, INFERENCE_REPLICAS and NODES_PER_REPLICA.
+fn inference_shape(s: &Settings) -> Result<InferenceShape, (&'static str, String)> {
+    let per = s.nodes_per_replica;
+    if per == 0 {
+        return Err(("NODES_PER_REPLICA", "must be at least 1".into()));
+    }
+    let replicas = match (s.inference_nodes, s.inference_replicas) {
+        (None, None) => 0,
+        (None, Some(r)) => r,
+        (Some(n), None) if n % per == 0 => n / per,
+        (Some(n), None) => {
+            return Err((
+                "INFERENCE_NODES",
+                format!("{n} nodes cannot be split into replicas of NODES_PER_REPLICA={per}"),
+            ));
+        }
+        (Some(n), Some(r)) if n == r * per => r,
+        (Some(n), Some(r)) => {
+            return Err((
+                "INFERENCE_NODES",
+                format!(
+                    "is {n} but INFERENCE_REPLICAS × NODES_PER_REPLICA = {r} × {per} = {}",
+                    r * per
+                ),
+            ));
+        }
+    };
+    Ok(InferenceShape {
+        replicas,
+        nodes_per_replica: per,
+    })
+}
+
+fn resolve_key(figment: &Figment, spec: &KeySpec, site: Site, layers: &[&Layer]) -> Resolved {
+    let text = figment
+        .find_value(spec.name)
+        .ok()
+        .and_then(|v| v.into_string())
+        .unwrap_or_default();
+    let origin = match figment.find_metadata(spec.name).map(|m| m.name.as_ref()) {
+        Some(SITE_LAYER) => Origin::Site(site.as_str()),
+        Some(name) => layers
+            .iter()
+            .find(|l| l.name == name)
+            .and_then(|l| l.get(spec.name))
+            .map(|(_, origin)| origin.clone())
+            .unwrap_or(Origin::Default),
+        None => Origin::Default,
+    };
+    Resolved {
+        key: spec.name,
+        text,
+        origin,
+    }
+}
+
+const DEFAULT_LAYER: &str = "defaults";
+const SITE_LAYER: &str = "site";
+const FILE_LAYER: &str = "env file";
+const PROCESS_LAYER: &str = "process environment";
+const CLI_LAYER: &str = "command line";
+
+/// One configuration layer as figment sees it: key → text, each with an origin.
+struct Layer {
+    name: &'static str,
+    values: Vec<(String, String, Origin)>,
+}
+
+impl Layer {
+    fn get(&self, key: &str) -> Option<(&str, &Origin)> {
+        self.values
+            .iter()
+            .rev()
+            .find(|(k, _, _)| k == key)
+            .map(|(_, text, origin)| (text.as_str(), origin))
+    }
+}
+
+impl Provider for Layer {
+    fn metadata(&self) -> Metadata {
+        Metadata::named(self.name)
+    }
+
+    fn data(&self) -> Result<Map<Profile, Dict>, figment::Error> {
+        let dict: Dict = self
+            .values
+            .iter()
+            .map(|(key, text, _)| (key.clone(), Value::from(text.clone())))
+            .collect();
+        Ok(Profile::Default.collect(dict))
+    }
+}
+
+fn defaults_layer() -> Layer {
+    Layer {
+        name: DEFAULT_LAYER,
+        values: KEYS
+            .iter()
+            .map(|k| (k.name.to_string(), k.default.to_string(), Origin::Default))
+            .collect(),
+    }
+}
+
+fn site_layer(site: Site) -> Layer {
+    Layer {
+        name: SITE_LAYER,
+        values: site::profile(site)
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string(), Origin::Site(site.as_str())))
+            .collect(),
+    }
+}
+
+fn file_layer(file: &EnvFile, errors: &mut Vec<Diagnostic>) -> Layer {
+    let mut values = Vec::new();
+    for entry in &file.entries {
+        let origin = Origin::file(&file.path, entry.line);
+        if keys::find(&entry.key).is_none() {
+            errors.push(Diagnostic::new(
+                origin,
+                Some(entry.key.clone()),
+                keys::unknown_key_message(&entry.key),
+            ));
+            continue;
+        }
+        values.push((entry.key.clone(), entry.value.clone(), origin));
+    }
+    Layer {
+        name: FILE_LAYER,
+        values,
+    }
+}
+
+/// `HPCAGENT_<KEY>` variables. Other `HPCAGENT_*` variables (role tokens, the
+/// sandbox directory) are not configuration keys and are left alone.
+fn process_layer(sources: &Sources) -> Layer {
+    let values = sources
+        .process_env
+        .iter()
+        .filter_map(|(var, text)| {
+            let key = var.strip_prefix(ENV_PREFIX)?;
+            keys::find(key).map(|spec| {
+                (
+                    spec.name.to_string(),
+                    text.clone(),
+                    Origin::Process(var.clone()),
+                )
+            })
+        })
+        .collect();
+    Layer {
+        name: PROCESS_LAYER,
+        values,
+    }
+}
+
+fn cli_layer(overrides: &[Override], errors: &mut Vec<Diagnostic>) -> Layer {
+    let mut values = Vec::new();
+    for o in overrides {
+        let origin = Origin::Cli(o.flag.clone());
+        if keys::find(&o.key).is_none() {
+            errors.push(Diagnostic::new(
+                origin,
+                Some(o.key.clone()),
+                keys::unknown_key_message(&o.key),
+            ));
+            continue;
+        }
+        values.push((o.key.clone(), o.value.clone(), origin));
+    }
+    Layer {
+        name: CLI_LAYER,
+        values,
+    }
+}
+
+/// Quotes a value for an env file: single quotes unless it needs none.
+fn quote(text: &str) -> String {
+    if crate::words::is_plain(text) {
+        text.to_string()
+    } else if !text.contains('\'') {
+        format!("'{text}'")
+    } else {
+        let escaped = text
+            .replace('\\', "\\\\")
+            .replace('"', "\\\"")
+            .replace('$', "\\$");
+        format!("\"{escaped}\"")
+    }
+}
+
+/// Resolves a configuration from an env file path (if any), the process
+/// environment and command-line overrides: the usual entry point of commands.
+pub fn load(env_file: Option<&Path>, overrides: Vec<Override>) -> Result<Config, ConfigError> {
+    resolve(&Sources::from_process(
+        env_file.map(Path::to_path_buf),
+        overrides,
+    ))
+}
+
+#[cfg(test)]
+mod tests;

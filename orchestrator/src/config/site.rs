@@ -1,0 +1,60 @@
+//! Site profiles: what is true of a machine rather than of one campaign.
+//!
+//! A profile is a layer between the built-in defaults and the env file, so a
+//! researcher's env file names only what differs from the site.
+
+use super::values::Site;
+
+/// One site's settings, as (key, text) pairs.
+pub fn profile(site: Site) -> &'static [(&'static str, &'static str)] {
+    match site {
+        // This machine, or a laptop: the local Slurm of scripts/local-slurm, or no Slurm.
+        Site::Local => &[("GPUS_PER_NODE", "0"), ("CPUS_PER_NODE", "2")],
+        // CSCS Alps: GH200 nodes, 4 GPUs and 4 × 72 Grace cores, Slingshot (cxi).
+        // NCCL/libfabric settings as CSCS documents them for the aws-ofi-nccl plugin.
+        Site::Alps => &[
+            ("PARTITION", "normal"),
+            ("GPUS_PER_NODE", "4"),
+            ("CPUS_PER_NODE", "288"),
+            ("INFERENCE_CE_ENV", "hpcagent-vllm-gh200"),
+            ("ROLE_CE_ENV", "hpcagent-roles-gh200"),
+            ("NET_IFNAME", "hsn0"),
+            (
+                "INFERENCE_ENV",
+                "NCCL_NET='AWS Libfabric' NCCL_NET_GDR_LEVEL=PHB NCCL_CROSS_NIC=1 \
+                 FI_CXI_DISABLE_HOST_REGISTER=1 FI_MR_CACHE_MONITOR=userfaultfd \
+                 FI_CXI_DEFAULT_CQ_SIZE=131072 FI_CXI_DEFAULT_TX_SIZE=32768 \
+                 FI_CXI_RX_MATCH_MODE=software",
+            ),
+        ],
+        // CSCS Beverin: MI300A nodes, 4 APUs and 4 × 24 cores, Slingshot (cxi).
+        Site::Beverin => &[
+            ("PARTITION", "mi300"),
+            ("GPUS_PER_NODE", "4"),
+            ("CPUS_PER_NODE", "96"),
+            ("INFERENCE_CE_ENV", "hpcagent-vllm-mi300a"),
+            ("ROLE_CE_ENV", "hpcagent-roles-mi300a"),
+            ("NET_IFNAME", "hsn0"),
+            (
+                "INFERENCE_ENV",
+                "NCCL_NET_PLUGIN=ofi FI_PROVIDER=cxi FI_CXI_DISABLE_HOST_REGISTER=1 \
+                 FI_MR_CACHE_MONITOR=userfaultfd",
+            ),
+        ],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::keys;
+
+    #[test]
+    fn profiles_only_name_real_keys() {
+        for site in Site::ALL {
+            for (key, _) in profile(*site) {
+                assert!(keys::find(key).is_some(), "{site}: {key} is not a key");
+            }
+        }
+    }
+}

@@ -1,0 +1,191 @@
+//! The plan: which role instance runs where, with what, launched how.
+//!
+//! A plan is a value (written as `plan.json` in the run directory) that the
+//! executors carry out and the roles read their assignment from. It is made by
+//! [`crate::placement`]; this module only describes and prints it.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use crate::words;
+
+/// The kinds of work nodes are assigned to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    Inference,
+    Agent,
+    Judge,
+}
+
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Inference => "inference",
+            Role::Agent => "agent",
+            Role::Judge => "judge",
+        }
+    }
+}
+
+impl fmt::Display for Role {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Where the orchestrator's gRPC server listens: the node running the batch script.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OrchestratorEndpoint {
+    pub node: String,
+    pub port: u16,
+}
+
+/// How one vLLM server is laid out over its nodes and GPUs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Parallelism {
+    pub tensor_parallel: u32,
+    /// Pipeline stages, one per node: rank 0 serves HTTP, the others are `--headless`.
+    pub pipeline_parallel: u32,
+}
+
+/// One role instance: one Slurm step (or one local process group).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RoleInstance {
+    pub role: Role,
+    pub index: u32,
+    /// `<role>-<index>`: the step's `--job-name` and its log directory name.
+    pub name: String,
+    /// Nodes in rank order (one task per node).
+    pub nodes: Vec<String>,
+    /// The same nodes as a Slurm hostlist.
+    pub nodelist: String,
+    pub cpus_per_node: u32,
+    pub gpus_per_node: u32,
+    /// Named ports this instance listens on (`http`, `master`, `grpc`).
+    pub ports: BTreeMap<String, u16>,
+    /// Container Engine environment, when the role runs in an image.
+    pub edf: Option<String>,
+    /// Agents run by this instance (agent role only).
+    pub workers: Option<u32>,
+    pub parallelism: Option<Parallelism>,
+    /// Environment the step gets on top of the orchestrator's (no secrets).
+    pub env: BTreeMap<String, String>,
+    /// Directory of the step's stdout and stderr, under the run directory.
+    pub log_dir: PathBuf,
+    /// The exact `srun` argument vector that launches the step.
+    pub srun: Vec<String>,
+    /// The role command inside the step.
+    pub command: Vec<String>,
+}
+
+/// A whole campaign's placement.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Plan {
+    pub job_id: Option<String>,
+    pub run_dir: PathBuf,
+    pub site: String,
+    /// The allocation's nodes, in Slurm's order.
+    pub nodes: Vec<String>,
+    pub nodelist: String,
+    pub gpus_per_node: u32,
+    pub cpus_per_node: u32,
+    pub orchestrator: OrchestratorEndpoint,
+    pub instances: Vec<RoleInstance>,
+    /// Nodes of the allocation no role was given.
+    pub unused_nodes: Vec<String>,
+    /// Things that work but are probably not what was meant.
+    pub warnings: Vec<String>,
+}
+
+impl Plan {
+    pub fn instances_of(&self, role: Role) -> impl Iterator<Item = &RoleInstance> {
+        self.instances.iter().filter(move |i| i.role == role)
+    }
+
+    /// The human-readable form: a table, then the exact srun lines.
+    pub fn render(&self) -> String {
+        let mut rows = vec![[
+            "ROLE".to_string(),
+            "INSTANCE".into(),
+            "NODES".into(),
+            "CPUS".into(),
+            "GPUS".into(),
+            "PORTS".into(),
+            "EDF".into(),
+        ]];
+        for i in &self.instances {
+            let ports: Vec<String> = i
+                .ports
+                .iter()
+                .map(|(name, port)| format!("{name}={port}"))
+                .collect();
+            rows.push([
+                i.role.to_string(),
+                i.name.clone(),
+                i.nodelist.clone(),
+                i.cpus_per_node.to_string(),
+                i.gpus_per_node.to_string(),
+                if ports.is_empty() {
+                    "-".into()
+                } else {
+                    ports.join(",")
+                },
+                i.edf.clone().unwrap_or_else(|| "-".into()),
+            ]);
+        }
+        let mut out = format!(
+            "job {}  site {}  nodes {} ({} × {} CPUs, {} GPUs)  run {}\norchestrator on {}:{}\n\n",
+            self.job_id.as_deref().unwrap_or("(dry run)"),
+            self.site,
+            self.nodelist,
+            self.nodes.len(),
+            self.cpus_per_node,
+            self.gpus_per_node,
+            self.run_dir.display(),
+            self.orchestrator.node,
+            self.orchestrator.port,
+        );
+        out.push_str(&table(&rows));
+        for warning in &self.warnings {
+            out.push_str(&format!("\nwarning: {warning}"));
+        }
+        if !self.warnings.is_empty() {
+            out.push('\n');
+        }
+        out.push_str("\nsteps:\n");
+        for i in &self.instances {
+            let env: Vec<String> = i
+                .env
+                .iter()
+                .map(|(k, v)| format!("{k}={}", words::quote(v)))
+                .collect();
+            let argv = words::join(&i.srun);
+            if env.is_empty() {
+                out.push_str(&format!("{argv}\n"));
+            } else {
+                out.push_str(&format!("env {} {argv}\n", env.join(" ")));
+            }
+        }
+        out
+    }
+}
+
+fn table(rows: &[[String; 7]]) -> String {
+    let widths: Vec<usize> = (0..7)
+        .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
+        .collect();
+    rows.iter()
+        .map(|r| {
+            let cells: Vec<String> = r
+                .iter()
+                .zip(&widths)
+                .map(|(cell, w)| format!("{cell:w$}"))
+                .collect();
+            format!("{}\n", cells.join("  ").trim_end())
+        })
+        .collect()
+}

@@ -1,0 +1,268 @@
+//! `hpcagent submit`: one Slurm job for the whole campaign.
+//!
+//! `#SBATCH` lines are read before any env file could be, which is why the
+//! seed's bash made users add node counts up by hand. Here the flags are
+//! computed from the configuration and passed on `sbatch`'s command line (which
+//! overrides `#SBATCH`), and the site's batch script template is rendered and
+//! given on stdin.
+//!
+//! The run directory is `<RUN_ROOT>/<job id>`, and the job's own output goes
+//! into it. The id is only known once `sbatch` answers, so the job is submitted
+//! held, the directory made and filled, and then the job released; a failure in
+//! between cancels the job rather than leave it held forever.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use crate::config::{Config, Site};
+
+/// The batch script templates, one per site, compiled in so the binary works
+/// without a checkout.
+const TEMPLATES: &[(Site, &str)] = &[
+    (Site::Local, include_str!("../../../sbatch/local.sbatch")),
+    (Site::Alps, include_str!("../../../sbatch/alps.sbatch")),
+    (
+        Site::Beverin,
+        include_str!("../../../sbatch/beverin.sbatch"),
+    ),
+];
+
+/// A job ready to submit: `sbatch` flags and the rendered script.
+#[derive(Debug, Clone)]
+pub struct BatchJob {
+    pub flags: Vec<String>,
+    pub script: String,
+    pub run_root: PathBuf,
+    /// The configuration as resolved now, written into the run directory for
+    /// the job to read (so it sees exactly these values).
+    pub env_resolved: String,
+}
+
+impl BatchJob {
+    /// The command line a user could run by hand (the script goes on stdin).
+    pub fn command_line(&self) -> String {
+        let mut argv = vec!["sbatch".to_string()];
+        argv.extend(self.flags.iter().cloned());
+        crate::words::join(&argv)
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SubmitError {
+    #[error("cannot run {command}: {source} (is Slurm installed and SLURM_CONF set?)")]
+    Spawn {
+        command: &'static str,
+        source: std::io::Error,
+    },
+    #[error("{command} failed ({status}): {stderr}")]
+    Failed {
+        command: String,
+        status: std::process::ExitStatus,
+        stderr: String,
+    },
+    #[error("sbatch answered {0:?}, not a job id")]
+    NoJobId(String),
+    #[error("cannot prepare {path}: {source} (job {job} was cancelled)")]
+    RunDir {
+        path: PathBuf,
+        job: String,
+        source: std::io::Error,
+    },
+    #[error("batch script template has an unknown placeholder {0}")]
+    Template(String),
+}
+
+/// Total nodes the configuration asks for.
+pub fn node_total(config: &Config) -> u32 {
+    let s = &config.settings;
+    let judges = if s.colocate_judges { 0 } else { s.judge_nodes };
+    config.inference().nodes() + s.agent_nodes + judges
+}
+
+/// Computes the `sbatch` flags and renders the site's script.
+pub fn prepare(
+    config: &Config,
+    exe: &Path,
+    extra_args: &[String],
+) -> Result<BatchJob, SubmitError> {
+    let s = &config.settings;
+    let run_root = s.run_root.0.clone();
+    let mut flags = vec![
+        format!("--nodes={}", node_total(config)),
+        // Roles are placed on whole nodes: without --exclusive a job gets one
+        // CPU per node and every step but the first waits.
+        "--exclusive".to_string(),
+    ];
+    if s.gpus_per_node > 0 {
+        flags.push(format!("--gpus-per-node={}", s.gpus_per_node));
+    }
+    flags.push(format!("--time={}", s.time_limit.text));
+    if let Some(partition) = &s.partition {
+        flags.push(format!("--partition={partition}"));
+    }
+    if let Some(account) = &s.account {
+        flags.push(format!("--account={account}"));
+    }
+    flags.push(format!("--job-name={}", s.job_name));
+    flags.push(format!(
+        "--output={}",
+        run_root.join("%j").join("sbatch.out").display()
+    ));
+    flags.push(format!("--signal=B:USR1@{}", s.drain_seconds));
+    flags.extend(extra_args.iter().cloned());
+    let script = render(
+        template(s.site),
+        &[("HPCAGENT", exe), ("RUN_ROOT", &run_root)],
+    )?;
+    Ok(BatchJob {
+        flags,
+        script,
+        run_root,
+        env_resolved: config.to_env_file(),
+    })
+}
+
+fn template(site: Site) -> &'static str {
+    TEMPLATES
+        .iter()
+        .find(|(s, _)| *s == site)
+        .map(|(_, t)| *t)
+        .expect("a template per site")
+}
+
+/// Replaces `{{NAME}}` placeholders with shell-quoted paths.
+fn render(template: &str, values: &[(&str, &Path)]) -> Result<String, SubmitError> {
+    let mut out = template.to_string();
+    for (name, path) in values {
+        let quoted = shell_words::quote(&path.display().to_string()).into_owned();
+        out = out.replace(&format!("{{{{{name}}}}}"), &quoted);
+    }
+    if let Some(start) = out.find("{{") {
+        let end = out[start..].find("}}").map_or(out.len(), |e| start + e + 2);
+        return Err(SubmitError::Template(out[start..end].to_string()));
+    }
+    Ok(out)
+}
+
+/// A submitted job.
+#[derive(Debug, Clone)]
+pub struct Submitted {
+    pub job_id: String,
+    pub run_dir: PathBuf,
+}
+
+/// Submits the job held, prepares its run directory, then releases it.
+pub fn submit(job: &BatchJob) -> Result<Submitted, SubmitError> {
+    std::fs::create_dir_all(&job.run_root).map_err(|source| SubmitError::RunDir {
+        path: job.run_root.clone(),
+        job: "(none submitted)".into(),
+        source,
+    })?;
+    let mut sbatch = Command::new("sbatch");
+    sbatch.arg("--parsable").arg("--hold").args(&job.flags);
+    let answer = run(sbatch, "sbatch", Some(&job.script))?;
+    // --parsable prints "<id>" or "<id>;<cluster>".
+    let job_id = answer.trim().split(';').next().unwrap_or("").to_string();
+    if job_id.is_empty() || !job_id.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(SubmitError::NoJobId(answer));
+    }
+    let run_dir = job.run_root.join(&job_id);
+    let prepared = std::fs::create_dir_all(&run_dir)
+        .and_then(|()| std::fs::write(run_dir.join("env.resolved"), &job.env_resolved))
+        .and_then(|()| std::fs::write(run_dir.join("job.sbatch"), &job.script));
+    if let Err(source) = prepared {
+        cancel(&job_id);
+        return Err(SubmitError::RunDir {
+            path: run_dir,
+            job: job_id,
+            source,
+        });
+    }
+    let mut release = Command::new("scontrol");
+    release.args(["release", &job_id]);
+    if let Err(e) = run(release, "scontrol", None) {
+        cancel(&job_id);
+        return Err(e);
+    }
+    Ok(Submitted { job_id, run_dir })
+}
+
+fn cancel(job_id: &str) {
+    let _ = Command::new("scancel").arg(job_id).status();
+}
+
+/// Runs a Slurm command, feeding `stdin` if given; returns its stdout.
+fn run(
+    mut command: Command,
+    name: &'static str,
+    stdin: Option<&str>,
+) -> Result<String, SubmitError> {
+    let shown = format!("{command:?}");
+    command
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = command.spawn().map_err(|source| SubmitError::Spawn {
+        command: name,
+        source,
+    })?;
+    if let (Some(text), Some(mut pipe)) = (stdin, child.stdin.take()) {
+        pipe.write_all(text.as_bytes())
+            .map_err(|source| SubmitError::Spawn {
+                command: name,
+                source,
+            })?;
+    }
+    let output = child
+        .wait_with_output()
+        .map_err(|source| SubmitError::Spawn {
+            command: name,
+            source,
+        })?;
+    if !output.status.success() {
+        return Err(SubmitError::Failed {
+            command: shown,
+            status: output.status,
+            stderr: String::from_utf8_lossy(&output.stderr).trim().to_string(),
+        });
+    }
+    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_template_renders_completely() {
+        for (site, template) in TEMPLATES {
+            let script = render(
+                template,
+                &[
+                    ("HPCAGENT", Path::new("/opt/hpc agent")),
+                    ("RUN_ROOT", Path::new("/r")),
+                ],
+            )
+            .unwrap_or_else(|e| panic!("{site}: {e}"));
+            assert!(script.starts_with("#!/bin/bash"), "{site}");
+            assert!(
+                script.contains("'/opt/hpc agent'"),
+                "{site}: the binary path is quoted"
+            );
+        }
+    }
+
+    #[test]
+    fn unknown_placeholders_are_refused() {
+        let err = render("#!/bin/bash\n{{NOPE}}\n", &[]).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "batch script template has an unknown placeholder {{NOPE}}"
+        );
+    }
+}

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The whole test suite, from a fresh Debian machine: installs what the tests
+# need, starts the project's local Slurm cluster, then runs every test once on
+# one shared build. Arguments go to `cargo test` (e.g. a test name filter).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
+
+# Debian packages the tests use beyond the Rust toolchain. Slurm and munge are
+# installed by up.sh itself.
+need=""
+for p in gcc; do dpkg -s "$p" >/dev/null 2>&1 || need="$need $p"; done
+if [ -n "$need" ]; then
+  echo "[test] installing$need"
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $need >/dev/null ||
+    { as_root apt-get update -q >/dev/null &&
+      as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $need >/dev/null; }
+fi
+
+# A real multi-node Slurm on this machine (idempotent: reused when already up).
+as_root scripts/local-slurm/up.sh
+. /tmp/hpcagent-slurm/env.sh
+
+cargo fmt --all --check
+cargo clippy --workspace --all-targets --locked --quiet -- -D warnings
+cargo test --workspace --locked "$@"

@@ -1,0 +1,73 @@
+//! The subcommands, and what they share: configuration flags and error reporting.
+
+pub mod config;
+pub mod plan;
+pub mod submit;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Subcommand};
+use hpcagent_orchestrator::allocation::AllocationError;
+use hpcagent_orchestrator::config::{self as cfg, Config, ConfigError, Override};
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Print the resolved configuration and where each value came from.
+    Config(config::ConfigArgs),
+    /// Show which nodes run which role, and the exact srun lines.
+    Plan(plan::PlanArgs),
+    /// Submit the campaign as one Slurm job.
+    Submit(submit::SubmitArgs),
+}
+
+/// Flags every command that reads a configuration takes.
+#[derive(Debug, Args)]
+pub struct ConfigFlags {
+    /// The campaign's env file.
+    #[arg(long = "env", value_name = "FILE")]
+    pub env_file: Option<PathBuf>,
+    /// Override a key (highest precedence); repeatable.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
+}
+
+impl ConfigFlags {
+    /// Resolves the configuration, with `extra` flag-derived overrides on top.
+    pub fn load(&self, extra: Vec<Override>) -> anyhow::Result<Config> {
+        let mut overrides = Vec::new();
+        for assignment in &self.set {
+            let Some((key, value)) = assignment.split_once('=') else {
+                return Err(ConfigError(vec![cfg::Diagnostic::new(
+                    cfg::Origin::Cli(format!("--set {assignment}")),
+                    None,
+                    "expected --set KEY=VALUE",
+                )])
+                .into());
+            };
+            overrides.push(Override {
+                flag: format!("--set {assignment}"),
+                key: key.trim().to_string(),
+                value: value.to_string(),
+            });
+        }
+        overrides.extend(extra);
+        Ok(cfg::load(self.env_file.as_deref(), overrides)?)
+    }
+}
+
+/// Prints an error; configuration and input errors exit 2, everything else 1.
+pub fn report(err: &anyhow::Error) -> ExitCode {
+    if let Some(config) = err.downcast_ref::<ConfigError>() {
+        for diagnostic in &config.0 {
+            eprintln!("error: {diagnostic}");
+        }
+        eprintln!("nothing was launched");
+        return ExitCode::from(2);
+    }
+    eprintln!("error: {err:#}");
+    if err.downcast_ref::<AllocationError>().is_some() {
+        return ExitCode::from(2);
+    }
+    ExitCode::from(1)
+}

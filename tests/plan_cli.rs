@@ -1,0 +1,260 @@
+//! `hpcagent config`, `plan` and `submit --dry-run` as a user runs them.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::os::unix::fs::PermissionsExt;
+
+use common::{example, hpcagent, stderr, stdout};
+use serde_json::Value;
+
+fn plan_json(args: &[&str]) -> Value {
+    let out = hpcagent()
+        .arg("plan")
+        .args(args)
+        .arg("--json")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn beverin_plan_covers_the_four_nodes_as_configured() {
+    let env = example("beverin.env");
+    let plan = plan_json(&[
+        "--env",
+        env.to_str().unwrap(),
+        "--nodelist",
+        "nid[001-004]",
+        "--gpus-per-node",
+        "4",
+    ]);
+    let instances = plan["instances"].as_array().unwrap();
+    let used: BTreeSet<&str> = instances
+        .iter()
+        .flat_map(|i| {
+            i["nodes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|n| n.as_str().unwrap())
+        })
+        .collect();
+    assert_eq!(
+        used,
+        BTreeSet::from(["nid001", "nid002", "nid003", "nid004"])
+    );
+    let roles: Vec<(&str, &str, u64)> = instances
+        .iter()
+        .map(|i| {
+            (
+                i["role"].as_str().unwrap(),
+                i["nodelist"].as_str().unwrap(),
+                i["gpus_per_node"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        roles,
+        [
+            ("inference", "nid001", 4),
+            ("inference", "nid002", 4),
+            ("agent", "nid003", 0),
+            ("judge", "nid004", 4)
+        ]
+    );
+    assert_eq!(instances[2]["workers"], 4);
+    assert_eq!(instances[0]["parallelism"]["tensor_parallel"], 4);
+    assert_eq!(plan["site"], "beverin");
+    let srun: Vec<&str> = instances[0]["srun"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    assert!(
+        srun.contains(&"--job-name=inference-0")
+            && srun.contains(&"--environment=hpcagent-vllm-mi300a")
+    );
+}
+
+/// Writes `text` as an env file and runs `hpcagent <command> --env <file>` with a
+/// stand-in sbatch on PATH that records any call: nothing may be launched.
+fn refused(command: &str, text: &str) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let env = dir.path().join("bad.env");
+    std::fs::write(&env, text).unwrap();
+    let bin = dir.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    let marker = dir.path().join("sbatch-was-called");
+    let fake = bin.join("sbatch");
+    std::fs::write(
+        &fake,
+        format!("#!/bin/sh\ntouch {}\necho 1\n", marker.display()),
+    )
+    .unwrap();
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    let out = hpcagent()
+        .args([command, "--env", env.to_str().unwrap()])
+        .env("PATH", path)
+        .env_remove("NOT_SET_ANYWHERE")
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{command} should exit 2: {}",
+        stderr(&out)
+    );
+    assert!(
+        !marker.exists(),
+        "{command} called sbatch despite the errors"
+    );
+    stderr(&out).replace(&format!("{}:", env.display()), "bad.env:")
+}
+
+#[test]
+fn malformed_env_files_fail_with_file_line_and_key() {
+    let cases = [
+        (
+            "AGENT_NODE=2\n",
+            "bad.env:1: AGENT_NODE: unknown key; did you mean AGENT_NODES?",
+        ),
+        (
+            "# nodes\nAGENT_NODES=-1\n",
+            "bad.env:2: AGENT_NODES: -1 is negative; a count must be 0 or more",
+        ),
+        (
+            "AGENT_NODES=1\nJUDGE_NODES 2\n",
+            "bad.env:2: JUDGE_NODES: expected KEY=value (this line has no '=')",
+        ),
+        (
+            "RUN_ROOT=${NOT_SET_ANYWHERE}/runs\n",
+            "bad.env:1: RUN_ROOT: ${NOT_SET_ANYWHERE} is not set (give a default with ${NOT_SET_ANYWHERE:-value})",
+        ),
+        (
+            "AGENT_NODES=two\n",
+            "bad.env:1: AGENT_NODES: \"two\" is not a whole number",
+        ),
+    ];
+    for command in ["plan", "submit", "config"] {
+        for (text, expected) in cases {
+            let err = refused(command, text);
+            assert!(
+                err.contains(&format!("error: {expected}")),
+                "{command} with {text:?}: {err}"
+            );
+            assert!(err.contains("nothing was launched"), "{err}");
+        }
+    }
+}
+
+#[test]
+fn impossible_plans_fail_at_the_key_with_the_numbers() {
+    let err = refused(
+        "submit",
+        "SITE=alps\nINFERENCE_NODES=1\nTENSOR_PARALLEL_SIZE=3\nVLLM_MODEL=m\n",
+    );
+    assert!(
+        err.contains("bad.env:3: TENSOR_PARALLEL_SIZE: 3 does not divide the 4 GPUs of a node"),
+        "{err}"
+    );
+
+    let env = example("beverin.env");
+    let out = hpcagent()
+        .args([
+            "plan",
+            "--env",
+            env.to_str().unwrap(),
+            "--nodelist",
+            "nid[001-003]",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(
+        err.contains("beverin.env:16: JUDGE_NODES: the plan needs 4 nodes (inference 2 + agents 1 + judges 1) but the allocation has 3 (nid[001-003])"),
+        "{err}"
+    );
+}
+
+#[test]
+fn config_shows_each_value_and_its_origin() {
+    let env = example("beverin.env");
+    let out = hpcagent()
+        .args([
+            "config",
+            "--env",
+            env.to_str().unwrap(),
+            "--set",
+            "JUDGE_NODES=2",
+        ])
+        .env("HPCAGENT_AGENTS_PER_NODE", "8")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    let line = |key: &str| {
+        text.lines()
+            .find(|l| l.starts_with(&format!("{key} ")))
+            .unwrap()
+            .to_string()
+    };
+    assert!(
+        line("GPUS_PER_NODE").ends_with("site profile beverin"),
+        "{text}"
+    );
+    assert!(line("AGENT_NODES").contains("beverin.env:14"), "{text}");
+    assert!(
+        line("AGENTS_PER_NODE").ends_with("environment HPCAGENT_AGENTS_PER_NODE"),
+        "{text}"
+    );
+    assert!(
+        line("JUDGE_NODES").ends_with("command line --set JUDGE_NODES=2"),
+        "{text}"
+    );
+    assert!(line("JUDGES_PER_NODE").ends_with("default"), "{text}");
+}
+
+#[test]
+fn submit_dry_run_renders_flags_from_the_env_file() {
+    let env = example("beverin.env");
+    let out = hpcagent()
+        .args([
+            "submit",
+            "--env",
+            env.to_str().unwrap(),
+            "--dry-run",
+            "--",
+            "--reservation=r1",
+        ])
+        .env("SCRATCH", "/scratch/u")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    let command = text.lines().find(|l| l.starts_with("sbatch ")).unwrap();
+    for flag in [
+        "--nodes=4",
+        "--exclusive",
+        "--gpus-per-node=4",
+        "--time=04:00:00",
+        "--partition=mi300",
+        "--job-name=hpcagent",
+        "--output=/scratch/u/hpcagent-runs/%j/sbatch.out",
+        "--signal=B:USR1@600",
+        "--reservation=r1",
+    ] {
+        assert!(
+            command.split(' ').any(|w| w == flag),
+            "{flag} missing from: {command}"
+        );
+    }
+    assert!(
+        text.contains("#!/bin/bash") && text.contains("plan --env \"$RUN_DIR/env.resolved\""),
+        "{text}"
+    );
+}

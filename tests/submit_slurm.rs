@@ -1,0 +1,143 @@
+//! `hpcagent submit` against the real local Slurm (scripts/local-slurm): the job
+//! runs, and the plan it writes names the nodes Slurm gave it.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use common::{example, hpcagent, job_field, require_slurm, stderr, stdout, wait_for_job};
+use serde_json::Value;
+
+/// Submits `examples/local.env` with extra `--set` overrides into a fresh
+/// RUN_ROOT; returns the job id, the run directory and the temp dir holding it.
+fn submit(sets: &[&str], sbatch_args: &[&str]) -> (String, std::path::PathBuf, tempfile::TempDir) {
+    require_slurm();
+    let root = tempfile::tempdir().unwrap();
+    let env = example("local.env");
+    let mut cmd = hpcagent();
+    cmd.args(["submit", "--env", env.to_str().unwrap()])
+        .arg("--set")
+        .arg(format!("RUN_ROOT={}", root.path().display()));
+    for set in sets {
+        cmd.args(["--set", set]);
+    }
+    if !sbatch_args.is_empty() {
+        cmd.arg("--").args(sbatch_args);
+    }
+    let out = cmd.output().unwrap();
+    assert!(out.status.success(), "submit failed: {}", stderr(&out));
+    let text = stdout(&out);
+    let job = text
+        .lines()
+        .find_map(|l| l.strip_prefix("submitted job "))
+        .unwrap_or_else(|| panic!("no job id in: {text}"))
+        .to_string();
+    let run_dir = root.path().join(&job);
+    assert!(
+        text.contains(&format!("run directory {}", run_dir.display())),
+        "{text}"
+    );
+    (job, run_dir, root)
+}
+
+fn hostnames(expr: &str) -> Vec<String> {
+    let out = Command::new("scontrol")
+        .args(["show", "hostnames", expr])
+        .output()
+        .unwrap();
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+fn read_plan(run_dir: &Path) -> Value {
+    let path = run_dir.join("plan.json");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+        let log = std::fs::read_to_string(run_dir.join("sbatch.out")).unwrap_or_default();
+        panic!("{}: {e}\nsbatch.out:\n{log}", path.display())
+    });
+    serde_json::from_str(&text).unwrap()
+}
+
+fn strings(v: &Value) -> Vec<String> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn submitted_job_writes_a_plan_of_its_own_nodes() {
+    let (job, run_dir, _root) = submit(&[], &[]);
+    assert_eq!(wait_for_job(&job, Duration::from_secs(120)), "COMPLETED");
+    assert_eq!(job_field(&job, "NumNodes").as_deref(), Some("4"));
+    let nodelist = job_field(&job, "NodeList").unwrap();
+    let plan = read_plan(&run_dir);
+    assert_eq!(plan["job_id"], job.as_str());
+    assert_eq!(strings(&plan["nodes"]), hostnames(&nodelist));
+    let placed: Vec<String> = plan["instances"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|i| strings(&i["nodes"]))
+        .collect();
+    assert_eq!(
+        placed,
+        hostnames(&nodelist),
+        "2 agent + 2 judge nodes, one role each"
+    );
+    // Whole nodes: the job holds all 4 CPUs of each, and the plan uses them.
+    assert_eq!(plan["cpus_per_node"], 4);
+    // The job's output went into the run directory, next to what submit wrote.
+    let log = std::fs::read_to_string(run_dir.join("sbatch.out")).unwrap();
+    assert!(
+        log.contains(&format!("hpcagent: job {job} on {nodelist}")),
+        "{log}"
+    );
+    assert!(run_dir.join("env.resolved").is_file() && run_dir.join("job.sbatch").is_file());
+}
+
+#[test]
+fn gpus_requested_are_gpus_planned() {
+    let (job, run_dir, _root) = submit(&["GPUS_PER_NODE=4", "JUDGES_PER_NODE=2"], &[]);
+    assert_eq!(wait_for_job(&job, Duration::from_secs(120)), "COMPLETED");
+    let plan = read_plan(&run_dir);
+    assert_eq!(plan["gpus_per_node"], 4);
+    let judges: Vec<&Value> = plan["instances"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|i| i["role"] == "judge")
+        .collect();
+    assert_eq!(judges.len(), 4, "2 judge nodes × 2 judges");
+    for judge in judges {
+        assert_eq!(judge["gpus_per_node"], 2);
+        assert!(strings(&judge["srun"]).contains(&"--gres=gpu:2".to_string()));
+    }
+}
+
+#[test]
+fn a_refusal_from_slurm_is_reported_and_leaves_no_job() {
+    require_slurm();
+    let root = tempfile::tempdir().unwrap();
+    let env = example("local.env");
+    let out = hpcagent()
+        .args(["submit", "--env", env.to_str().unwrap(), "--set"])
+        .arg(format!("RUN_ROOT={}", root.path().display()))
+        .args(["--", "--partition=no-such-partition"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(
+        err.contains("sbatch") && err.contains("invalid partition"),
+        "{err}"
+    );
+    let left: Vec<_> = std::fs::read_dir(root.path()).unwrap().collect();
+    assert!(left.is_empty(), "no run directory without a job: {left:?}");
+}
