@@ -7,16 +7,19 @@ cd "$(dirname "$0")/.."
 
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 
-# Debian packages the tests use beyond the Rust toolchain. Slurm and munge are
-# installed by up.sh itself.
+# Debian packages the tests use beyond the Rust toolchain: the judge's
+# compilers and profilers. Slurm and munge are installed by up.sh itself.
 need=""
-for p in gcc; do dpkg -s "$p" >/dev/null 2>&1 || need="$need $p"; done
+for p in gcc g++ gfortran linux-perf papi-tools; do dpkg -s "$p" >/dev/null 2>&1 || need="$need $p"; done
 if [ -n "$need" ]; then
   echo "[test] installing$need"
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $need >/dev/null ||
     { as_root apt-get update -q >/dev/null &&
       as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $need >/dev/null; }
 fi
+
+# NumPy for the judge's reference oracle, in the python3 the judge will run.
+python3 -c 'import numpy' 2>/dev/null || python3 -m pip install --quiet numpy
 
 # A real multi-node Slurm on this machine (idempotent: reused when already up).
 as_root scripts/local-slurm/up.sh

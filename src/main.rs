@@ -23,6 +23,8 @@ fn main() -> ExitCode {
         Command::Config(args) => commands::config::run(args),
         Command::Plan(args) => commands::plan::run(args),
         Command::Submit(args) => commands::submit::run(args),
+        Command::Judge(args) => commands::judge::run(args),
+        Command::Corpus(args) => commands::corpus::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

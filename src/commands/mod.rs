@@ -1,6 +1,8 @@
 //! The subcommands, and what they share: configuration flags and error reporting.
 
 pub mod config;
+pub mod corpus;
+pub mod judge;
 pub mod plan;
 pub mod submit;
 
@@ -19,6 +21,30 @@ pub enum Command {
     Plan(plan::PlanArgs),
     /// Submit the campaign as one Slurm job.
     Submit(submit::SubmitArgs),
+    /// Serve a judge, or ask one to describe, grade or profile.
+    Judge(judge::JudgeArgs),
+    /// List or check the task corpus.
+    Corpus(corpus::CorpusArgs),
+}
+
+/// Marks an error as a request that can never succeed as sent (exit code 2).
+#[derive(Debug)]
+pub struct InvalidRequest;
+
+impl std::fmt::Display for InvalidRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("invalid request")
+    }
+}
+
+/// Logs to stderr; `RUST_LOG` filters (default: info).
+pub fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
 }
 
 /// Flags every command that reads a configuration takes.
@@ -63,6 +89,10 @@ pub fn report(err: &anyhow::Error) -> ExitCode {
             eprintln!("error: {diagnostic}");
         }
         eprintln!("nothing was launched");
+        return ExitCode::from(2);
+    }
+    if err.downcast_ref::<InvalidRequest>().is_some() {
+        eprintln!("error: {}", err.root_cause());
         return ExitCode::from(2);
     }
     eprintln!("error: {err:#}");

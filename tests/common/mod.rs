@@ -76,3 +76,149 @@ pub fn wait_for_job(job: &str, limit: Duration) -> String {
         std::thread::sleep(Duration::from_millis(200));
     }
 }
+
+/// A `hpcagent judge serve` process for tests, stopped when the test process ends.
+pub struct JudgeServer {
+    pub url: String,
+    pub cache: PathBuf,
+    pid: u32,
+}
+
+/// Rank variables a judge must not inherit from the test's environment.
+const RANK_VARIABLES: &[&str] = &[
+    "OMPI_COMM_WORLD_RANK",
+    "MV2_COMM_WORLD_RANK",
+    "PMIX_RANK",
+    "PMI_RANK",
+    "SLURM_PROCID",
+];
+
+impl JudgeServer {
+    /// Starts a judge at preset S on a free port, with its own cache unless
+    /// `cache` is given; `env` adds variables (e.g. a rank).
+    pub fn start(extra: &[&str], env: &[(&str, &str)], cache: Option<&Path>) -> JudgeServer {
+        let cache = cache
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| tempfile::tempdir().unwrap().keep());
+        let args: Vec<String> = [
+            "judge",
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--preset",
+            "S",
+            "--cache",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .chain(std::iter::once(cache.display().to_string()))
+        .chain(extra.iter().map(|s| s.to_string()))
+        .collect();
+        let env: Vec<(String, String)> = env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        // The judge's parent is a thread that never ends, so PDEATHSIG fires only
+        // when the whole test process goes.
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            use std::os::unix::process::CommandExt;
+            let mut cmd = hpcagent();
+            cmd.args(&args)
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::null());
+            for var in RANK_VARIABLES {
+                cmd.env_remove(var);
+            }
+            cmd.envs(env);
+            // SAFETY: prctl only.
+            unsafe {
+                cmd.pre_exec(|| {
+                    libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                    Ok(())
+                });
+            }
+            let mut child = cmd.spawn().expect("start the judge");
+            let stdout = child.stdout.take().unwrap();
+            tx.send((child.id(), stdout)).unwrap();
+            let _ = child.wait();
+            loop {
+                std::thread::park();
+            }
+        });
+        let (pid, stdout) = rx.recv().unwrap();
+        let mut line = String::new();
+        std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut line).unwrap();
+        let addr = line
+            .trim()
+            .strip_prefix("listening on ")
+            .unwrap_or_else(|| panic!("the judge did not start: {line:?}"))
+            .to_string();
+        JudgeServer {
+            url: format!("http://{addr}"),
+            cache,
+            pid,
+        }
+    }
+
+    /// `hpcagent judge <verb> --judge URL <args>`.
+    pub fn ask(&self, verb: &str, args: &[&str]) -> Output {
+        hpcagent()
+            .args(["judge", verb, "--judge", &self.url])
+            .args(args)
+            .output()
+            .unwrap()
+    }
+
+    /// Grades `file` (under tests/submissions) and returns the verdict as JSON.
+    pub fn grade(
+        &self,
+        verb: &str,
+        task: &str,
+        language: &str,
+        file: &str,
+        extra: &[&str],
+    ) -> serde_json::Value {
+        self.grade_path(
+            verb,
+            task,
+            language,
+            &repo().join("tests/submissions").join(file),
+            extra,
+        )
+    }
+
+    /// A C gemm source anywhere, graded by `verb`.
+    pub fn grade_file(&self, verb: &str, path: &Path) -> serde_json::Value {
+        self.grade_path(verb, "gemm", "c", path, &[])
+    }
+
+    fn grade_path(
+        &self,
+        verb: &str,
+        task: &str,
+        language: &str,
+        path: &Path,
+        extra: &[&str],
+    ) -> serde_json::Value {
+        let file = path.display().to_string();
+        let mut args = vec!["--task", task, "--language", language, "--json"];
+        args.extend(extra);
+        args.push(&file);
+        let out = self.ask(verb, &args);
+        assert!(out.status.success(), "{verb} {file}: {}", stderr(&out));
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", stdout(&out)))
+    }
+
+    /// The judge still answers.
+    pub fn alive(&self) -> bool {
+        self.ask("capabilities", &["--json"]).status.success()
+    }
+}
+
+impl Drop for JudgeServer {
+    fn drop(&mut self) {
+        // SAFETY: kill(2) on the judge we started.
+        unsafe { libc::kill(self.pid as i32, libc::SIGKILL) };
+    }
+}

@@ -5,10 +5,11 @@
 //! and `docs/env-file.md` are all generated from this table, so they cannot
 //! drift apart.
 
+use hpcagent_judge::corpus::Preset;
 use serde::Serialize;
 
 use super::values::{
-    AbsPath, Args, Assignments, ConfigValue, Languages, List, Port, Preset, Site, TimeLimit,
+    AbsPath, Args, Assignments, ConfigValue, Languages, List, Port, Site, TimeLimit,
 };
 
 /// One configuration key as the docs and the parser see it.

@@ -7,6 +7,8 @@
 use std::fmt;
 use std::path::PathBuf;
 
+use hpcagent_judge::Language;
+use hpcagent_judge::corpus::Preset;
 use serde::{Serialize, Serializer};
 
 /// A type a configuration key can hold.
@@ -201,14 +203,19 @@ choice! {
     Site { Local = "local", Alps = "alps", Beverin = "beverin" }
 }
 
-choice! {
-    /// A problem-size preset of the task corpus.
-    Preset { S = "S", M = "M", L = "L", Xl = "XL" }
+/// The corpus's presets and languages are the judge's own types.
+impl ConfigValue for Preset {
+    const SYNTAX: &'static str = "one of: S M L XL";
+    fn parse(raw: &str) -> Result<Self, String> {
+        raw.parse()
+    }
 }
 
-choice! {
-    /// A language submissions may be written in.
-    Language { C = "c", Cpp = "cpp", Fortran = "fortran", Cuda = "cuda", Hip = "hip" }
+impl ConfigValue for Language {
+    const SYNTAX: &'static str = "one of: c cpp fortran cuda hip";
+    fn parse(raw: &str) -> Result<Self, String> {
+        raw.parse()
+    }
 }
 
 /// A non-empty list of distinct languages.

@@ -1,6 +1,27 @@
-//! The judge role (not built yet: see issue #3).
+//! The judge role: it grades submissions, and a leaderboard rests on it.
 //!
-//! Will own the task catalog, sandboxed builds with a per-rank build cache, the
-//! out-of-process runner, verification against the NumPy reference, timing,
-//! profilers, and the gRPC Judge service. It will not own task scheduling or the
-//! results store: those belong to the orchestrator.
+//! Owns the task corpus ([`corpus`]), test data and the NumPy oracle
+//! ([`data`]), building with a per-rank cache ([`build`]), the sandbox
+//! ([`sandbox`]), out-of-process runs ([`runner`]), verification ([`verify`]),
+//! verdicts ([`verdict`]), grading slots ([`slots`]), profilers ([`profile`])
+//! and the gRPC Judge service ([`service`]). [`judge::Judge`] ties them
+//! together. It does not own scheduling or the results store: a judge answers
+//! requests, the orchestrator decides what is asked and records the answers.
+
+pub mod build;
+pub mod cases;
+pub mod corpus;
+pub mod data;
+pub mod grade;
+pub mod judge;
+pub mod language;
+pub mod profile;
+pub mod runner;
+pub mod sandbox;
+pub mod service;
+pub mod slots;
+pub mod verdict;
+pub mod verify;
+
+pub use judge::{Judge, JudgeConfig, JudgeError, Submission};
+pub use language::Language;

@@ -1,0 +1,326 @@
+//! Building submissions and baselines into shared objects, with a
+//! content-addressed cache.
+//!
+//! A build is keyed by hash(source, language, every flag, compiler version):
+//! the same submission is compiled once per judge rank. Each rank has its own
+//! cache directory ([`cache_root`]), so judges sharing a node never write to the
+//! same place. Compilers run confined (`hpcagent judge confine`): they read the
+//! system and the build directory, not the judge's cache or reference outputs.
+
+pub mod flags;
+pub mod toolchain;
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use crate::corpus::fingerprint;
+use crate::data::{tail, write_atomic};
+use crate::language::Language;
+use crate::sandbox::{self, limits::Limits};
+use toolchain::Toolchain;
+
+/// Launcher rank variables, in the order that decides: each is enough alone.
+pub const RANK_VARIABLES: &[&str] = &[
+    "OMPI_COMM_WORLD_RANK",
+    "MV2_COMM_WORLD_RANK",
+    "PMIX_RANK",
+    "PMI_RANK",
+    "SLURM_PROCID",
+];
+
+/// The first rank variable that is set in the process environment, and its value.
+pub fn rank() -> Option<(&'static str, String)> {
+    rank_from(&|var| std::env::var(var).ok())
+}
+
+/// The first of [`RANK_VARIABLES`] that `lookup` finds set (and not blank).
+pub fn rank_from(lookup: &dyn Fn(&str) -> Option<String>) -> Option<(&'static str, String)> {
+    RANK_VARIABLES.iter().find_map(|var| {
+        lookup(var)
+            .filter(|v| !v.trim().is_empty())
+            .map(|v| (*var, v.trim().to_string()))
+    })
+}
+
+/// `<base>/rank-<r>` under a launcher, `<base>` otherwise.
+pub fn cache_root(base: &Path, rank: Option<&str>) -> PathBuf {
+    match rank {
+        Some(r) => base.join(format!("rank-{r}")),
+        None => base.to_path_buf(),
+    }
+}
+
+/// The default cache base: `HPCAGENT_CACHE_DIR`, else `$XDG_CACHE_HOME/hpcagent`,
+/// else `~/.cache/hpcagent`.
+pub fn default_cache_base() -> PathBuf {
+    if let Some(dir) = std::env::var_os("HPCAGENT_CACHE_DIR") {
+        return PathBuf::from(dir);
+    }
+    if let Some(dir) = std::env::var_os("XDG_CACHE_HOME") {
+        return PathBuf::from(dir).join("hpcagent");
+    }
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(std::env::temp_dir);
+    home.join(".cache").join("hpcagent")
+}
+
+/// What to build.
+#[derive(Debug, Clone)]
+pub struct Source<'a> {
+    pub language: Language,
+    pub text: &'a str,
+    /// File name stem of the source (the symbol, for readable logs).
+    pub stem: &'a str,
+    /// Agent flags, already checked against the allow-list.
+    pub flags: &'a [String],
+    /// Judge-internal macro definitions (the baseline's `real` and `SYMBOL`).
+    pub defines: &'a [String],
+}
+
+/// A built shared object.
+#[derive(Debug, Clone)]
+pub struct Built {
+    pub library: PathBuf,
+    pub log: String,
+    pub cached: bool,
+    pub seconds: f64,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    #[error("{0}")]
+    Missing(String),
+    #[error("compilation failed")]
+    Failed { log: String },
+    #[error("compilation did not finish within {0:?}")]
+    TimedOut(Duration),
+    #[error("build harness: {0}")]
+    Harness(String),
+}
+
+/// Builds sources for one judge.
+#[derive(Debug, Clone)]
+pub struct Builder {
+    pub toolchain: Toolchain,
+    builds: PathBuf,
+    /// The hpcagent binary, which confines each compiler run.
+    exe: PathBuf,
+    shared: Option<PathBuf>,
+    timeout: Duration,
+}
+
+impl Builder {
+    pub fn new(
+        toolchain: Toolchain,
+        cache: &Path,
+        exe: PathBuf,
+        shared: Option<PathBuf>,
+    ) -> Builder {
+        Builder {
+            toolchain,
+            builds: cache.join("builds"),
+            exe,
+            shared,
+            timeout: Duration::from_secs(180),
+        }
+    }
+
+    /// The shared object for `source`: from the cache, or compiled now.
+    pub async fn build(&self, source: &Source<'_>) -> Result<Built, BuildError> {
+        let start = Instant::now();
+        let compiler = self
+            .toolchain
+            .compiler(source.language)
+            .map_err(BuildError::Missing)?;
+        let (before, after) = self.flags(source);
+        let key = fingerprint(&[
+            source.text.as_bytes(),
+            source.language.as_str().as_bytes(),
+            compiler.version.as_bytes(),
+            compiler.flags.join(" ").as_bytes(),
+            before.join(" ").as_bytes(),
+            after.join(" ").as_bytes(),
+        ]);
+        let entry = self.builds.join(&key[..32]);
+        let library = entry.join("lib.so");
+        if library.is_file() {
+            let log = std::fs::read_to_string(entry.join("build.log")).unwrap_or_default();
+            return Ok(Built {
+                library,
+                log,
+                cached: true,
+                seconds: start.elapsed().as_secs_f64(),
+            });
+        }
+        let dir =
+            sandbox::create("build").map_err(|e| BuildError::Harness(format!("sandbox: {e}")))?;
+        let file = format!("{}.{}", source.stem, source.language.extension());
+        std::fs::write(dir.path().join(&file), source.text)
+            .map_err(|e| BuildError::Harness(e.to_string()))?;
+        let mut argv: Vec<String> = compiler.flags.clone();
+        argv.extend(before);
+        argv.extend(["-o".to_string(), "lib.so".to_string(), file]);
+        argv.extend(after);
+        let log = self.compile(&compiler.command, &argv, dir.path()).await?;
+        // Publish atomically: a concurrent identical build wins or loses whole.
+        std::fs::create_dir_all(&self.builds).map_err(|e| BuildError::Harness(e.to_string()))?;
+        let staging = tempfile::Builder::new()
+            .prefix(".tmp-")
+            .tempdir_in(&self.builds)
+            .map_err(|e| BuildError::Harness(e.to_string()))?;
+        std::fs::copy(dir.path().join("lib.so"), staging.path().join("lib.so"))
+            .map_err(|e| BuildError::Harness(format!("the compiler produced no library: {e}")))?;
+        write_atomic(&staging.path().join("build.log"), log.as_bytes())
+            .map_err(|e| BuildError::Harness(e.to_string()))?;
+        let staged = staging.keep();
+        if std::fs::rename(&staged, &entry).is_err() {
+            let _ = std::fs::remove_dir_all(&staged);
+        }
+        Ok(Built {
+            library,
+            log,
+            cached: false,
+            seconds: start.elapsed().as_secs_f64(),
+        })
+    }
+
+    /// Flags before the source file and after it (libraries link after).
+    fn flags(&self, source: &Source<'_>) -> (Vec<String>, Vec<String>) {
+        let mut before: Vec<String> = source.defines.to_vec();
+        let mut after = Vec::new();
+        if let Some(shared) = &self.shared {
+            before.push(format!("-I{}", shared.join("include").display()));
+            after.push(format!("-L{}", shared.join("lib").display()));
+            if source.language != Language::Cuda {
+                after.push(format!("-Wl,-rpath,{}", shared.join("lib").display()));
+            }
+        }
+        for flag in source.flags {
+            if flag.starts_with("-l") || flag.starts_with("-L") {
+                after.push(flag.clone());
+            } else {
+                before.push(flag.clone());
+            }
+        }
+        if source.language != Language::Cuda && source.language != Language::Hip {
+            after.push("-lm".into());
+        }
+        (before, after)
+    }
+
+    async fn compile(
+        &self,
+        command: &str,
+        args: &[String],
+        dir: &Path,
+    ) -> Result<String, BuildError> {
+        let mut cmd = std::process::Command::new(&self.exe);
+        cmd.args(["judge", "confine", "--write"]).arg(dir);
+        if let Some(shared) = &self.shared {
+            cmd.arg("--read").arg(shared);
+        }
+        cmd.arg("--").arg(command).args(args);
+        cmd.current_dir(dir)
+            .env_clear()
+            .envs(passthrough_env())
+            .env("HOME", dir)
+            .env("TMPDIR", dir)
+            .env("LC_ALL", "C")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        Limits {
+            cpu_seconds: Some(self.timeout.as_secs() * 2),
+            file_size: Some(1 << 30),
+            ..Limits::default()
+        }
+        .install(&mut cmd);
+        let mut child = tokio::process::Command::from(cmd)
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| {
+                BuildError::Harness(format!("cannot start {}: {e}", self.exe.display()))
+            })?;
+        let pid = child.id();
+        let output = match tokio::time::timeout(self.timeout, async {
+            let (mut out, mut err) = (
+                child.stdout.take().expect("piped"),
+                child.stderr.take().expect("piped"),
+            );
+            let (o, e, status) = tokio::join!(read_all(&mut out), read_all(&mut err), child.wait());
+            (o, e, status)
+        })
+        .await
+        {
+            Ok(done) => done,
+            Err(_) => {
+                if let Some(pid) = pid {
+                    crate::runner::kill_group(pid);
+                }
+                return Err(BuildError::TimedOut(self.timeout));
+            }
+        };
+        let (stdout, stderr, status) = output;
+        let status = status.map_err(|e| BuildError::Harness(e.to_string()))?;
+        let log = format!(
+            "{}{}",
+            String::from_utf8_lossy(&stdout),
+            String::from_utf8_lossy(&stderr)
+        );
+        if status.success() {
+            Ok(log)
+        } else {
+            Err(BuildError::Failed {
+                log: tail(&log, 4000),
+            })
+        }
+    }
+}
+
+async fn read_all(reader: &mut (impl tokio::io::AsyncRead + Unpin)) -> Vec<u8> {
+    use tokio::io::AsyncReadExt;
+    let mut buf = Vec::new();
+    // A compiler that writes gigabytes of errors is cut at 1 MiB.
+    let _ = reader.take(1 << 20).read_to_end(&mut buf).await;
+    buf
+}
+
+/// Environment compilers and runtimes need from the judge's; nothing else
+/// (no tokens, no user settings) reaches untrusted code.
+pub fn passthrough_env() -> Vec<(String, String)> {
+    std::env::vars()
+        .filter(|(k, _)| {
+            ["PATH", "LD_LIBRARY_PATH", "LIBRARY_PATH", "CPATH"].contains(&k.as_str())
+                || ["CUDA_", "ROCM_", "HIP_", "NVHPC", "HSA_"]
+                    .iter()
+                    .any(|p| k.starts_with(p))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_rank_variable_is_enough_alone_and_the_first_wins() {
+        for var in RANK_VARIABLES {
+            let found = rank_from(&|v| (v == *var).then(|| "3".to_string()));
+            assert_eq!(found, Some((*var, "3".to_string())), "{var} alone");
+        }
+        let both = rank_from(&|v| match v {
+            "PMI_RANK" => Some("1".into()),
+            "SLURM_PROCID" => Some("0".into()),
+            _ => None,
+        });
+        assert_eq!(both, Some(("PMI_RANK", "1".to_string())));
+        assert_eq!(rank_from(&|_| None), None);
+        assert_eq!(
+            cache_root(Path::new("/c"), Some("2")),
+            Path::new("/c/rank-2")
+        );
+        assert_eq!(cache_root(Path::new("/c"), None), Path::new("/c"));
+    }
+}

@@ -1,0 +1,121 @@
+//! Deterministic input generation.
+//!
+//! Each array gets its own ChaCha8 stream seeded from (seed, kernel, array),
+//! so adding an array to a manifest does not change the others' values, and
+//! the values do not depend on the order arrays are generated in. Floats are
+//! drawn in f64 and rounded to the precision's type, so an fp32 case holds
+//! exactly representable values that the float64 reference reads unchanged.
+
+use std::io::{BufWriter, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+use rand_chacha::ChaCha8Rng;
+use rand_core::{RngCore, SeedableRng};
+
+use super::{Case, DataError, io};
+use sha2::{Digest, Sha256};
+
+use crate::corpus::{DType, Init, Kernel};
+
+/// Writes every input array of `case` into `dir` (atomically: a temporary
+/// sibling directory renamed into place).
+pub fn write_inputs(kernel: &Kernel, case: &Case, dir: &Path) -> Result<(), DataError> {
+    let parent = dir.parent().expect("inputs dir has a parent");
+    std::fs::create_dir_all(parent).map_err(io(parent))?;
+    let tmp = tempfile::Builder::new()
+        .prefix(".tmp-")
+        .tempdir_in(parent)
+        .map_err(io(parent))?;
+    // Readable by the runner, which may run as another user.
+    std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o755))
+        .map_err(io(tmp.path()))?;
+    for spec in kernel.arrays.iter().filter(|a| a.role.is_input()) {
+        let n = kernel
+            .elements(spec, &case.sizes)
+            .map_err(super::DataError::Case)?;
+        let dtype = spec.elem.resolve(case.precision);
+        let path = tmp.path().join(format!("{}.bin", spec.name));
+        let file = std::fs::File::create(&path).map_err(io(&path))?;
+        let mut out = BufWriter::with_capacity(1 << 20, file);
+        let mut rng = stream(case.seed, &kernel.name, &spec.name);
+        let mut sample = Sampler::new(spec.init);
+        for _ in 0..n {
+            let v = sample.next(&mut rng);
+            let bytes: &[u8] = match dtype {
+                DType::F64 => &v.to_le_bytes(),
+                DType::F32 => &(v as f32).to_le_bytes(),
+                DType::I64 => &(v as i64).to_le_bytes(),
+                DType::I32 => &(v as i32).to_le_bytes(),
+            };
+            out.write_all(bytes).map_err(io(&path))?;
+        }
+        out.flush().map_err(io(&path))?;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644))
+            .map_err(io(&path))?;
+    }
+    let done = tmp.keep();
+    if let Err(e) = std::fs::rename(&done, dir) {
+        // Another process got there first: its copy is identical.
+        let _ = std::fs::remove_dir_all(&done);
+        if !dir.is_dir() {
+            return Err(io(dir)(e));
+        }
+    }
+    Ok(())
+}
+
+fn stream(seed: u64, kernel: &str, array: &str) -> ChaCha8Rng {
+    seeded_rng(&[&seed.to_le_bytes(), kernel.as_bytes(), array.as_bytes()])
+}
+
+/// A random stream keyed by the hash of `parts` (length-prefixed, so the
+/// boundaries between parts matter).
+pub fn seeded_rng(parts: &[&[u8]]) -> ChaCha8Rng {
+    let mut hash = Sha256::new();
+    for part in parts {
+        hash.update((part.len() as u64).to_le_bytes());
+        hash.update(part);
+    }
+    ChaCha8Rng::from_seed(hash.finalize().into())
+}
+
+/// Draws values of one distribution; keeps the spare of each Box-Muller pair.
+struct Sampler {
+    init: Init,
+    spare: Option<f64>,
+}
+
+impl Sampler {
+    fn new(init: Init) -> Sampler {
+        Sampler { init, spare: None }
+    }
+
+    fn next(&mut self, rng: &mut ChaCha8Rng) -> f64 {
+        match self.init {
+            Init::Uniform => 2.0 * unit(rng) - 1.0,
+            Init::Positive => 0.5 + unit(rng),
+            Init::Zeros => 0.0,
+            Init::Normal => self.normal(rng),
+            Init::Lognormal => (0.5 * self.normal(rng)).exp(),
+            Init::Int { lo, hi } => (lo + (rng.next_u64() % (hi - lo) as u64) as i64) as f64,
+        }
+    }
+
+    fn normal(&mut self, rng: &mut ChaCha8Rng) -> f64 {
+        if let Some(v) = self.spare.take() {
+            return v;
+        }
+        let u1 = 1.0 - unit(rng); // (0, 1]: ln is finite
+        let u2 = unit(rng);
+        let r = (-2.0 * u1.ln()).sqrt();
+        let theta = 2.0 * std::f64::consts::PI * u2;
+        self.spare = Some(r * theta.sin());
+        r * theta.cos()
+    }
+}
+
+/// Uniform in [0, 1) with 53 random bits.
+fn unit(rng: &mut ChaCha8Rng) -> f64 {
+    (rng.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
+}

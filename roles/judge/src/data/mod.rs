@@ -1,0 +1,310 @@
+//! Test data: inputs generated from (kernel, precision, sizes, seed), and the
+//! NumPy reference's outputs for them, both cached on disk.
+//!
+//! Inputs live under `<cache>/inputs/<key>/` (readable by the runner, which
+//! must load them); reference outputs under `<cache>/reference/<key>/`, a
+//! directory only the judge can open, so they never enter the sandbox. Every
+//! entry is written to a temporary name and renamed into place, so concurrent
+//! judges and slots see either nothing or a complete entry.
+
+mod generate;
+
+pub use generate::seeded_rng;
+
+use std::collections::{BTreeMap, HashMap};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::json;
+use tokio::io::AsyncWriteExt;
+
+use crate::corpus::{DType, Kernel, Precision, Role, ScalarValue, Sizes, fingerprint};
+
+const REFRUN: &str = include_str!("refrun.py");
+/// Bump when generation changes: cached inputs of older versions are ignored.
+const GENERATOR_VERSION: &str = "1";
+
+/// One concrete problem: a kernel at a precision, sizes and seed.
+#[derive(Debug, Clone)]
+pub struct Case {
+    pub precision: Precision,
+    pub sizes: Sizes,
+    pub seed: u64,
+}
+
+/// An array of a case, as stored on disk.
+#[derive(Debug, Clone)]
+pub struct ArrayData {
+    pub name: String,
+    pub dtype: DType,
+    pub role: Role,
+    pub shape: Vec<i64>,
+    pub elements: usize,
+    /// The generated input file; `None` for pure outputs.
+    pub input: Option<PathBuf>,
+}
+
+/// A case's inputs, ready for the runner.
+#[derive(Debug, Clone)]
+pub struct CaseInputs {
+    pub key: String,
+    pub sizes: Sizes,
+    pub arrays: Vec<ArrayData>,
+    pub scalars: Vec<(String, ScalarValue, DType)>,
+    pub workspace_bytes: u64,
+}
+
+/// A case's reference outputs: output name → file.
+#[derive(Debug, Clone)]
+pub struct Reference {
+    pub outputs: BTreeMap<String, PathBuf>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum DataError {
+    #[error("invalid case: {0}")]
+    Case(String),
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("the reference failed: {0}")]
+    Reference(String),
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> DataError + '_ {
+    move |source| DataError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// The cache of inputs and reference outputs under one root.
+#[derive(Debug, Clone)]
+pub struct DataCache {
+    root: PathBuf,
+    python: String,
+    reference_timeout: Duration,
+    /// One lock per key, so two slots asking for the same case produce it once.
+    locks: Arc<Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>>,
+}
+
+impl DataCache {
+    pub fn new(root: PathBuf) -> DataCache {
+        DataCache {
+            root,
+            python: std::env::var("HPCAGENT_PYTHON").unwrap_or_else(|_| "python3".into()),
+            reference_timeout: Duration::from_secs(900),
+            locks: Arc::default(),
+        }
+    }
+
+    pub fn python(&self) -> &str {
+        &self.python
+    }
+
+    fn lock(&self, key: &str) -> Arc<tokio::sync::Mutex<()>> {
+        let mut locks = self.locks.lock().expect("lock table");
+        locks.entry(key.to_string()).or_default().clone()
+    }
+
+    /// The case's inputs, generated on first use.
+    pub async fn inputs(&self, kernel: &Kernel, case: &Case) -> Result<CaseInputs, DataError> {
+        let key = case_key(kernel, case);
+        let dir = self.root.join("inputs").join(&key);
+        let mut arrays = Vec::new();
+        for spec in &kernel.arrays {
+            let elements = kernel
+                .elements(spec, &case.sizes)
+                .map_err(DataError::Case)?;
+            let shape = kernel.shape(spec, &case.sizes).map_err(DataError::Case)?;
+            arrays.push(ArrayData {
+                name: spec.name.clone(),
+                dtype: spec.elem.resolve(case.precision),
+                role: spec.role,
+                shape,
+                elements,
+                input: spec
+                    .role
+                    .is_input()
+                    .then(|| dir.join(format!("{}.bin", spec.name))),
+            });
+        }
+        let scalars = kernel
+            .scalars
+            .iter()
+            .map(|s| (s.name.clone(), s.value, s.elem.resolve(case.precision)))
+            .collect();
+        let workspace_bytes = kernel
+            .workspace_bytes(&case.sizes)
+            .map_err(DataError::Case)?;
+        let lock = self.lock(&key);
+        let _held = lock.lock().await;
+        if !dir.is_dir() {
+            let (kernel, case, dir) = (kernel.clone(), case.clone(), dir.clone());
+            tokio::task::spawn_blocking(move || generate::write_inputs(&kernel, &case, &dir))
+                .await
+                .map_err(|e| DataError::Case(format!("input generation panicked: {e}")))??;
+        }
+        Ok(CaseInputs {
+            key,
+            sizes: case.sizes.clone(),
+            arrays,
+            scalars,
+            workspace_bytes,
+        })
+    }
+
+    /// The reference outputs for these inputs, computed on first use.
+    pub async fn reference(
+        &self,
+        kernel: &Kernel,
+        inputs: &CaseInputs,
+    ) -> Result<Reference, DataError> {
+        let dir = self.root.join("reference").join(&inputs.key);
+        let outputs: BTreeMap<String, PathBuf> = inputs
+            .arrays
+            .iter()
+            .filter(|a| a.role.is_output())
+            .map(|a| (a.name.clone(), dir.join(format!("{}.bin", a.name))))
+            .collect();
+        let lock = self.lock(&format!("ref-{}", inputs.key));
+        let _held = lock.lock().await;
+        if !dir.is_dir() {
+            self.run_reference(kernel, inputs, &dir).await?;
+        }
+        Ok(Reference { outputs })
+    }
+
+    async fn run_reference(
+        &self,
+        kernel: &Kernel,
+        inputs: &CaseInputs,
+        dir: &Path,
+    ) -> Result<(), DataError> {
+        let parent = self.root.join("reference");
+        create_private_dir(&parent)?;
+        let script = self.root.join("refrun.py");
+        if std::fs::read_to_string(&script).ok().as_deref() != Some(REFRUN) {
+            write_atomic(&script, REFRUN.as_bytes())?;
+        }
+        let tmp = tempfile::Builder::new()
+            .prefix(".tmp-")
+            .tempdir_in(&parent)
+            .map_err(io(&parent))?;
+        let spec = json!({
+            "module": kernel.reference_path(),
+            "function": kernel.ident(),
+            "output_dir": tmp.path(),
+            "arrays": inputs.arrays.iter().map(|a| json!({
+                "name": a.name,
+                "dtype": a.dtype.numpy(),
+                "shape": a.shape,
+                "role": match a.role { Role::In => "in", Role::Out => "out", Role::InOut => "inout" },
+                "input": a.input,
+            })).collect::<Vec<_>>(),
+            "scalars": reference_scalars(inputs),
+        });
+        let mut child = tokio::process::Command::new(&self.python)
+            .arg(&script)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| {
+                DataError::Reference(format!(
+                    "cannot start {}: {e} (set HPCAGENT_PYTHON)",
+                    self.python
+                ))
+            })?;
+        let mut stdin = child.stdin.take().expect("piped");
+        stdin
+            .write_all(spec.to_string().as_bytes())
+            .await
+            .map_err(|e| DataError::Reference(e.to_string()))?;
+        drop(stdin);
+        let output = tokio::time::timeout(self.reference_timeout, child.wait_with_output())
+            .await
+            .map_err(|_| {
+                DataError::Reference(format!("no answer within {:?}", self.reference_timeout))
+            })?
+            .map_err(|e| DataError::Reference(e.to_string()))?;
+        if !output.status.success() {
+            let stderr = String::from_utf8_lossy(&output.stderr);
+            return Err(DataError::Reference(format!(
+                "{} exited {}: {}",
+                kernel.reference_path().display(),
+                output.status,
+                tail(&stderr, 2000)
+            )));
+        }
+        let done = tmp.keep();
+        std::fs::rename(&done, dir).map_err(io(dir))?;
+        Ok(())
+    }
+}
+
+/// Scalars and sizes by name, as the reference function takes them.
+fn reference_scalars(inputs: &CaseInputs) -> serde_json::Map<String, serde_json::Value> {
+    let mut map = serde_json::Map::new();
+    for (name, value, _) in &inputs.scalars {
+        let v = match value {
+            ScalarValue::Int(i) => json!(i),
+            ScalarValue::Real(f) => json!(f),
+        };
+        map.insert(name.clone(), v);
+    }
+    for (symbol, value) in &inputs.sizes {
+        map.insert(symbol.clone(), json!(value));
+    }
+    map
+}
+
+/// The cache key of a case: changes when the kernel's files or the case change.
+pub fn case_key(kernel: &Kernel, case: &Case) -> String {
+    let sizes = serde_json::to_string(&case.sizes).expect("sizes serialize");
+    let key = fingerprint(&[
+        kernel.fingerprint.as_bytes(),
+        case.precision.as_str().as_bytes(),
+        sizes.as_bytes(),
+        &case.seed.to_le_bytes(),
+        GENERATOR_VERSION.as_bytes(),
+    ]);
+    format!("{}-{}", kernel.ident(), &key[..24])
+}
+
+/// A directory only this user can enter (reference outputs live there).
+pub fn create_private_dir(dir: &Path) -> Result<(), DataError> {
+    std::fs::create_dir_all(dir).map_err(io(dir))?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).map_err(io(dir))
+}
+
+/// Writes `bytes` to `path` through a temporary file and a rename.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), DataError> {
+    let parent = path.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(parent).map_err(io(parent))?;
+    let tmp = tempfile::NamedTempFile::new_in(parent).map_err(io(parent))?;
+    std::fs::write(tmp.path(), bytes).map_err(io(tmp.path()))?;
+    tmp.persist(path).map_err(|e| DataError::Io {
+        path: path.to_path_buf(),
+        source: e.error,
+    })?;
+    Ok(())
+}
+
+/// The last `max` bytes of `text`, cut at a character boundary.
+pub fn tail(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_string();
+    }
+    let mut start = text.len() - max;
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    format!("…{}", &text[start..])
+}

@@ -1,0 +1,773 @@
+//! Grading: build, baseline, run, verify, and the verdict.
+//!
+//! `Score` runs the public case: one warm-up call and N timed calls, each on
+//! fresh inputs; the last call's outputs are verified. `Submit` also runs the
+//! held-out cases in the same process and the same loaded library (which
+//! catches results cached across calls), and requires the first call and the
+//! last two to agree bit for bit. A grade holds one slot throughout.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use crate::build::{BuildError, Built, Source, flags, passthrough_env};
+use crate::cases;
+use crate::corpus::{Kernel, Precision, ScalarValue, Tolerance, abi};
+use crate::data::{CaseInputs, Reference, tail};
+use crate::judge::{Code, Judge, JudgeError, Submission};
+use crate::language::Language;
+use crate::runner::protocol::{Event, Request, RunArg, RunCase};
+use crate::runner::{End, Launch, RunOutcome, launch};
+use crate::sandbox::{self, limits::Limits};
+use crate::slots::Slot;
+use crate::verdict::{Status, Timing, Verdict};
+use crate::verify::{self, Comparison, Output};
+
+/// Score (public case only) or Submit (plus held-out cases and determinism).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Score,
+    Submit,
+}
+
+/// How long one call may take: 20× the baseline (at least half a second), or
+/// 30 s while the baseline itself is being measured.
+fn call_budget(baseline: Option<&Timing>) -> Duration {
+    let ns = baseline.map_or(30e9, |b| (b.median_ns * 20.0).max(0.5e9));
+    Duration::from_secs_f64(ns / 1e9)
+}
+
+/// Time to start a runner: process start, reading inputs (at ≥ 500 MB/s), loading.
+fn startup_budget(input_bytes: u64) -> Duration {
+    Duration::from_secs(10) + Duration::from_secs_f64(input_bytes as f64 / 500e6)
+}
+
+/// How to run: calls, what to report, under which profiler.
+pub(crate) struct RunPlan<'a> {
+    pub warmup: u32,
+    pub reps: u32,
+    pub digests: bool,
+    pub baseline: Option<&'a Timing>,
+    pub wrapper: Vec<String>,
+    pub papi_events: Vec<String>,
+}
+
+/// A built submission, ready to run: the library and what the build said.
+pub(crate) struct Prepared<'a> {
+    pub kernel: &'a Kernel,
+    pub precision: Precision,
+    pub language: Language,
+    pub built: Built,
+}
+
+impl Judge {
+    pub async fn score(&self, submission: Submission) -> Result<Verdict, JudgeError> {
+        self.grade(submission, Mode::Score).await
+    }
+
+    pub async fn submit(&self, submission: Submission) -> Result<Verdict, JudgeError> {
+        self.grade(submission, Mode::Submit).await
+    }
+
+    async fn grade(&self, submission: Submission, mode: Mode) -> Result<Verdict, JudgeError> {
+        let start = Instant::now();
+        let held = self.slots.acquire().await;
+        let (prepared, mut verdict) = match self.prepare(&submission, &[]).await? {
+            Ok(prepared) => prepared,
+            Err(verdict) => return Ok(finish(verdict, start)),
+        };
+        verdict.status = Status::Ok;
+        let baseline = match self
+            .baseline(prepared.kernel, prepared.precision, &held.slot)
+            .await
+        {
+            Ok(t) => t,
+            Err(message) => return Ok(finish(fail(verdict, Status::HarnessError, message), start)),
+        };
+        verdict.baseline = Some(baseline);
+        let verdict = self
+            .run_and_judge(&prepared, mode, &held.slot, verdict, Some(&baseline))
+            .await;
+        Ok(finish(verdict, start))
+    }
+
+    /// Checks the request and builds it; a build failure is a verdict.
+    pub(crate) async fn prepare<'a>(
+        &'a self,
+        submission: &Submission,
+        defines: &[String],
+    ) -> Result<Result<(Prepared<'a>, Verdict), Verdict>, JudgeError> {
+        let (kernel, precision) = self.resolve(&submission.task_id, submission.precision)?;
+        flags::check(
+            &submission.flags,
+            self.config.shared.as_deref(),
+            &self.shared_libraries(),
+        )
+        .map_err(JudgeError::InvalidArgument)?;
+        let language = submission.language;
+        self.check_device(language)?;
+        let mut verdict = Verdict::new(Status::HarnessError, "");
+        verdict.task_id = kernel.id.clone();
+        verdict.language = language.to_string();
+        verdict.precision = precision.to_string();
+        verdict.preset = self.config.preset.to_string();
+        let built = match &submission.code {
+            Code::Library(path) => Built {
+                library: self.check_library(path)?,
+                log: String::new(),
+                cached: false,
+                seconds: 0.0,
+            },
+            Code::Source(text) => {
+                let symbol = kernel.symbol(precision);
+                let source = Source {
+                    language,
+                    text,
+                    stem: &symbol,
+                    flags: &submission.flags,
+                    defines,
+                };
+                match self.builder.build(&source).await {
+                    Ok(built) => built,
+                    Err(BuildError::Missing(what)) => {
+                        return Err(JudgeError::FailedPrecondition(what));
+                    }
+                    Err(BuildError::Failed { log }) => {
+                        verdict.build_log_tail = log;
+                        return Ok(Err(fail(
+                            verdict,
+                            Status::BuildError,
+                            "compilation failed (see the build log)",
+                        )));
+                    }
+                    Err(e @ BuildError::TimedOut(_)) => {
+                        return Ok(Err(fail(verdict, Status::BuildError, e.to_string())));
+                    }
+                    Err(BuildError::Harness(e)) => {
+                        return Ok(Err(fail(verdict, Status::HarnessError, e)));
+                    }
+                }
+            }
+        };
+        verdict.build_log_tail = tail(&built.log, 2000);
+        verdict.cached_build = built.cached;
+        Ok(Ok((
+            Prepared {
+                kernel,
+                precision,
+                language,
+                built,
+            },
+            verdict,
+        )))
+    }
+
+    /// A GPU language needs its runtime on this node.
+    fn check_device(&self, language: Language) -> Result<(), JudgeError> {
+        let present = match language {
+            Language::Cuda => unsafe { cudarc::driver::sys::is_culib_present() },
+            // SAFETY: loading the vendor runtime to see that it exists.
+            Language::Hip => unsafe { libloading::Library::new("libamdhip64.so") }.is_ok(),
+            _ => true,
+        };
+        if present {
+            Ok(())
+        } else {
+            let what = if language == Language::Cuda {
+                "the CUDA driver (libcuda.so)"
+            } else {
+                "the HIP runtime (libamdhip64.so)"
+            };
+            Err(JudgeError::FailedPrecondition(format!(
+                "{language} needs {what}, which this node does not have"
+            )))
+        }
+    }
+
+    /// Runs the prepared submission on the public (and, for Submit, held-out)
+    /// cases and turns what happened into the verdict.
+    async fn run_and_judge(
+        &self,
+        prepared: &Prepared<'_>,
+        mode: Mode,
+        slot: &Slot,
+        mut verdict: Verdict,
+        baseline: Option<&Timing>,
+    ) -> Verdict {
+        let (kernel, precision) = (prepared.kernel, prepared.precision);
+        let mut cases = vec![cases::public(
+            kernel,
+            precision,
+            self.config.preset,
+            self.config.public_seed,
+        )];
+        if mode == Mode::Submit {
+            cases.extend(cases::held_out(
+                kernel,
+                precision,
+                self.config.preset,
+                self.config.secret,
+                self.config.hidden_cases,
+            ));
+        }
+        let mut data = Vec::new();
+        for case in &cases {
+            let prepared_case = async {
+                let inputs = self.data.inputs(kernel, case).await?;
+                let reference = self.data.reference(kernel, &inputs).await?;
+                Ok::<_, crate::data::DataError>((inputs, reference))
+            };
+            match prepared_case.await {
+                Ok(pair) => data.push(pair),
+                Err(e) => return fail(verdict, Status::HarnessError, e.to_string()),
+            }
+        }
+        let inputs: Vec<&CaseInputs> = data.iter().map(|(i, _)| i).collect();
+        let plan = RunPlan {
+            warmup: 1,
+            reps: self.config.reps,
+            digests: mode == Mode::Submit,
+            baseline,
+            wrapper: Vec::new(),
+            papi_events: Vec::new(),
+        };
+        let outcome = match self.run(prepared, &inputs, slot, plan).await {
+            Ok((o, _sandbox)) => o,
+            Err(e) => return fail(verdict, Status::HarnessError, e),
+        };
+        judge_outcome(&mut verdict, kernel, precision, &data, &outcome, mode);
+        if let (Some(t), Some(b)) = (&verdict.timing, baseline)
+            && verdict.status == Status::Ok
+        {
+            verdict.speedup = Some(b.median_ns / t.median_ns.max(1.0));
+        }
+        verdict
+    }
+
+    /// Launches one runner over `cases`: the first is timed, the rest run once.
+    /// Returns the sandbox too, for callers that read what the run left there.
+    pub(crate) async fn run(
+        &self,
+        prepared: &Prepared<'_>,
+        cases: &[&CaseInputs],
+        slot: &Slot,
+        plan: RunPlan<'_>,
+    ) -> Result<(RunOutcome, tempfile::TempDir), String> {
+        let RunPlan {
+            warmup,
+            reps,
+            digests,
+            baseline,
+            wrapper,
+            papi_events,
+        } = plan;
+        let dir = sandbox::create("run").map_err(|e| format!("sandbox: {e}"))?;
+        let run_as = self.isolation.run_as(slot.index);
+        if let Some(uid) = run_as {
+            nix::unistd::chown(dir.path(), Some(uid.into()), Some(uid.into()))
+                .map_err(|e| format!("chown sandbox: {e}"))?;
+        }
+        let library = dir.path().join("submission.so");
+        std::fs::copy(&prepared.built.library, &library)
+            .map_err(|e| format!("copy library: {e}"))?;
+        let run_cases: Vec<RunCase> = cases
+            .iter()
+            .enumerate()
+            .map(|(i, inputs)| RunCase {
+                label: if i == 0 {
+                    "public".into()
+                } else {
+                    format!("held-out {i}")
+                },
+                args: run_args(prepared.kernel, prepared.precision, inputs),
+                warmup: if i == 0 { warmup } else { 0 },
+                reps: if i == 0 { reps } else { 1 },
+                send_outputs: true,
+                digests: i == 0 && digests,
+            })
+            .collect();
+        let case_bytes: u64 = cases
+            .iter()
+            .map(|c| {
+                c.arrays
+                    .iter()
+                    .map(|a| (a.elements * a.dtype.size()) as u64)
+                    .sum::<u64>()
+                    + c.workspace_bytes
+            })
+            .sum();
+        let output_bytes: u64 = cases
+            .iter()
+            .flat_map(|c| c.arrays.iter().filter(|a| a.role.is_output()))
+            .map(|a| (a.elements * a.dtype.size()) as u64)
+            .sum();
+        let calls = (warmup + reps) as u64 + cases.len() as u64;
+        let timeout = (startup_budget(case_bytes) + call_budget(baseline) * calls as u32)
+            .min(Duration::from_secs(1800));
+        let cpus = slot.cpus.len().max(1) as u64;
+        let limits = Limits {
+            // Masters and working copies of every case, plus thread stacks and slack.
+            address_space: (!prepared.language.is_gpu())
+                .then_some(2 * case_bytes + (4 << 30) + cpus * (96 << 20)),
+            cpu_seconds: Some(timeout.as_secs() * cpus + 10),
+            file_size: Some(64 << 20),
+            processes: Some(
+                if run_as.is_some() {
+                    0
+                } else {
+                    crate::sandbox::limits::user_process_count()
+                } + 2 * cpus
+                    + 64,
+            ),
+            cpus: slot.cpus.clone(),
+            isolate_network: true,
+        };
+        let request = Request {
+            library,
+            symbol: prepared.kernel.symbol(prepared.precision),
+            language: prepared.language,
+            cases: run_cases,
+            sandbox: dir.path().to_path_buf(),
+            readable: self.config.shared.iter().cloned().collect(),
+            run_as,
+            papi_events,
+        };
+        let outcome = launch(Launch {
+            exe: &self.config.exe,
+            wrapper,
+            request,
+            limits,
+            env: run_env(dir.path(), slot),
+            timeout,
+            output_bytes,
+        })
+        .await?;
+        Ok((outcome, dir))
+    }
+
+    /// The baseline's median time on the public case, measured in this slot
+    /// (reused for `baseline_ttl`, then measured again: a time taken while the
+    /// node was busy must not stick).
+    pub(crate) async fn baseline(
+        &self,
+        kernel: &Kernel,
+        precision: Precision,
+        slot: &Slot,
+    ) -> Result<Timing, String> {
+        let key = (kernel.fingerprint.clone(), precision, self.config.preset);
+        if let Some((t, when)) = self.baselines.lock().expect("baselines").get(&key)
+            && when.elapsed() < self.config.baseline_ttl
+        {
+            return Ok(*t);
+        }
+        let source = std::fs::read_to_string(kernel.baseline_path())
+            .map_err(|e| format!("baseline.c: {e}"))?;
+        let submission = Submission {
+            task_id: kernel.id.clone(),
+            language: Language::C,
+            precision: Some(precision),
+            code: Code::Source(source),
+            flags: Vec::new(),
+        };
+        let prepared = match self
+            .prepare(&submission, &baseline_defines(kernel, precision))
+            .await
+        {
+            Ok(Ok((prepared, _))) => prepared,
+            Ok(Err(v)) => {
+                return Err(format!(
+                    "the baseline does not build: {} {}",
+                    v.message, v.build_log_tail
+                ));
+            }
+            Err(e) => return Err(format!("the baseline: {e}")),
+        };
+        let case = cases::public(
+            kernel,
+            precision,
+            self.config.preset,
+            self.config.public_seed,
+        );
+        let inputs = self
+            .data
+            .inputs(kernel, &case)
+            .await
+            .map_err(|e| e.to_string())?;
+        let plan = RunPlan {
+            warmup: 1,
+            reps: self.config.reps,
+            digests: false,
+            baseline: None,
+            wrapper: Vec::new(),
+            papi_events: Vec::new(),
+        };
+        let (outcome, _sandbox) = self.run(&prepared, &[&inputs], slot, plan).await?;
+        let timing = Timing::from_samples(&timed_samples(&outcome, 0))
+            .ok_or_else(|| format!("the baseline run failed: {}", describe_end(&outcome)))?;
+        self.baselines
+            .lock()
+            .expect("baselines")
+            .insert(key, (timing, Instant::now()));
+        Ok(timing)
+    }
+
+    /// Grades a kernel's own baseline as a submission (for `corpus check`).
+    pub async fn check_baseline(
+        &self,
+        kernel: &Kernel,
+        precision: Precision,
+    ) -> Result<Verdict, JudgeError> {
+        let start = Instant::now();
+        let held = self.slots.acquire().await;
+        let source = std::fs::read_to_string(kernel.baseline_path()).map_err(|e| {
+            JudgeError::Internal(format!("{}: {e}", kernel.baseline_path().display()))
+        })?;
+        let submission = Submission {
+            task_id: kernel.id.clone(),
+            language: Language::C,
+            precision: Some(precision),
+            code: Code::Source(source),
+            flags: Vec::new(),
+        };
+        let (prepared, mut verdict) = match self
+            .prepare(&submission, &baseline_defines(kernel, precision))
+            .await?
+        {
+            Ok(p) => p,
+            Err(v) => return Ok(finish(v, start)),
+        };
+        verdict.status = Status::Ok;
+        let verdict = self
+            .run_and_judge(&prepared, Mode::Score, &held.slot, verdict, None)
+            .await;
+        Ok(finish(verdict, start))
+    }
+}
+
+/// `-Dreal=<type> -DSYMBOL=<symbol>`: what makes baseline.c one precision's kernel.
+fn baseline_defines(kernel: &Kernel, precision: Precision) -> Vec<String> {
+    let real = match precision {
+        Precision::Fp32 => "float",
+        _ => "double",
+    };
+    vec![
+        format!("-Dreal={real}"),
+        format!("-DSYMBOL={}", kernel.symbol(precision)),
+    ]
+}
+
+/// The arguments of one case, in ABI order.
+fn run_args(kernel: &Kernel, precision: Precision, inputs: &CaseInputs) -> Vec<RunArg> {
+    abi::args(kernel, precision)
+        .into_iter()
+        .map(|arg| match arg {
+            abi::Arg::Array { name, .. } => {
+                let a = inputs
+                    .arrays
+                    .iter()
+                    .find(|a| a.name == name)
+                    .expect("every array has data");
+                RunArg::Array {
+                    name,
+                    dtype: a.dtype,
+                    role: a.role,
+                    elements: a.elements,
+                    input: a.input.clone(),
+                }
+            }
+            abi::Arg::Scalar { name, dtype } => {
+                let value = inputs
+                    .scalars
+                    .iter()
+                    .find(|(n, _, _)| *n == name)
+                    .map(|(_, v, _)| *v)
+                    .unwrap_or_else(|| ScalarValue::Int(inputs.sizes[&name]));
+                match (value, dtype.is_float()) {
+                    (ScalarValue::Int(i), false) => RunArg::Int(i),
+                    (ScalarValue::Int(i), true) => float_arg(i as f64, dtype),
+                    (ScalarValue::Real(f), true) => float_arg(f, dtype),
+                    (ScalarValue::Real(f), false) => RunArg::Int(f as i64),
+                }
+            }
+            abi::Arg::Workspace => RunArg::Workspace(inputs.workspace_bytes),
+            abi::Arg::WorkspaceSize => RunArg::Int(inputs.workspace_bytes as i64),
+        })
+        .collect()
+}
+
+fn float_arg(value: f64, dtype: crate::corpus::DType) -> RunArg {
+    if dtype == crate::corpus::DType::F32 {
+        RunArg::F32(value as f32)
+    } else {
+        RunArg::F64(value)
+    }
+}
+
+/// The runner's environment: nothing of the judge's but what runtimes need.
+fn run_env(sandbox: &Path, slot: &Slot) -> Vec<(String, String)> {
+    let mut env = passthrough_env();
+    let dir = sandbox.display().to_string();
+    env.extend([
+        ("HOME".to_string(), dir.clone()),
+        ("TMPDIR".to_string(), dir.clone()),
+        ("LC_ALL".to_string(), "C".to_string()),
+        (
+            "OMP_NUM_THREADS".to_string(),
+            slot.cpus.len().max(1).to_string(),
+        ),
+        ("OMP_PROC_BIND".to_string(), "close".to_string()),
+        ("OMP_PLACES".to_string(), "cores".to_string()),
+        // Idle OpenMP threads must not burn the slot's cores between calls.
+        ("OMP_WAIT_POLICY".to_string(), "passive".to_string()),
+        // glibc reserves 64 MiB of address space per thread arena otherwise.
+        ("MALLOC_ARENA_MAX".to_string(), "2".to_string()),
+        ("CUDA_CACHE_PATH".to_string(), format!("{dir}/.nv")),
+    ]);
+    if let Some(gpu) = slot.gpu {
+        for var in [
+            "CUDA_VISIBLE_DEVICES",
+            "HIP_VISIBLE_DEVICES",
+            "ROCR_VISIBLE_DEVICES",
+        ] {
+            env.retain(|(k, _)| k != var);
+            env.push((var.to_string(), gpu.to_string()));
+        }
+    }
+    env
+}
+
+/// Call times of a case's timed (non-warm-up) calls.
+pub(crate) fn timed_samples(outcome: &RunOutcome, case: usize) -> Vec<u64> {
+    outcome
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Rep {
+                case: c,
+                ns,
+                warmup: false,
+                ..
+            } if *c == case => Some(*ns),
+            _ => None,
+        })
+        .collect()
+}
+
+fn signal_name(sig: i32) -> String {
+    nix::sys::signal::Signal::try_from(sig)
+        .map(|s| s.as_str().to_string())
+        .unwrap_or_else(|_| format!("signal {sig}"))
+}
+
+fn describe_end(outcome: &RunOutcome) -> String {
+    match &outcome.end {
+        End::Exited(code) => format!("exited with code {code}"),
+        End::Signaled(sig) => format!("killed by {}", signal_name(*sig)),
+        End::TimedOut => format!("still running after {:.1} s", outcome.wall.as_secs_f64()),
+    }
+}
+
+/// Everything that can be said about a run, worst first.
+pub(crate) fn judge_outcome(
+    verdict: &mut Verdict,
+    kernel: &Kernel,
+    precision: Precision,
+    data: &[(CaseInputs, Reference)],
+    outcome: &RunOutcome,
+    mode: Mode,
+) {
+    verdict.stdout_tail = outcome.stdout_tail.clone();
+    verdict.stderr_tail = outcome.stderr_tail.clone();
+    verdict.timing = Timing::from_samples(&timed_samples(outcome, 0));
+    if let End::Signaled(sig) = outcome.end {
+        verdict.signal = Some(signal_name(sig));
+    }
+    if let Some((status, message)) = run_failure(outcome) {
+        return set(verdict, status, message);
+    }
+    let modified = outcome.events.iter().find_map(|e| match e {
+        Event::InputModified { array, .. } => Some(array),
+        _ => None,
+    });
+    if let Some(array) = modified {
+        return set(
+            verdict,
+            Status::Incorrect,
+            format!("input {array} was modified; inputs are const"),
+        );
+    }
+    let tolerance = kernel.tolerance(precision);
+    let public = compare_case(&data[0], outcome, 0, tolerance);
+    verdict.max_abs_error = public.max_abs_error;
+    verdict.max_rel_error = public.max_rel_error;
+    verdict.first_mismatch = public.first.clone();
+    if !public.correct {
+        let message = public.message.unwrap_or_else(|| "wrong result".into());
+        return set(verdict, Status::Incorrect, message);
+    }
+    verdict.correct = true;
+    verdict.message = "correct on the public case".into();
+    if mode == Mode::Submit {
+        judge_held_out(verdict, data, outcome, tolerance);
+    }
+}
+
+/// Held-out cases and determinism (Submit): details of held-out cases stay secret.
+fn judge_held_out(
+    verdict: &mut Verdict,
+    data: &[(CaseInputs, Reference)],
+    outcome: &RunOutcome,
+    tolerance: Tolerance,
+) {
+    let hidden: Vec<Comparison> = (1..data.len())
+        .map(|i| compare_case(&data[i], outcome, i, tolerance))
+        .collect();
+    verdict.hidden_total = hidden.len() as u32;
+    verdict.hidden_passed = hidden.iter().filter(|c| c.correct).count() as u32;
+    let digests: Vec<&String> = outcome
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            Event::OutputDigest {
+                case: 0, digest, ..
+            } => Some(digest),
+            _ => None,
+        })
+        .collect();
+    let deterministic = digests.len() >= 3 && digests.windows(2).all(|w| w[0] == w[1]);
+    verdict.deterministic = Some(deterministic);
+    if verdict.hidden_passed < verdict.hidden_total {
+        let message = format!(
+            "correct on the public case but wrong on {} of {} held-out cases",
+            verdict.hidden_total - verdict.hidden_passed,
+            verdict.hidden_total
+        );
+        return set(verdict, Status::Overfit, message);
+    }
+    if !deterministic {
+        let message = "not deterministic: calls on the same inputs gave different bits (first and last two compared)";
+        return set(verdict, Status::Incorrect, message);
+    }
+    verdict.message = format!(
+        "correct on the public case and {} held-out cases, deterministic",
+        verdict.hidden_total
+    );
+}
+
+/// Why the run did not finish its calls, if it did not.
+fn run_failure(outcome: &RunOutcome) -> Option<(Status, String)> {
+    let failed = outcome.events.iter().find_map(|e| match e {
+        Event::Failed { stage, message } => Some((stage.as_str(), message.as_str())),
+        _ => None,
+    });
+    if let Some((stage, message)) = failed {
+        return Some(match stage {
+            "symbol" => (
+                Status::BuildError,
+                format!(
+                    "{message}; export it with C linkage (extern \"C\" in C++/CUDA/HIP, bind(C) in Fortran)"
+                ),
+            ),
+            "load" => (
+                Status::BuildError,
+                format!("the built library cannot be loaded: {message}"),
+            ),
+            "sync" | "copy" => (
+                Status::Crash,
+                format!("device error after a call ({stage}): {message}"),
+            ),
+            _ => (Status::HarnessError, format!("runner {stage}: {message}")),
+        });
+    }
+    let done = outcome.events.contains(&Event::Done);
+    match outcome.end {
+        End::TimedOut => Some((
+            Status::Timeout,
+            format!("did not finish within {:.1} s", outcome.wall.as_secs_f64()),
+        )),
+        End::Signaled(libc::SIGXCPU) => {
+            Some((Status::Timeout, "used up its CPU time limit".into()))
+        }
+        End::Signaled(sig) => {
+            let why = match sig {
+                libc::SIGXFSZ => " (wrote more output than the 64 MiB allowed)",
+                libc::SIGSEGV | libc::SIGBUS => " (invalid memory access)",
+                _ => "",
+            };
+            Some((
+                Status::Crash,
+                format!("killed by {}{why}", signal_name(sig)),
+            ))
+        }
+        End::Exited(code) if !done => Some((
+            Status::Crash,
+            format!("the process exited (code {code}) before the calls finished"),
+        )),
+        _ => outcome.channel_error.as_ref().map(|e| {
+            (
+                Status::Crash,
+                format!("{e} (did the submission write to the judge's channel?)"),
+            )
+        }),
+    }
+}
+
+fn set(verdict: &mut Verdict, status: Status, message: impl Into<String>) {
+    verdict.status = status;
+    verdict.correct = false;
+    verdict.message = message.into();
+    if status == Status::Overfit {
+        // Which held-out case and where stay secret.
+        verdict.first_mismatch = None;
+    }
+}
+
+fn compare_case(
+    (inputs, reference): &(CaseInputs, Reference),
+    outcome: &RunOutcome,
+    case: usize,
+    tolerance: Tolerance,
+) -> Comparison {
+    let mut total = Comparison::default();
+    for array in inputs.arrays.iter().filter(|a| a.role.is_output()) {
+        let Some(actual) = outcome.outputs.get(&(case, array.name.clone())) else {
+            total.merge(Comparison {
+                correct: false,
+                message: Some(format!("output {} was not returned", array.name)),
+                ..Comparison::default()
+            });
+            continue;
+        };
+        let expected = match std::fs::read(&reference.outputs[&array.name]) {
+            Ok(bytes) => bytes,
+            Err(e) => {
+                total.merge(Comparison {
+                    correct: false,
+                    message: Some(format!("reference output {}: {e}", array.name)),
+                    ..Comparison::default()
+                });
+                continue;
+            }
+        };
+        total.merge(verify::compare(
+            &Output {
+                name: &array.name,
+                dtype: array.dtype,
+                shape: &array.shape,
+                actual,
+                expected: &expected,
+            },
+            tolerance,
+        ));
+    }
+    total
+}
+
+pub(crate) fn fail(mut verdict: Verdict, status: Status, message: impl Into<String>) -> Verdict {
+    set(&mut verdict, status, message);
+    verdict
+}
+
+pub(crate) fn finish(mut verdict: Verdict, start: Instant) -> Verdict {
+    verdict.elapsed_s = start.elapsed().as_secs_f64();
+    verdict
+}

@@ -1,0 +1,444 @@
+//! The judge: one corpus, one toolchain, one cache, N slots, and the requests
+//! it answers (`task`, `score`, `submit`, `profile`, `capabilities`).
+//!
+//! Request checking lives here: a request that can never succeed as sent is
+//! [`JudgeError::InvalidArgument`]; something missing on this node is
+//! [`JudgeError::FailedPrecondition`]. What a submission does once it is
+//! built is a [`Verdict`], never an error. Grading itself is in
+//! [`crate::grade`], profiling in [`crate::profile`].
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use hpcagent_proto::v1 as pb;
+
+use crate::build::{self, Builder, flags, toolchain::Toolchain};
+use crate::corpus::{Corpus, Kernel, Precision, Preset, abi};
+use crate::data::DataCache;
+use crate::language::Language;
+use crate::profile::Profilers;
+use crate::slots::{self, Slots};
+use crate::verdict::Timing;
+
+/// How a judge is set up.
+#[derive(Debug, Clone)]
+pub struct JudgeConfig {
+    pub corpus: PathBuf,
+    /// Cache base; the rank suffix is added to it.
+    pub cache_base: PathBuf,
+    /// The hpcagent binary (runs the runner and the compiler confinement).
+    pub exe: PathBuf,
+    /// The shared mount prebuilt libraries and `-I`/`-L` paths must lie in.
+    pub shared: Option<PathBuf>,
+    /// Grading slots; default one per GPU, or 1.
+    pub slots: Option<usize>,
+    /// Preset of the public case.
+    pub preset: Preset,
+    /// Timed calls per grade (after one warm-up call).
+    pub reps: u32,
+    pub public_seed: u64,
+    /// Seeds the held-out cases; keep it secret.
+    pub secret: u64,
+    pub hidden_cases: u32,
+    /// How long a measured baseline time is reused.
+    pub baseline_ttl: Duration,
+}
+
+impl JudgeConfig {
+    /// Defaults for `exe` and `corpus`: public preset M, 20 reps, 2 held-out cases.
+    pub fn new(corpus: PathBuf, exe: PathBuf) -> JudgeConfig {
+        JudgeConfig {
+            corpus,
+            cache_base: build::default_cache_base(),
+            exe,
+            shared: std::env::var_os("HPCAGENT_SHARED_DIR").map(PathBuf::from),
+            slots: None,
+            preset: Preset::M,
+            reps: 20,
+            public_seed: 42,
+            secret: std::env::var("HPCAGENT_JUDGE_SECRET")
+                .ok()
+                .and_then(|s| s.parse().ok())
+                .unwrap_or_else(random_secret),
+            hidden_cases: 2,
+            baseline_ttl: Duration::from_secs(600),
+        }
+    }
+}
+
+fn random_secret() -> u64 {
+    let mut bytes = [0u8; 8];
+    if std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut bytes))
+        .is_err()
+    {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0);
+        bytes = (nanos as u64 ^ std::process::id() as u64).to_le_bytes();
+    }
+    u64::from_le_bytes(bytes)
+}
+
+/// A request the judge will not grade.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum JudgeError {
+    #[error("{0}")]
+    InvalidArgument(String),
+    #[error("{0}")]
+    FailedPrecondition(String),
+    #[error("{0}")]
+    Internal(String),
+}
+
+/// What to grade.
+#[derive(Debug, Clone)]
+pub struct Submission {
+    pub task_id: String,
+    pub language: Language,
+    pub precision: Option<Precision>,
+    pub code: Code,
+    pub flags: Vec<String>,
+}
+
+#[derive(Debug, Clone)]
+pub enum Code {
+    Source(String),
+    /// A prebuilt shared object in the shared mount.
+    Library(PathBuf),
+}
+
+impl TryFrom<pb::GradeRequest> for Submission {
+    type Error = JudgeError;
+    fn try_from(r: pb::GradeRequest) -> Result<Submission, JudgeError> {
+        let language = r.language.parse().map_err(JudgeError::InvalidArgument)?;
+        let precision = if r.precision.is_empty() {
+            None
+        } else {
+            Some(r.precision.parse().map_err(JudgeError::InvalidArgument)?)
+        };
+        let code = match r.code {
+            Some(pb::grade_request::Code::Source(s)) => Code::Source(s),
+            Some(pb::grade_request::Code::LibraryPath(p)) => Code::Library(PathBuf::from(p)),
+            None => {
+                return Err(JudgeError::InvalidArgument(
+                    "a submission needs source or library_path".into(),
+                ));
+            }
+        };
+        Ok(Submission {
+            task_id: r.task_id,
+            language,
+            precision,
+            code,
+            flags: r.flags,
+        })
+    }
+}
+
+/// How runs are kept apart: as root, each slot's runs become a user of their own.
+#[derive(Debug, Clone, Copy)]
+pub struct Isolation {
+    pub root: bool,
+    pub uid_base: u32,
+    pub landlock_abi: i64,
+}
+
+impl Isolation {
+    fn detect(rank: Option<u32>) -> Isolation {
+        let base: u32 = std::env::var("HPCAGENT_RUNNER_UID_BASE")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(61000);
+        // Judges on one node must not share users either (RLIMIT_NPROC counts
+        // per user): the rank tells them apart, or else the process id.
+        let instance = rank.unwrap_or(std::process::id() % 1000);
+        Isolation {
+            root: nix::unistd::geteuid().is_root(),
+            uid_base: base + instance % 1000 * 64,
+            landlock_abi: landlock_abi(),
+        }
+    }
+
+    /// The user a slot's runs become (root judges only).
+    pub fn run_as(&self, slot: usize) -> Option<u32> {
+        self.root.then_some(self.uid_base + slot as u32)
+    }
+
+    pub fn describe(&self) -> String {
+        let users = if self.root {
+            "one user per slot"
+        } else {
+            "runs as the judge's user"
+        };
+        let landlock = match self.landlock_abi {
+            abi if abi >= 6 => format!("landlock ABI {abi} (files, TCP, signals)"),
+            abi if abi >= 4 => format!("landlock ABI {abi} (files, TCP)"),
+            abi if abi >= 1 => format!("landlock ABI {abi} (files)"),
+            _ => "no landlock: a submission can read what the judge's user can".into(),
+        };
+        format!("{users}; {landlock}; private network namespace where permitted")
+    }
+}
+
+/// The Landlock ABI version the kernel offers (0 when none).
+fn landlock_abi() -> i64 {
+    const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;
+    // SAFETY: the version query takes no pointers.
+    let v = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<libc::c_void>(),
+            0usize,
+            LANDLOCK_CREATE_RULESET_VERSION,
+        )
+    };
+    v.max(0)
+}
+
+/// Which measured baseline time: (kernel fingerprint, precision, preset).
+pub(crate) type BaselineKey = (String, Precision, Preset);
+
+/// A judge ready to answer requests.
+pub struct Judge {
+    pub config: JudgeConfig,
+    pub corpus: Corpus,
+    pub builder: Builder,
+    pub data: DataCache,
+    pub slots: Slots,
+    pub isolation: Isolation,
+    pub profilers: Profilers,
+    pub cache: PathBuf,
+    pub rank: Option<(&'static str, String)>,
+    pub(crate) baselines: Mutex<HashMap<BaselineKey, (Timing, Instant)>>,
+}
+
+impl Judge {
+    /// Loads the corpus and detects what this node has.
+    pub fn new(config: JudgeConfig) -> Result<Judge, String> {
+        let corpus = Corpus::load(&config.corpus).map_err(|errors| {
+            let lines: Vec<String> = errors.iter().map(ToString::to_string).collect();
+            format!(
+                "the corpus at {} is invalid:\n{}",
+                config.corpus.display(),
+                lines.join("\n")
+            )
+        })?;
+        let rank = build::rank();
+        let cache = build::cache_root(&config.cache_base, rank.as_ref().map(|(_, r)| r.as_str()));
+        std::fs::create_dir_all(&cache).map_err(|e| format!("cache {}: {e}", cache.display()))?;
+        let toolchain = Toolchain::detect();
+        let builder = Builder::new(toolchain, &cache, config.exe.clone(), config.shared.clone());
+        let gpus = visible_gpus();
+        let slots = Slots::new(
+            config.slots.unwrap_or(gpus.len().max(1)),
+            &slots::allowed_cpus(),
+            &gpus,
+        );
+        let isolation = Isolation::detect(rank.as_ref().and_then(|(_, r)| r.parse().ok()));
+        Ok(Judge {
+            data: DataCache::new(cache.clone()),
+            profilers: Profilers::detect(),
+            config,
+            corpus,
+            builder,
+            slots,
+            isolation,
+            cache,
+            rank,
+            baselines: Mutex::default(),
+        })
+    }
+
+    /// The kernel, language and precision a request names, or why not.
+    pub fn resolve(
+        &self,
+        task_id: &str,
+        precision: Option<Precision>,
+    ) -> Result<(&Kernel, Precision), JudgeError> {
+        let kernel = self.corpus.find(task_id).ok_or_else(|| {
+            let names: Vec<&str> = self
+                .corpus
+                .kernels
+                .iter()
+                .map(|k| k.name.as_str())
+                .collect();
+            JudgeError::InvalidArgument(format!(
+                "unknown task {task_id:?}; known: {}",
+                names.join(", ")
+            ))
+        })?;
+        let precision = precision.unwrap_or(kernel.precisions[0]);
+        if !kernel.precisions.contains(&precision) {
+            let offered: Vec<&str> = kernel.precisions.iter().map(|p| p.as_str()).collect();
+            return Err(JudgeError::InvalidArgument(format!(
+                "{} has no {precision} variant (it has {})",
+                kernel.name,
+                offered.join(", ")
+            )));
+        }
+        Ok((kernel, precision))
+    }
+
+    /// Libraries in the shared mount's `lib/` (names as `-l` takes them).
+    pub fn shared_libraries(&self) -> Vec<String> {
+        let Some(shared) = &self.config.shared else {
+            return Vec::new();
+        };
+        let Ok(entries) = std::fs::read_dir(shared.join("lib")) else {
+            return Vec::new();
+        };
+        let mut names: Vec<String> = entries
+            .filter_map(Result::ok)
+            .filter_map(|e| {
+                let name = e.file_name().to_string_lossy().into_owned();
+                let stem = name.strip_prefix("lib")?;
+                let stem = stem.split(".so").next()?.trim_end_matches(".a");
+                (!stem.is_empty()).then(|| stem.to_string())
+            })
+            .collect();
+        names.sort();
+        names.dedup();
+        names
+    }
+
+    /// A prebuilt library's real path, if it lies inside the shared mount.
+    pub fn check_library(&self, path: &Path) -> Result<PathBuf, JudgeError> {
+        let shared = self.config.shared.as_ref().ok_or_else(|| {
+            JudgeError::InvalidArgument(
+                "this judge has no shared mount, so it takes no prebuilt libraries".into(),
+            )
+        })?;
+        let path = if path.is_relative() {
+            shared.join(path)
+        } else {
+            path.to_path_buf()
+        };
+        let real = std::fs::canonicalize(&path)
+            .map_err(|e| JudgeError::InvalidArgument(format!("{}: {e}", path.display())))?;
+        let root = std::fs::canonicalize(shared).unwrap_or_else(|_| shared.clone());
+        if !real.starts_with(&root) {
+            return Err(JudgeError::InvalidArgument(format!(
+                "{} resolves to {}, outside the shared mount {}",
+                path.display(),
+                real.display(),
+                root.display()
+            )));
+        }
+        Ok(real)
+    }
+
+    /// `Task`: everything an agent needs to write the kernel.
+    pub fn task(
+        &self,
+        task_id: &str,
+        language: Language,
+        precision: Option<Precision>,
+    ) -> Result<pb::TaskInfo, JudgeError> {
+        let (kernel, precision) = self.resolve(task_id, precision)?;
+        let tolerance = kernel.tolerance(precision);
+        let compiler_flags = self
+            .builder
+            .toolchain
+            .compiler(language)
+            .map(|c| c.flags.clone())
+            .unwrap_or_default();
+        let reference = std::fs::read_to_string(kernel.reference_path()).unwrap_or_default();
+        let mut notes = vec![
+            "Arrays are row-major (C order) and do not overlap. Write only the outputs; inputs are const.".to_string(),
+            format!(
+                "Score grades the public case ({} inputs, seed {}); Submit adds held-out seeds and sizes.",
+                self.config.preset, self.config.public_seed
+            ),
+        ];
+        if language == Language::Fortran {
+            notes.push("Fortran sees row-major arrays with their dimensions reversed.".into());
+        }
+        if language.is_gpu() {
+            notes
+                .push("Pointers are device pointers; the function is called from the host.".into());
+        }
+        if !kernel.notes.is_empty() {
+            notes.push(kernel.notes.clone());
+        }
+        Ok(pb::TaskInfo {
+            task_id: kernel.id.clone(),
+            kernel: kernel.name.clone(),
+            track: kernel.track.clone(),
+            description: kernel.description.clone(),
+            language: language.to_string(),
+            precision: precision.to_string(),
+            c_prototype: abi::c_prototype(kernel, precision),
+            language_prototype: abi::language_prototype(kernel, precision, language),
+            symbol: kernel.symbol(precision),
+            preset: self.config.preset.to_string(),
+            sizes: kernel
+                .sizes(self.config.preset)
+                .iter()
+                .map(|(name, value)| pb::Dimension {
+                    name: name.clone(),
+                    value: *value,
+                })
+                .collect(),
+            rtol: tolerance.rtol,
+            atol: tolerance.atol,
+            reference_source: reference,
+            judge_flags: compiler_flags,
+            allowed_flags: flags::describe(),
+            libraries: self.shared_libraries(),
+            tags: kernel.tags.clone(),
+            notes: notes.join("\n"),
+        })
+    }
+
+    /// What this judge can build and profile, and how it isolates runs.
+    pub fn capabilities(&self) -> pb::JudgeCapabilities {
+        let toolchain = &self.builder.toolchain;
+        let mut missing: Vec<String> = toolchain.missing.values().cloned().collect();
+        missing.extend(self.profilers.missing());
+        pb::JudgeCapabilities {
+            compilers: toolchain
+                .compilers
+                .iter()
+                .map(|(language, c)| pb::Compiler {
+                    language: language.to_string(),
+                    command: c.command.clone(),
+                    version: c.version.clone(),
+                })
+                .collect(),
+            profilers: self.profilers.available(),
+            missing,
+            slots: self.slots.count() as u32,
+            kernels: self.corpus.kernels.iter().map(|k| k.name.clone()).collect(),
+            cache_dir: self.cache.display().to_string(),
+            sandbox_dir: crate::sandbox::root().display().to_string(),
+            rank: self
+                .rank
+                .as_ref()
+                .map(|(var, r)| format!("{r} (from {var})"))
+                .unwrap_or_default(),
+            isolation: self.isolation.describe(),
+        }
+    }
+}
+
+/// GPU indices this process may use (`CUDA_VISIBLE_DEVICES`,
+/// `ROCR_VISIBLE_DEVICES` or `HIP_VISIBLE_DEVICES`); none on CPU nodes.
+fn visible_gpus() -> Vec<u32> {
+    [
+        "CUDA_VISIBLE_DEVICES",
+        "ROCR_VISIBLE_DEVICES",
+        "HIP_VISIBLE_DEVICES",
+    ]
+    .iter()
+    .find_map(|v| std::env::var(v).ok())
+    .map(|list| {
+        list.split(',')
+            .filter_map(|s| s.trim().parse().ok())
+            .collect()
+    })
+    .unwrap_or_default()
+}

@@ -1,0 +1,461 @@
+//! `hpcagent judge exec`: the runner process. It loads a submission's shared
+//! object and calls its symbol, so that whatever the submission does (crash,
+//! hang, allocate without end) happens in this process, never in the judge.
+//!
+//! Order matters: inputs are read first (they may be unreadable later), then
+//! the process drops to the run's user (root judges), confines itself, and
+//! only then loads the library, whose initializers already run confined.
+//! Every call gets fresh copies of the inputs and outputs pre-filled with a
+//! canary; only the call is timed.
+
+use std::collections::BTreeMap;
+use std::ffi::c_void;
+use std::fs::File;
+use std::io::Read;
+use std::os::fd::FromRawFd;
+use std::time::Instant;
+
+use libffi::middle::{Arg, Cif, CodePtr, Type};
+use sha2::{Digest, Sha256};
+
+use super::canary;
+use super::device::{self, Buffer, Memory};
+use super::papi::Papi;
+use super::protocol::{Event, Request, RunArg, RunCase, write_frame};
+use super::reap;
+use crate::corpus::Role;
+use crate::sandbox::confine::Confinement;
+
+/// The process the judge starts: a supervisor that forks the runner, waits
+/// for it, removes whatever it left behind (see [`super::reap`]), reports how
+/// it ended on the channel, and exits.
+pub fn main(stdin: &mut impl Read, channel_fd: i32) -> i32 {
+    reap::become_subreaper();
+    // SAFETY: nothing in this process has started a thread yet, so the child
+    // may go on running Rust code.
+    match unsafe { libc::fork() } {
+        -1 => {
+            eprintln!("runner: fork: {}", std::io::Error::last_os_error());
+            2
+        }
+        0 => {
+            // SAFETY: prctl only; the supervisor is single-threaded, so its death is reliable.
+            unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) };
+            std::process::exit(run(stdin, channel_fd))
+        }
+        child => supervise(child, channel_fd),
+    }
+}
+
+fn supervise(child: libc::pid_t, channel_fd: i32) -> i32 {
+    let mut status = 0;
+    loop {
+        // SAFETY: waits for our own child.
+        let r = unsafe { libc::waitpid(child, &mut status, 0) };
+        if r == child
+            || (r < 0 && std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted)
+        {
+            break;
+        }
+    }
+    reap::kill_tree(std::process::id());
+    // SAFETY: reaps the killed orphans, which are our children now.
+    while unsafe { libc::waitpid(-1, std::ptr::null_mut(), 0) } > 0 {}
+    let (code, signal) = if libc::WIFEXITED(status) {
+        (Some(libc::WEXITSTATUS(status)), None)
+    } else {
+        (None, Some(libc::WTERMSIG(status)))
+    };
+    // SAFETY: the judge opened this descriptor for this process tree.
+    let mut channel = unsafe { File::from_raw_fd(channel_fd) };
+    let _ = write_frame(&mut channel, &Event::Ended { code, signal }, &[]);
+    code.unwrap_or(128 + signal.unwrap_or(0))
+}
+
+/// The runner: runs the request read from `stdin`; returns its exit code.
+fn run(stdin: &mut impl Read, channel_fd: i32) -> i32 {
+    let mut text = String::new();
+    if let Err(e) = stdin.read_to_string(&mut text) {
+        eprintln!("runner: cannot read the request: {e}");
+        return 2;
+    }
+    let request: Request = match serde_json::from_str(&text) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("runner: bad request: {e}");
+            return 2;
+        }
+    };
+    // SAFETY: the judge opened this descriptor for us; nothing else owns it here.
+    let channel = unsafe { File::from_raw_fd(channel_fd) };
+    // Processes the submission executes must not inherit the channel.
+    // SAFETY: plain fcntl on our own descriptor.
+    unsafe { libc::fcntl(channel_fd, libc::F_SETFD, libc::FD_CLOEXEC) };
+    let mut runner = Runner { channel };
+    match runner.run(&request) {
+        Ok(()) => {
+            runner.send(&Event::Done, &[]);
+            0
+        }
+        Err((stage, message)) => {
+            runner.send(
+                &Event::Failed {
+                    stage: stage.into(),
+                    message,
+                },
+                &[],
+            );
+            3
+        }
+    }
+}
+
+type Failure = (&'static str, String);
+
+struct Runner {
+    channel: File,
+}
+
+/// One argument's value as libffi passes it; the storage must not move
+/// between building the argument list and the call.
+enum Value {
+    Ptr(*mut c_void),
+    I64(i64),
+    F64(f64),
+    F32(f32),
+}
+
+struct ArrayState {
+    name: String,
+    role: Role,
+    buffer: Buffer,
+    /// The trusted copy of an input, read before confinement.
+    master: Option<Vec<u8>>,
+    canary: Vec<u8>,
+    input_modified: bool,
+}
+
+impl Runner {
+    fn send(&mut self, event: &Event, payload: &[u8]) {
+        // If the judge is gone there is nobody to tell.
+        let _ = write_frame(&mut self.channel, event, payload);
+    }
+
+    fn run(&mut self, request: &Request) -> Result<(), Failure> {
+        let masters = read_inputs(request)?;
+        if let Some(id) = request.run_as {
+            drop_privileges(id).map_err(|e| ("privileges", e))?;
+        }
+        let mut read = request.readable.clone();
+        read.push(request.sandbox.clone());
+        let confinement = Confinement {
+            read,
+            write: vec![request.sandbox.clone()],
+        };
+        let enforcement = confinement.apply().map_err(|e| ("confine", e))?;
+        self.send(
+            &Event::Confined {
+                enforcement,
+                network_isolated: network_isolated(),
+            },
+            &[],
+        );
+        let mut memory = device::for_language(request.language).map_err(|e| ("device", e))?;
+        // SAFETY: loading runs the library's initializers: that is the
+        // untrusted code this process exists to contain.
+        let library = unsafe { libloading::Library::new(&request.library) }
+            .map_err(|e| ("load", e.to_string()))?;
+        // SAFETY: only the address is taken; the call goes through libffi with
+        // the signature the ABI defines.
+        let symbol =
+            unsafe { library.get::<*const c_void>(request.symbol.as_bytes()) }.map_err(|_| {
+                (
+                    "symbol",
+                    format!("the library does not export {}", request.symbol),
+                )
+            })?;
+        let code = CodePtr(*symbol as *mut c_void);
+        self.send(&Event::Loaded, &[]);
+        let papi = if request.papi_events.is_empty() {
+            None
+        } else {
+            Some(Papi::open(&request.papi_events).map_err(|e| ("papi", e))?)
+        };
+        let mut masters = masters.into_iter();
+        for (index, case) in request.cases.iter().enumerate() {
+            let case_masters = masters.next().unwrap_or_default();
+            self.run_case(
+                index,
+                case,
+                case_masters,
+                memory.as_mut(),
+                code,
+                papi.as_ref(),
+            )?;
+        }
+        // Keep the library mapped until every call is done.
+        drop(library);
+        Ok(())
+    }
+
+    fn run_case(
+        &mut self,
+        index: usize,
+        case: &RunCase,
+        masters: Vec<Option<Vec<u8>>>,
+        memory: &mut dyn Memory,
+        code: CodePtr,
+        papi: Option<&Papi>,
+    ) -> Result<(), Failure> {
+        let mut arrays = Vec::new();
+        let mut values = Vec::new();
+        let mut types = Vec::new();
+        let mut workspace = Buffer {
+            ptr: std::ptr::null_mut(),
+            bytes: 0,
+        };
+        let mut masters = masters.into_iter();
+        for arg in &case.args {
+            match arg {
+                RunArg::Array {
+                    name,
+                    dtype,
+                    role,
+                    elements,
+                    ..
+                } => {
+                    let bytes = elements * dtype.size();
+                    let buffer = memory.alloc(bytes).map_err(|e| ("alloc", e))?;
+                    values.push(Value::Ptr(buffer.ptr));
+                    types.push(Type::pointer());
+                    arrays.push(ArrayState {
+                        name: name.clone(),
+                        role: *role,
+                        buffer,
+                        master: masters.next().flatten(),
+                        canary: canary::fill(*dtype, *elements),
+                        input_modified: false,
+                    });
+                }
+                RunArg::Int(v) => {
+                    values.push(Value::I64(*v));
+                    types.push(Type::i64());
+                }
+                RunArg::F64(v) => {
+                    values.push(Value::F64(*v));
+                    types.push(Type::f64());
+                }
+                RunArg::F32(v) => {
+                    values.push(Value::F32(*v));
+                    types.push(Type::f32());
+                }
+                RunArg::Workspace(bytes) => {
+                    workspace = memory.alloc(*bytes as usize).map_err(|e| ("alloc", e))?;
+                    values.push(Value::Ptr(workspace.ptr));
+                    types.push(Type::pointer());
+                }
+            }
+        }
+        let zeros = vec![0u8; workspace.bytes];
+        let cif = Cif::new(types, Type::void());
+        let args: Vec<Arg> = values
+            .iter()
+            .map(|v| match v {
+                Value::Ptr(p) => Arg::new(p),
+                Value::I64(i) => Arg::new(i),
+                Value::F64(f) => Arg::new(f),
+                Value::F32(f) => Arg::new(f),
+            })
+            .collect();
+        let total = case.warmup + case.reps;
+        let mut counters: BTreeMap<String, f64> = BTreeMap::new();
+        for rep in 0..total {
+            for a in &arrays {
+                let fresh = match (&a.master, a.role) {
+                    (Some(master), _) => master.as_slice(),
+                    (None, _) => a.canary.as_slice(),
+                };
+                memory.upload(a.buffer, fresh).map_err(|e| ("copy", e))?;
+            }
+            if workspace.bytes > 0 {
+                memory.upload(workspace, &zeros).map_err(|e| ("copy", e))?;
+            }
+            memory.sync().map_err(|e| ("sync", e))?;
+            let warmup = rep < case.warmup;
+            let timed_papi = papi.filter(|_| !warmup);
+            if let Some(p) = timed_papi {
+                p.start().map_err(|e| ("papi", e))?;
+            }
+            let start = Instant::now();
+            // SAFETY: the argument types follow the ABI of the symbol; the
+            // buffers are as large as the kernel's shapes say.
+            unsafe { cif.call::<()>(code, &args) };
+            memory.sync().map_err(|e| ("sync", e))?;
+            let ns = start.elapsed().as_nanos() as u64;
+            if let Some(p) = timed_papi {
+                for (name, value) in p.stop().map_err(|e| ("papi", e))? {
+                    *counters.entry(name).or_default() += value;
+                }
+            }
+            // The first call, and the last two (so a result that alternates between calls shows).
+            if case.digests && (rep == 0 || rep + 2 >= total) {
+                let digest = digest_outputs(&arrays, memory)?;
+                self.send(
+                    &Event::OutputDigest {
+                        case: index,
+                        rep,
+                        digest,
+                    },
+                    &[],
+                );
+            }
+            if rep == 0 || rep + 1 == total {
+                self.check_inputs(index, &mut arrays, memory)?;
+            }
+            self.send(
+                &Event::Rep {
+                    case: index,
+                    rep,
+                    ns,
+                    warmup,
+                },
+                &[],
+            );
+        }
+        if !counters.is_empty() {
+            let reps = case.reps.max(1) as f64;
+            counters.values_mut().for_each(|v| *v /= reps);
+            self.send(
+                &Event::Counters {
+                    case: index,
+                    values: counters,
+                },
+                &[],
+            );
+        }
+        if case.send_outputs {
+            for a in arrays.iter().filter(|a| a.role.is_output()) {
+                let bytes = read_buffer(a.buffer, memory)?;
+                self.send(
+                    &Event::Output {
+                        case: index,
+                        array: a.name.clone(),
+                    },
+                    &bytes,
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// Reports each input array the kernel wrote to (once per array).
+    fn check_inputs(
+        &mut self,
+        case: usize,
+        arrays: &mut [ArrayState],
+        memory: &mut dyn Memory,
+    ) -> Result<(), Failure> {
+        for a in arrays
+            .iter_mut()
+            .filter(|a| a.role == Role::In && !a.input_modified)
+        {
+            let now = read_buffer(a.buffer, memory)?;
+            if Some(now.as_slice()) != a.master.as_deref() {
+                a.input_modified = true;
+                self.send(
+                    &Event::InputModified {
+                        case,
+                        array: a.name.clone(),
+                    },
+                    &[],
+                );
+            }
+        }
+        Ok(())
+    }
+}
+
+fn read_buffer(buffer: Buffer, memory: &mut dyn Memory) -> Result<Vec<u8>, Failure> {
+    if let Some(view) = memory.host_view(buffer) {
+        return Ok(view.to_vec());
+    }
+    let mut out = vec![0u8; buffer.bytes];
+    memory.download(buffer, &mut out).map_err(|e| ("copy", e))?;
+    Ok(out)
+}
+
+fn digest_outputs(arrays: &[ArrayState], memory: &mut dyn Memory) -> Result<String, Failure> {
+    let mut hash = Sha256::new();
+    for a in arrays.iter().filter(|a| a.role.is_output()) {
+        hash.update(read_buffer(a.buffer, memory)?);
+    }
+    Ok(hash.finalize().iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// Every case's input arrays, read while the files are still reachable.
+fn read_inputs(request: &Request) -> Result<Vec<Vec<Option<Vec<u8>>>>, Failure> {
+    request
+        .cases
+        .iter()
+        .map(|case| {
+            case.args
+                .iter()
+                .filter_map(|arg| match arg {
+                    RunArg::Array {
+                        input,
+                        dtype,
+                        elements,
+                        ..
+                    } => Some((input, elements * dtype.size())),
+                    _ => None,
+                })
+                .map(|(input, bytes)| match input {
+                    None => Ok(None),
+                    Some(path) => {
+                        let data = std::fs::read(path)
+                            .map_err(|e| ("inputs", format!("{}: {e}", path.display())))?;
+                        if data.len() != bytes {
+                            return Err((
+                                "inputs",
+                                format!(
+                                    "{} holds {} bytes, not {bytes}",
+                                    path.display(),
+                                    data.len()
+                                ),
+                            ));
+                        }
+                        Ok(Some(data))
+                    }
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// Becomes `id` (user and group) with no supplementary groups.
+fn drop_privileges(id: u32) -> Result<(), String> {
+    // SAFETY: plain system calls; the order (groups, gid, uid) is the one that
+    // leaves no way back to root.
+    unsafe {
+        if libc::setgroups(0, std::ptr::null()) != 0
+            || libc::setgid(id) != 0
+            || libc::setuid(id) != 0
+        {
+            return Err(format!(
+                "cannot become uid {id}: {}",
+                std::io::Error::last_os_error()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// True when the process sees no network interface but loopback.
+fn network_isolated() -> bool {
+    std::fs::read_to_string("/proc/net/dev").is_ok_and(|text| {
+        text.lines()
+            .skip(2)
+            .filter_map(|l| l.split(':').next())
+            .all(|name| name.trim() == "lo")
+    })
+}

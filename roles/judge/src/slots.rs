@@ -1,0 +1,129 @@
+//! Grading slots: how many grades run at once, and on which cores and GPUs.
+//!
+//! The judge's CPUs (its affinity mask, i.e. what Slurm gave the step) are
+//! split evenly among the slots and each run is pinned to its slot's share, so
+//! concurrent grades do not time each other. On GPU nodes there is one slot per
+//! GPU. A grade's build, baseline and timed runs all hold one slot; requests
+//! beyond the slots queue.
+
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+/// One slot's resources.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Slot {
+    pub index: usize,
+    pub cpus: Vec<usize>,
+    pub gpu: Option<u32>,
+}
+
+/// The pool of slots.
+#[derive(Debug, Clone)]
+pub struct Slots {
+    free: Arc<Mutex<Vec<Slot>>>,
+    permits: Arc<Semaphore>,
+    count: usize,
+}
+
+/// A slot held by a grade; returned to the pool when dropped.
+pub struct Held {
+    pub slot: Slot,
+    pool: Arc<Mutex<Vec<Slot>>>,
+    _permit: OwnedSemaphorePermit,
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.pool.lock().expect("slot pool").push(self.slot.clone());
+    }
+}
+
+impl Slots {
+    /// `count` slots over `cpus`, one GPU each when `gpus` has any.
+    pub fn new(count: usize, cpus: &[usize], gpus: &[u32]) -> Slots {
+        let count = count.max(1);
+        let share = (cpus.len() / count).max(1);
+        let slots: Vec<Slot> = (0..count)
+            .map(|i| Slot {
+                index: i,
+                cpus: cpus.iter().copied().skip(i * share).take(share).collect(),
+                gpu: gpus.get(i).copied(),
+            })
+            .collect();
+        Slots {
+            free: Arc::new(Mutex::new(slots.into_iter().rev().collect())),
+            permits: Arc::new(Semaphore::new(count)),
+            count,
+        }
+    }
+
+    pub fn count(&self) -> usize {
+        self.count
+    }
+
+    /// Waits for a free slot.
+    pub async fn acquire(&self) -> Held {
+        let permit = self
+            .permits
+            .clone()
+            .acquire_owned()
+            .await
+            .expect("semaphore never closes");
+        let slot = self
+            .free
+            .lock()
+            .expect("slot pool")
+            .pop()
+            .expect("a permit means a free slot");
+        Held {
+            slot,
+            pool: self.free.clone(),
+            _permit: permit,
+        }
+    }
+}
+
+/// The CPUs this process may run on.
+pub fn allowed_cpus() -> Vec<usize> {
+    nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0))
+        .map(|set| {
+            (0..nix::sched::CpuSet::count())
+                .filter(|&c| set.is_set(c).unwrap_or(false))
+                .collect()
+        })
+        .unwrap_or_else(|_| {
+            (0..std::thread::available_parallelism().map_or(1, |n| n.get())).collect()
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cores_split_evenly() {
+        let slots = Slots::new(2, &[0, 1, 2, 3, 4], &[]);
+        let a = slots.free.lock().unwrap().clone();
+        assert_eq!(
+            a.iter().map(|s| s.cpus.clone()).collect::<Vec<_>>(),
+            [vec![2, 3], vec![0, 1]]
+        );
+    }
+
+    #[tokio::test]
+    async fn requests_queue_for_a_slot() {
+        let slots = Slots::new(1, &[0], &[]);
+        let held = slots.acquire().await;
+        let waiting =
+            tokio::time::timeout(std::time::Duration::from_millis(50), slots.acquire()).await;
+        assert!(
+            waiting.is_err(),
+            "a second grade waits while the only slot is held"
+        );
+        drop(held);
+        let again =
+            tokio::time::timeout(std::time::Duration::from_millis(50), slots.acquire()).await;
+        assert_eq!(again.unwrap().slot.index, 0);
+    }
+}

@@ -1,0 +1,344 @@
+//! Verdicts: what a grade concluded, in the judge's terms and on the wire.
+//!
+//! Status precedence, worst first: harness_error > build_error > timeout >
+//! crash > incorrect > overfit > ok. Non-finite numbers (an infinite error, a
+//! NaN output) are valid in protobuf; in JSON they are written as the strings
+//! "inf", "-inf" and "nan", never as bare `Infinity`.
+
+use std::fmt;
+use std::str::FromStr;
+
+use hpcagent_proto::v1 as pb;
+use serde::{Deserialize, Serialize, Serializer};
+
+use crate::verify::Mismatch;
+
+/// How a grade ended, ordered from best to worst.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    Ok,
+    /// Correct on the public case, wrong on a held-out one.
+    Overfit,
+    Incorrect,
+    Crash,
+    Timeout,
+    BuildError,
+    HarnessError,
+}
+
+impl Status {
+    pub const ALL: [Status; 7] = [
+        Status::Ok,
+        Status::Overfit,
+        Status::Incorrect,
+        Status::Crash,
+        Status::Timeout,
+        Status::BuildError,
+        Status::HarnessError,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Ok => "ok",
+            Status::Overfit => "overfit",
+            Status::Incorrect => "incorrect",
+            Status::Crash => "crash",
+            Status::Timeout => "timeout",
+            Status::BuildError => "build_error",
+            Status::HarnessError => "harness_error",
+        }
+    }
+
+    /// The worse of two statuses.
+    pub fn worst(self, other: Status) -> Status {
+        self.max(other)
+    }
+}
+
+impl fmt::Display for Status {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Status {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Status::ALL
+            .into_iter()
+            .find(|x| x.as_str() == s)
+            .ok_or_else(|| format!("unknown status {s:?}"))
+    }
+}
+
+/// Call times of one run, in nanoseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Timing {
+    pub median_ns: f64,
+    pub min_ns: f64,
+    /// Interquartile range over the median: how noisy the reps were.
+    pub spread: f64,
+    pub reps: u32,
+}
+
+impl Timing {
+    /// Summarizes call times; `None` without any.
+    pub fn from_samples(samples: &[u64]) -> Option<Timing> {
+        if samples.is_empty() {
+            return None;
+        }
+        let mut s: Vec<f64> = samples.iter().map(|&n| n as f64).collect();
+        s.sort_by(f64::total_cmp);
+        let q = |p: f64| {
+            let pos = p * (s.len() - 1) as f64;
+            let (lo, hi) = (pos.floor() as usize, pos.ceil() as usize);
+            s[lo] + (s[hi] - s[lo]) * (pos - lo as f64)
+        };
+        let median = q(0.5);
+        Some(Timing {
+            median_ns: median,
+            min_ns: s[0],
+            spread: if median > 0.0 {
+                (q(0.75) - q(0.25)) / median
+            } else {
+                0.0
+            },
+            reps: samples.len() as u32,
+        })
+    }
+}
+
+/// The outcome of a Score, Submit or Profile run.
+#[derive(Debug, Clone, Serialize)]
+pub struct Verdict {
+    pub status: Status,
+    pub task_id: String,
+    pub language: String,
+    pub precision: String,
+    pub preset: String,
+    pub message: String,
+    pub correct: bool,
+    #[serde(serialize_with = "finite_or_string")]
+    pub max_abs_error: f64,
+    #[serde(serialize_with = "finite_or_string")]
+    pub max_rel_error: f64,
+    pub first_mismatch: Option<Mismatch>,
+    pub timing: Option<Timing>,
+    pub baseline: Option<Timing>,
+    #[serde(serialize_with = "option_finite_or_string")]
+    pub speedup: Option<f64>,
+    pub hidden_passed: u32,
+    pub hidden_total: u32,
+    pub deterministic: Option<bool>,
+    pub signal: Option<String>,
+    pub cached_build: bool,
+    pub elapsed_s: f64,
+    pub build_log_tail: String,
+    pub stdout_tail: String,
+    pub stderr_tail: String,
+}
+
+impl Verdict {
+    /// A verdict with nothing measured yet.
+    pub fn new(status: Status, message: impl Into<String>) -> Verdict {
+        Verdict {
+            status,
+            task_id: String::new(),
+            language: String::new(),
+            precision: String::new(),
+            preset: String::new(),
+            message: message.into(),
+            correct: false,
+            max_abs_error: 0.0,
+            max_rel_error: 0.0,
+            first_mismatch: None,
+            timing: None,
+            baseline: None,
+            speedup: None,
+            hidden_passed: 0,
+            hidden_total: 0,
+            deterministic: None,
+            signal: None,
+            cached_build: false,
+            elapsed_s: 0.0,
+            build_log_tail: String::new(),
+            stdout_tail: String::new(),
+            stderr_tail: String::new(),
+        }
+    }
+}
+
+/// Writes a float as a JSON number when finite, else as "inf", "-inf" or "nan".
+pub fn finite_or_string<S: Serializer>(value: &f64, s: S) -> Result<S::Ok, S::Error> {
+    if value.is_finite() {
+        s.serialize_f64(*value)
+    } else if value.is_nan() {
+        s.serialize_str("nan")
+    } else if *value > 0.0 {
+        s.serialize_str("inf")
+    } else {
+        s.serialize_str("-inf")
+    }
+}
+
+fn option_finite_or_string<S: Serializer>(value: &Option<f64>, s: S) -> Result<S::Ok, S::Error> {
+    match value {
+        Some(v) => finite_or_string(v, s),
+        None => s.serialize_none(),
+    }
+}
+
+impl From<Status> for pb::Status {
+    fn from(s: Status) -> pb::Status {
+        match s {
+            Status::Ok => pb::Status::Ok,
+            Status::Overfit => pb::Status::Overfit,
+            Status::Incorrect => pb::Status::Incorrect,
+            Status::Crash => pb::Status::Crash,
+            Status::Timeout => pb::Status::Timeout,
+            Status::BuildError => pb::Status::BuildError,
+            Status::HarnessError => pb::Status::HarnessError,
+        }
+    }
+}
+
+impl From<pb::Status> for Status {
+    fn from(s: pb::Status) -> Status {
+        match s {
+            pb::Status::Ok => Status::Ok,
+            pb::Status::Overfit => Status::Overfit,
+            pb::Status::Incorrect => Status::Incorrect,
+            pb::Status::Crash => Status::Crash,
+            pb::Status::Timeout => Status::Timeout,
+            pb::Status::BuildError => Status::BuildError,
+            pb::Status::HarnessError | pb::Status::Unspecified => Status::HarnessError,
+        }
+    }
+}
+
+fn timing_to_pb(t: &Timing) -> pb::Timing {
+    pb::Timing {
+        median_ns: t.median_ns,
+        min_ns: t.min_ns,
+        spread: t.spread,
+        reps: t.reps,
+    }
+}
+
+fn timing_from_pb(t: pb::Timing) -> Timing {
+    Timing {
+        median_ns: t.median_ns,
+        min_ns: t.min_ns,
+        spread: t.spread,
+        reps: t.reps,
+    }
+}
+
+impl From<&Verdict> for pb::Verdict {
+    fn from(v: &Verdict) -> pb::Verdict {
+        pb::Verdict {
+            status: pb::Status::from(v.status) as i32,
+            task_id: v.task_id.clone(),
+            language: v.language.clone(),
+            precision: v.precision.clone(),
+            preset: v.preset.clone(),
+            message: v.message.clone(),
+            build_log_tail: v.build_log_tail.clone(),
+            correct: v.correct,
+            max_abs_error: v.max_abs_error,
+            max_rel_error: v.max_rel_error,
+            first_mismatch: v.first_mismatch.as_ref().map(|m| pb::Mismatch {
+                output: m.output.clone(),
+                index: m.index.clone(),
+                expected: m.expected,
+                actual: m.actual,
+            }),
+            timing: v.timing.as_ref().map(timing_to_pb),
+            baseline: v.baseline.as_ref().map(timing_to_pb),
+            speedup: v.speedup.unwrap_or(0.0),
+            hidden_passed: v.hidden_passed,
+            hidden_total: v.hidden_total,
+            deterministic: v.deterministic.unwrap_or(false),
+            signal: v.signal.clone().unwrap_or_default(),
+            cached_build: v.cached_build,
+            elapsed_s: v.elapsed_s,
+            stdout_tail: v.stdout_tail.clone(),
+            stderr_tail: v.stderr_tail.clone(),
+        }
+    }
+}
+
+impl From<pb::Verdict> for Verdict {
+    fn from(v: pb::Verdict) -> Verdict {
+        let status = pb::Status::try_from(v.status)
+            .map(Status::from)
+            .unwrap_or(Status::HarnessError);
+        Verdict {
+            status,
+            task_id: v.task_id,
+            language: v.language,
+            precision: v.precision,
+            preset: v.preset,
+            message: v.message,
+            correct: v.correct,
+            max_abs_error: v.max_abs_error,
+            max_rel_error: v.max_rel_error,
+            first_mismatch: v.first_mismatch.map(|m| Mismatch {
+                output: m.output,
+                index: m.index,
+                expected: m.expected,
+                actual: m.actual,
+            }),
+            timing: v.timing.map(timing_from_pb),
+            baseline: v.baseline.map(timing_from_pb),
+            speedup: (v.speedup != 0.0).then_some(v.speedup),
+            hidden_passed: v.hidden_passed,
+            hidden_total: v.hidden_total,
+            deterministic: (v.hidden_total > 0 || v.deterministic).then_some(v.deterministic),
+            signal: (!v.signal.is_empty()).then_some(v.signal),
+            cached_build: v.cached_build,
+            elapsed_s: v.elapsed_s,
+            build_log_tail: v.build_log_tail,
+            stdout_tail: v.stdout_tail,
+            stderr_tail: v.stderr_tail,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn precedence_is_worst_first() {
+        assert_eq!(Status::Ok.worst(Status::Overfit), Status::Overfit);
+        assert_eq!(Status::Crash.worst(Status::Incorrect), Status::Crash);
+        assert_eq!(Status::Timeout.worst(Status::Crash), Status::Timeout);
+        assert_eq!(
+            Status::HarnessError.worst(Status::BuildError),
+            Status::HarnessError
+        );
+    }
+
+    #[test]
+    fn non_finite_numbers_are_valid_json() {
+        let mut v = Verdict::new(Status::Incorrect, "x");
+        v.max_abs_error = f64::INFINITY;
+        v.max_rel_error = f64::NAN;
+        v.speedup = Some(f64::NEG_INFINITY);
+        let json = serde_json::to_string(&v).unwrap();
+        let back: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert_eq!(back["max_abs_error"], "inf");
+        assert_eq!(back["max_rel_error"], "nan");
+        assert_eq!(back["speedup"], "-inf");
+        assert_eq!(back["status"], "incorrect");
+    }
+
+    #[test]
+    fn timing_summary() {
+        let t = Timing::from_samples(&[10, 12, 11, 30, 9]).unwrap();
+        assert_eq!((t.median_ns, t.min_ns, t.reps), (11.0, 9.0, 5));
+        assert!((t.spread - 2.0 / 11.0).abs() < 1e-12);
+    }
+}

@@ -1,0 +1,339 @@
+//! Comparing a submission's outputs with the reference's.
+//!
+//! Per element: integers compare exactly; floats must have NaN where the
+//! reference has NaN, the same infinities with the same signs, and otherwise
+//! |expected − actual| ≤ atol·s + rtol·|expected|, where s is the largest
+//! finite |expected| of the output when above 1. Scaling atol that way keeps
+//! a sum that cancels to near zero (an element of a gemm at fp32) from failing
+//! on rounding the size of its terms, while an output of zeros where the
+//! reference is of order one still fails. An element still holding the canary
+//! was never written. The reference is float64 whatever the precision.
+
+use serde::Serialize;
+
+use crate::corpus::{DType, Tolerance};
+use crate::runner::canary;
+
+/// The first element out of tolerance.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Mismatch {
+    pub output: String,
+    pub index: Vec<i64>,
+    #[serde(serialize_with = "crate::verdict::finite_or_string")]
+    pub expected: f64,
+    #[serde(serialize_with = "crate::verdict::finite_or_string")]
+    pub actual: f64,
+}
+
+/// The result of comparing one or more outputs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Comparison {
+    pub correct: bool,
+    pub max_abs_error: f64,
+    pub max_rel_error: f64,
+    pub first: Option<Mismatch>,
+    /// Why the first mismatch failed, in words.
+    pub message: Option<String>,
+}
+
+impl Default for Comparison {
+    fn default() -> Self {
+        Comparison {
+            correct: true,
+            max_abs_error: 0.0,
+            max_rel_error: 0.0,
+            first: None,
+            message: None,
+        }
+    }
+}
+
+impl Comparison {
+    /// Folds another output's comparison into this one.
+    pub fn merge(&mut self, other: Comparison) {
+        self.max_abs_error = self.max_abs_error.max(other.max_abs_error);
+        self.max_rel_error = self.max_rel_error.max(other.max_rel_error);
+        if self.correct && !other.correct {
+            self.correct = false;
+            self.first = other.first;
+            self.message = other.message;
+        }
+    }
+
+    fn fail(&mut self, mismatch: Mismatch, message: String) {
+        if self.correct {
+            self.correct = false;
+            self.first = Some(mismatch);
+            self.message = Some(message);
+        }
+    }
+}
+
+/// One output as the submission wrote it and as the reference computed it.
+pub struct Output<'a> {
+    pub name: &'a str,
+    pub dtype: DType,
+    pub shape: &'a [i64],
+    /// Raw little-endian elements of `dtype`.
+    pub actual: &'a [u8],
+    /// Raw little-endian float64 (floats) or `dtype` (integers).
+    pub expected: &'a [u8],
+}
+
+/// Compares one output.
+pub fn compare(out: &Output<'_>, tolerance: Tolerance) -> Comparison {
+    let elements: usize = out.shape.iter().product::<i64>().max(0) as usize;
+    let mut result = Comparison::default();
+    let expected_size = if out.dtype.is_float() {
+        8
+    } else {
+        out.dtype.size()
+    };
+    if out.actual.len() != elements * out.dtype.size()
+        || out.expected.len() != elements * expected_size
+    {
+        result.correct = false;
+        result.message = Some(format!("output {} has the wrong size", out.name));
+        return result;
+    }
+    let tolerance = if out.dtype.is_float() {
+        let scale = (0..elements)
+            .map(|i| expected_at(out, i).abs())
+            .filter(|v| v.is_finite())
+            .fold(1.0f64, f64::max);
+        Tolerance {
+            rtol: tolerance.rtol,
+            atol: tolerance.atol * scale,
+        }
+    } else {
+        tolerance
+    };
+    for i in 0..elements {
+        let raw = &out.actual[i * out.dtype.size()..(i + 1) * out.dtype.size()];
+        let mismatch = |expected, actual| Mismatch {
+            output: out.name.to_string(),
+            index: unravel(i, out.shape),
+            expected,
+            actual,
+        };
+        if canary::untouched(out.dtype, raw) {
+            let e = expected_at(out, i);
+            result.fail(
+                mismatch(e, f64::NAN),
+                format!(
+                    "output {}{} was never written",
+                    out.name,
+                    format_index(&unravel(i, out.shape))
+                ),
+            );
+            continue;
+        }
+        if out.dtype.is_float() {
+            compare_float(out, i, raw, tolerance, &mut result, mismatch);
+        } else {
+            let a = int_at(out.dtype, raw);
+            let e = int_at(
+                out.dtype,
+                &out.expected[i * expected_size..(i + 1) * expected_size],
+            );
+            let diff = (a as i128 - e as i128).unsigned_abs() as f64;
+            result.max_abs_error = result.max_abs_error.max(diff);
+            if a != e {
+                result.fail(
+                    mismatch(e as f64, a as f64),
+                    describe(out, i, e as f64, a as f64),
+                );
+            }
+        }
+    }
+    result
+}
+
+fn compare_float(
+    out: &Output<'_>,
+    i: usize,
+    raw: &[u8],
+    tolerance: Tolerance,
+    result: &mut Comparison,
+    mismatch: impl Fn(f64, f64) -> Mismatch,
+) {
+    let a = match out.dtype {
+        DType::F32 => f32::from_le_bytes(raw.try_into().expect("4 bytes")) as f64,
+        _ => f64::from_le_bytes(raw.try_into().expect("8 bytes")),
+    };
+    let e = expected_at(out, i);
+    let ok = if e.is_nan() {
+        a.is_nan()
+    } else if e.is_infinite() {
+        a == e
+    } else if !a.is_finite() {
+        false
+    } else {
+        let diff = (e - a).abs();
+        result.max_abs_error = result.max_abs_error.max(diff);
+        result.max_rel_error = result
+            .max_rel_error
+            .max(diff / e.abs().max(tolerance.atol).max(f64::MIN_POSITIVE));
+        diff <= tolerance.atol + tolerance.rtol * e.abs()
+    };
+    if !ok {
+        if !a.is_finite() && e.is_finite() {
+            result.max_abs_error = f64::INFINITY;
+            result.max_rel_error = f64::INFINITY;
+        }
+        result.fail(mismatch(e, a), describe(out, i, e, a));
+    }
+}
+
+fn expected_at(out: &Output<'_>, i: usize) -> f64 {
+    if out.dtype.is_float() {
+        f64::from_le_bytes(out.expected[i * 8..i * 8 + 8].try_into().expect("8 bytes"))
+    } else {
+        let size = out.dtype.size();
+        int_at(out.dtype, &out.expected[i * size..(i + 1) * size]) as f64
+    }
+}
+
+fn int_at(dtype: DType, raw: &[u8]) -> i64 {
+    match dtype {
+        DType::I32 => i32::from_le_bytes(raw.try_into().expect("4 bytes")) as i64,
+        _ => i64::from_le_bytes(raw.try_into().expect("8 bytes")),
+    }
+}
+
+fn describe(out: &Output<'_>, i: usize, expected: f64, actual: f64) -> String {
+    format!(
+        "output {}{}: expected {expected}, got {actual}",
+        out.name,
+        format_index(&unravel(i, out.shape))
+    )
+}
+
+/// Row-major flat index → one index per dimension.
+pub fn unravel(mut flat: usize, shape: &[i64]) -> Vec<i64> {
+    let mut index = vec![0; shape.len()];
+    for (d, &extent) in shape.iter().enumerate().rev() {
+        let extent = extent.max(1) as usize;
+        index[d] = (flat % extent) as i64;
+        flat /= extent;
+    }
+    index
+}
+
+fn format_index(index: &[i64]) -> String {
+    let parts: Vec<String> = index.iter().map(i64::to_string).collect();
+    format!("[{}]", parts.join(","))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn f64s(v: &[f64]) -> Vec<u8> {
+        v.iter().flat_map(|x| x.to_le_bytes()).collect()
+    }
+
+    fn check(actual: &[f64], expected: &[f64]) -> Comparison {
+        let (a, e) = (f64s(actual), f64s(expected));
+        compare(
+            &Output {
+                name: "C",
+                dtype: DType::F64,
+                shape: &[2, 2],
+                actual: &a,
+                expected: &e,
+            },
+            Tolerance {
+                rtol: 1e-9,
+                atol: 1e-11,
+            },
+        )
+    }
+
+    #[test]
+    fn within_tolerance_passes_and_reports_errors() {
+        let c = check(&[1.0, 2.0 + 1e-10, 3.0, 4.0], &[1.0, 2.0, 3.0, 4.0]);
+        assert!(c.correct, "{c:?}");
+        assert!(c.max_abs_error > 0.0 && c.max_rel_error < 1e-9, "{c:?}");
+        assert!(check(&[1.0, 2.0, 3.0, 0.0], &[1.0, 2.0, 3.0, 1e-12]).correct);
+    }
+
+    #[test]
+    fn absolute_tolerance_scales_with_the_output() {
+        // 1e-9 off on an element of ~0 passes next to elements of 1000 ...
+        assert!(check(&[1000.0, 1e-9, 3.0, 4.0], &[1000.0, 0.0, 3.0, 4.0]).correct);
+        // ... but not next to elements of order one, and zeros never pass for order-one data.
+        assert!(!check(&[1.0, 1e-9, 3.0, 4.0], &[1.0, 0.0, 3.0, 4.0]).correct);
+        assert!(!check(&[0.0, 0.0, 0.0, 0.0], &[1.0, 0.5, 3.0, 4.0]).correct);
+    }
+
+    #[test]
+    fn first_mismatch_has_its_index() {
+        let c = check(&[1.0, 2.0, 3.5, 9.0], &[1.0, 2.0, 3.0, 4.0]);
+        assert!(!c.correct);
+        assert_eq!(c.first.as_ref().unwrap().index, [1, 0]);
+        assert_eq!(c.message.unwrap(), "output C[1,0]: expected 3, got 3.5");
+    }
+
+    #[test]
+    fn nan_and_inf_positions_and_signs_must_match() {
+        assert!(
+            check(
+                &[f64::NAN, 1.0, f64::INFINITY, 0.0],
+                &[f64::NAN, 1.0, f64::INFINITY, 0.0]
+            )
+            .correct
+        );
+        assert!(!check(&[0.0, 1.0, 1.0, 0.0], &[f64::NAN, 1.0, 1.0, 0.0]).correct);
+        assert!(!check(&[f64::NAN, 1.0, 1.0, 0.0], &[0.0, 1.0, 1.0, 0.0]).correct);
+        assert!(
+            !check(
+                &[0.0, 1.0, f64::NEG_INFINITY, 0.0],
+                &[0.0, 1.0, f64::INFINITY, 0.0]
+            )
+            .correct
+        );
+    }
+
+    #[test]
+    fn canary_means_never_written_even_against_nan() {
+        let mut actual = f64s(&[1.0, 2.0, 3.0, 4.0]);
+        actual[8..16].copy_from_slice(&canary::F64.to_le_bytes());
+        let e = f64s(&[1.0, f64::NAN, 3.0, 4.0]);
+        let c = compare(
+            &Output {
+                name: "C",
+                dtype: DType::F64,
+                shape: &[2, 2],
+                actual: &actual,
+                expected: &e,
+            },
+            Tolerance {
+                rtol: 1e-9,
+                atol: 1e-11,
+            },
+        );
+        assert_eq!(c.message.unwrap(), "output C[0,1] was never written");
+    }
+
+    #[test]
+    fn integers_are_exact() {
+        let a: Vec<u8> = [3i64, 4].iter().flat_map(|x| x.to_le_bytes()).collect();
+        let e: Vec<u8> = [3i64, 5].iter().flat_map(|x| x.to_le_bytes()).collect();
+        let c = compare(
+            &Output {
+                name: "counts",
+                dtype: DType::I64,
+                shape: &[2],
+                actual: &a,
+                expected: &e,
+            },
+            Tolerance {
+                rtol: 0.0,
+                atol: 0.0,
+            },
+        );
+        assert!(!c.correct);
+        assert_eq!(c.max_abs_error, 1.0);
+    }
+}

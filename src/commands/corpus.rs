@@ -1,0 +1,117 @@
+//! `hpcagent corpus list` and `hpcagent corpus check`.
+
+use clap::{Args, Subcommand};
+use hpcagent_judge::corpus::Preset;
+use hpcagent_judge::verdict::Status;
+
+use super::judge::{JudgeSetup, runtime};
+
+#[derive(Debug, Args)]
+pub struct CorpusArgs {
+    #[command(subcommand)]
+    command: CorpusCommand,
+}
+
+#[derive(Debug, Subcommand)]
+enum CorpusCommand {
+    /// One line per kernel: name, track, precisions, S sizes.
+    List(ListArgs),
+    /// Validate every kernel: manifest, preset memory, reference, baseline agrees at S.
+    Check(CheckArgs),
+}
+
+#[derive(Debug, Args)]
+struct ListArgs {
+    #[command(flatten)]
+    setup: JudgeSetup,
+}
+
+#[derive(Debug, Args)]
+struct CheckArgs {
+    /// Only these kernels (repeatable).
+    #[arg(long = "kernel")]
+    kernels: Vec<String>,
+    #[command(flatten)]
+    setup: JudgeSetup,
+}
+
+pub fn run(args: CorpusArgs) -> anyhow::Result<()> {
+    match args.command {
+        CorpusCommand::List(a) => list(a),
+        CorpusCommand::Check(a) => check(a),
+    }
+}
+
+fn list(args: ListArgs) -> anyhow::Result<()> {
+    let judge = args.setup.judge()?;
+    for k in &judge.corpus.kernels {
+        let precisions: Vec<&str> = k.precisions.iter().map(|p| p.as_str()).collect();
+        let sizes: Vec<String> = k
+            .sizes(Preset::S)
+            .iter()
+            .map(|(n, v)| format!("{n}={v}"))
+            .collect();
+        println!(
+            "{:14} {:22} {:10} S: {}",
+            k.name,
+            k.track,
+            precisions.join(","),
+            sizes.join(" ")
+        );
+    }
+    Ok(())
+}
+
+fn check(mut args: CheckArgs) -> anyhow::Result<()> {
+    // The check runs at S whatever the judge's usual preset.
+    args.setup.preset = Preset::S;
+    let judge = args.setup.judge()?;
+    let selected: Vec<_> = judge
+        .corpus
+        .kernels
+        .iter()
+        .filter(|k| args.kernels.is_empty() || args.kernels.iter().any(|n| n == &k.name))
+        .collect();
+    if selected.is_empty() {
+        anyhow::bail!("no kernel matches {:?}", args.kernels);
+    }
+    let mut failures = 0;
+    let rt = runtime()?;
+    for kernel in selected {
+        for problem in kernel.preset_problems() {
+            println!("FAIL {:14} {problem}", kernel.name);
+            failures += 1;
+        }
+        for &precision in &kernel.precisions {
+            let verdict = rt
+                .block_on(judge.check_baseline(kernel, precision))
+                .map_err(|e| anyhow::anyhow!("{}: {e}", kernel.name))?;
+            let ok = verdict.status == Status::Ok;
+            if !ok {
+                failures += 1;
+            }
+            let time = verdict
+                .timing
+                .map(|t| format!("{:.3} ms", t.median_ns / 1e6))
+                .unwrap_or_default();
+            println!(
+                "{} {:14} {:5} {:12} {} {}",
+                if ok { "ok  " } else { "FAIL" },
+                kernel.name,
+                precision.as_str(),
+                verdict.status.as_str(),
+                time,
+                if ok {
+                    String::new()
+                } else {
+                    format!("{} {}", verdict.message, verdict.build_log_tail)
+                }
+            );
+        }
+    }
+    if failures > 0 {
+        anyhow::bail!("{failures} check(s) failed");
+    }
+    println!("every kernel checked: manifests valid, references run, baselines agree at S");
+    Ok(())
+}

@@ -1,0 +1,493 @@
+//! `hpcagent judge`: serve the Judge service, or ask one (task, score, submit,
+//! profile, capabilities). `exec` and `confine` are the judge's own helpers.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::{Context, bail};
+use clap::{Args, Subcommand};
+use hpcagent_judge::corpus::{Corpus, Preset};
+use hpcagent_judge::service::Service;
+use hpcagent_judge::verdict::Verdict;
+use hpcagent_judge::{Judge, JudgeConfig, Language};
+use hpcagent_proto::v1 as pb;
+use hpcagent_proto::v1::judge_client::JudgeClient;
+
+#[derive(Debug, Args)]
+pub struct JudgeArgs {
+    #[command(subcommand)]
+    command: JudgeCommand,
+}
+
+#[derive(Debug, Subcommand)]
+enum JudgeCommand {
+    /// Serve the Judge gRPC service.
+    Serve(ServeArgs),
+    /// Describe a task: the exact C prototype first, then the rest.
+    Task(TaskArgs),
+    /// Grade a submission on the public case (never recorded).
+    Score(GradeArgs),
+    /// Grade a submission on the public and held-out cases.
+    Submit(GradeArgs),
+    /// Run a submission under a profiler.
+    Profile(ProfileArgs),
+    /// What a judge can build and profile.
+    Capabilities(ClientArgs),
+    /// The runner process (started by the judge; reads its request on stdin).
+    #[command(hide = true)]
+    Exec {
+        /// The descriptor of the result channel the judge opened.
+        #[arg(long)]
+        channel: i32,
+    },
+    /// Confine this process with Landlock, then run COMMAND (used for compilers).
+    #[command(hide = true)]
+    Confine(ConfineArgs),
+}
+
+/// Where the judge finds its corpus and keeps its cache.
+#[derive(Debug, Args)]
+pub struct JudgeSetup {
+    /// The task corpus (default: HPCAGENT_BENCHMARKS or ./benchmarks).
+    #[arg(long, value_name = "DIR")]
+    corpus: Option<PathBuf>,
+    /// Cache base directory; the rank suffix is added (default: ~/.cache/hpcagent).
+    #[arg(long, value_name = "DIR")]
+    cache: Option<PathBuf>,
+    /// Shared mount for prebuilt libraries and -I/-L paths (default: HPCAGENT_SHARED_DIR).
+    #[arg(long, value_name = "DIR")]
+    shared: Option<PathBuf>,
+    /// Preset of the public case.
+    #[arg(long, default_value = "M")]
+    pub preset: Preset,
+    /// Timed calls per grade (after one warm-up).
+    #[arg(long, default_value_t = 20)]
+    reps: u32,
+    /// Grading slots (default: one per visible GPU, else 1).
+    #[arg(long)]
+    slots: Option<usize>,
+}
+
+impl JudgeSetup {
+    pub fn judge(&self) -> anyhow::Result<Judge> {
+        let exe = std::env::current_exe().context("cannot find the hpcagent executable")?;
+        let mut config = JudgeConfig::new(
+            self.corpus.clone().unwrap_or_else(Corpus::default_root),
+            exe,
+        );
+        if let Some(cache) = &self.cache {
+            config.cache_base = cache.clone();
+        }
+        if self.shared.is_some() {
+            config.shared = self.shared.clone();
+        }
+        config.preset = self.preset;
+        config.reps = self.reps.max(1);
+        config.slots = self.slots;
+        Judge::new(config).map_err(anyhow::Error::msg)
+    }
+}
+
+#[derive(Debug, Args)]
+struct ServeArgs {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:8800")]
+    listen: std::net::SocketAddr,
+    #[command(flatten)]
+    setup: JudgeSetup,
+}
+
+#[derive(Debug, Args)]
+struct ClientArgs {
+    /// The judge to ask, e.g. http://127.0.0.1:8800.
+    #[arg(long, value_name = "URL")]
+    judge: String,
+    /// Print the answer as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+struct TaskArgs {
+    /// Kernel name (gemm) or path under benchmarks/ (dense_linear_algebra/gemm).
+    id: String,
+    #[arg(long, default_value = "c")]
+    language: Language,
+    #[arg(long)]
+    precision: Option<String>,
+    /// Ask this judge instead of reading the local corpus.
+    #[arg(long, value_name = "URL")]
+    judge: Option<String>,
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    setup: JudgeSetup,
+}
+
+#[derive(Debug, Args)]
+struct GradeArgs {
+    #[command(flatten)]
+    client: ClientArgs,
+    #[arg(long)]
+    task: String,
+    #[arg(long)]
+    language: Language,
+    #[arg(long)]
+    precision: Option<String>,
+    /// An extra compiler flag (repeatable), checked against the allow-list.
+    #[arg(long = "flag", value_name = "FLAG", allow_hyphen_values = true)]
+    flags: Vec<String>,
+    /// Grade a prebuilt library in the judge's shared mount instead of FILE.
+    #[arg(long, value_name = "PATH", conflicts_with = "file")]
+    library: Option<PathBuf>,
+    /// The source file.
+    #[arg(required_unless_present = "library")]
+    file: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+struct ProfileArgs {
+    #[command(flatten)]
+    grade: GradeArgs,
+    /// none, linuxperf, papi, nsys, ncu or rocprofv3.
+    #[arg(long, default_value = "none")]
+    tool: String,
+    /// A counter to collect (PAPI event names); repeatable.
+    #[arg(long = "event")]
+    events: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+struct ConfineArgs {
+    #[arg(long)]
+    read: Vec<PathBuf>,
+    #[arg(long)]
+    write: Vec<PathBuf>,
+    #[arg(last = true, required = true)]
+    command: Vec<String>,
+}
+
+pub fn run(args: JudgeArgs) -> anyhow::Result<()> {
+    match args.command {
+        JudgeCommand::Exec { channel } => std::process::exit(hpcagent_judge::runner::exec::main(
+            &mut std::io::stdin(),
+            channel,
+        )),
+        JudgeCommand::Confine(a) => confine(a),
+        JudgeCommand::Serve(a) => runtime()?.block_on(serve(a)),
+        JudgeCommand::Task(a) => runtime()?.block_on(task(a)),
+        JudgeCommand::Score(a) => runtime()?.block_on(grade(a, false)),
+        JudgeCommand::Submit(a) => runtime()?.block_on(grade(a, true)),
+        JudgeCommand::Profile(a) => runtime()?.block_on(profile(a)),
+        JudgeCommand::Capabilities(a) => runtime()?.block_on(capabilities(a)),
+    }
+}
+
+pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")
+}
+
+fn confine(args: ConfineArgs) -> anyhow::Result<()> {
+    use std::os::unix::process::CommandExt;
+    let confinement = hpcagent_judge::sandbox::confine::Confinement {
+        read: args.read,
+        write: args.write,
+    };
+    confinement.apply().map_err(anyhow::Error::msg)?;
+    let (program, rest) = args.command.split_first().expect("clap requires a command");
+    let err = std::process::Command::new(program).args(rest).exec();
+    bail!("cannot run {program}: {err}")
+}
+
+async fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    crate::commands::init_logging();
+    let judge = args.setup.judge()?;
+    let caps = judge.capabilities();
+    for c in &caps.compilers {
+        tracing::info!(language = %c.language, command = %c.command, version = %c.version, "compiler");
+    }
+    for m in &caps.missing {
+        tracing::warn!("missing: {m}");
+    }
+    tracing::info!(
+        kernels = caps.kernels.len(),
+        slots = caps.slots,
+        profilers = %caps.profilers.join(","),
+        cache = %caps.cache_dir,
+        rank = %caps.rank,
+        isolation = %caps.isolation,
+        "judge ready"
+    );
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", args.listen))?;
+    // The bound address (the port may have been 0) for scripts and tests.
+    println!("listening on {}", listener.local_addr()?);
+    tonic::transport::Server::builder()
+        .add_service(Service::new(Arc::new(judge)))
+        .serve_with_incoming_shutdown(tokio_stream_listener(listener), async {
+            let _ = tokio::signal::ctrl_c().await;
+        })
+        .await
+        .context("the judge server failed")
+}
+
+fn tokio_stream_listener(
+    listener: tokio::net::TcpListener,
+) -> impl tokio_stream::Stream<Item = std::io::Result<tokio::net::TcpStream>> {
+    tokio_stream::wrappers::TcpListenerStream::new(listener)
+}
+
+async fn connect(url: &str) -> anyhow::Result<JudgeClient<tonic::transport::Channel>> {
+    let client = JudgeClient::connect(url.to_string())
+        .await
+        .with_context(|| format!("cannot reach the judge at {url}"))?;
+    Ok(client.max_decoding_message_size(64 << 20))
+}
+
+async fn task(args: TaskArgs) -> anyhow::Result<()> {
+    let info = match &args.judge {
+        Some(url) => connect(url)
+            .await?
+            .task(pb::TaskRequest {
+                task_id: args.id.clone(),
+                language: args.language.to_string(),
+                precision: args.precision.clone().unwrap_or_default(),
+            })
+            .await
+            .map_err(rpc_error)?
+            .into_inner(),
+        None => {
+            let judge = args.setup.judge()?;
+            let precision = args
+                .precision
+                .as_deref()
+                .map(str::parse)
+                .transpose()
+                .map_err(anyhow::Error::msg)?;
+            judge
+                .task(&args.id, args.language, precision)
+                .map_err(|e| anyhow::anyhow!("{e}"))?
+        }
+    };
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&task_json(&info))?);
+        return Ok(());
+    }
+    println!("{}", info.c_prototype);
+    println!();
+    println!(
+        "task {} ({}), {} {}",
+        info.task_id, info.track, info.language, info.precision
+    );
+    println!("{}", info.description);
+    let sizes: Vec<String> = info
+        .sizes
+        .iter()
+        .map(|d| format!("{}={}", d.name, d.value))
+        .collect();
+    println!("public preset {}: {}", info.preset, sizes.join(" "));
+    println!("tolerance: rtol {:e}, atol {:e}", info.rtol, info.atol);
+    if info.language != "c" {
+        println!("\nin {}:\n{}", info.language, info.language_prototype);
+    }
+    println!("\njudge flags: {}", info.judge_flags.join(" "));
+    println!("allowed flags: {}", info.allowed_flags);
+    if !info.libraries.is_empty() {
+        println!(
+            "libraries in the shared mount: {}",
+            info.libraries.join(", ")
+        );
+    }
+    println!("\n{}", info.notes);
+    println!(
+        "\nreference (NumPy, the oracle):\n{}",
+        info.reference_source
+    );
+    Ok(())
+}
+
+fn task_json(info: &pb::TaskInfo) -> serde_json::Value {
+    serde_json::json!({
+        "task_id": info.task_id, "kernel": info.kernel, "track": info.track,
+        "description": info.description, "language": info.language, "precision": info.precision,
+        "c_prototype": info.c_prototype, "language_prototype": info.language_prototype,
+        "symbol": info.symbol, "preset": info.preset,
+        "sizes": info.sizes.iter().map(|d| (d.name.clone(), d.value)).collect::<std::collections::BTreeMap<_, _>>(),
+        "rtol": info.rtol, "atol": info.atol, "reference_source": info.reference_source,
+        "judge_flags": info.judge_flags, "allowed_flags": info.allowed_flags,
+        "libraries": info.libraries, "tags": info.tags, "notes": info.notes,
+    })
+}
+
+fn grade_request(args: &GradeArgs) -> anyhow::Result<pb::GradeRequest> {
+    let code = match (&args.library, &args.file) {
+        (Some(lib), _) => pb::grade_request::Code::LibraryPath(lib.display().to_string()),
+        (None, Some(file)) => pb::grade_request::Code::Source(
+            std::fs::read_to_string(file)
+                .with_context(|| format!("cannot read {}", file.display()))?,
+        ),
+        (None, None) => bail!("give a source FILE or --library"),
+    };
+    Ok(pb::GradeRequest {
+        task_id: args.task.clone(),
+        language: args.language.to_string(),
+        precision: args.precision.clone().unwrap_or_default(),
+        code: Some(code),
+        flags: args.flags.clone(),
+        client: "hpcagent judge cli".into(),
+    })
+}
+
+async fn grade(args: GradeArgs, submit: bool) -> anyhow::Result<()> {
+    let request = grade_request(&args)?;
+    let mut client = connect(&args.client.judge).await?;
+    let answer = if submit {
+        client.submit(request).await
+    } else {
+        client.score(request).await
+    };
+    let verdict = Verdict::from(answer.map_err(rpc_error)?.into_inner());
+    print_verdict(&verdict, args.client.json)
+}
+
+async fn profile(args: ProfileArgs) -> anyhow::Result<()> {
+    let request = pb::ProfileRequest {
+        submission: Some(grade_request(&args.grade)?),
+        tool: args.tool.clone(),
+        events: args.events.clone(),
+    };
+    let report = connect(&args.grade.client.judge)
+        .await?
+        .profile(request)
+        .await
+        .map_err(rpc_error)?
+        .into_inner();
+    let verdict = report.run.clone().map(Verdict::from);
+    if args.grade.client.json {
+        let json = serde_json::json!({
+            "tool": report.tool, "summary": report.summary, "counters": report.counters,
+            "stdout_tail": report.stdout_tail, "stderr_tail": report.stderr_tail, "run": verdict,
+        });
+        println!("{}", serde_json::to_string_pretty(&json)?);
+        return Ok(());
+    }
+    if let Some(v) = &verdict {
+        print_verdict(v, false)?;
+    }
+    println!("\n{} profile:\n{}", report.tool, report.summary);
+    if !report.stdout_tail.is_empty() {
+        println!("\nstdout:\n{}", report.stdout_tail);
+    }
+    Ok(())
+}
+
+async fn capabilities(args: ClientArgs) -> anyhow::Result<()> {
+    let caps = connect(&args.judge)
+        .await?
+        .capabilities(pb::CapabilitiesRequest {})
+        .await
+        .map_err(rpc_error)?
+        .into_inner();
+    if args.json {
+        let json = serde_json::json!({
+            "compilers": caps.compilers.iter().map(|c| serde_json::json!({"language": c.language, "command": c.command, "version": c.version})).collect::<Vec<_>>(),
+            "profilers": caps.profilers, "missing": caps.missing, "slots": caps.slots,
+            "kernels": caps.kernels, "cache_dir": caps.cache_dir, "sandbox_dir": caps.sandbox_dir,
+            "rank": caps.rank, "isolation": caps.isolation,
+        });
+        println!("{}", serde_json::to_string_pretty(&json)?);
+        return Ok(());
+    }
+    for c in &caps.compilers {
+        println!("{:8} {} ({})", c.language, c.command, c.version);
+    }
+    println!("profilers: {}", caps.profilers.join(", "));
+    for m in &caps.missing {
+        println!("missing: {m}");
+    }
+    println!(
+        "slots: {}  kernels: {}  rank: {}",
+        caps.slots,
+        caps.kernels.len(),
+        caps.rank
+    );
+    println!("cache: {}  sandbox: {}", caps.cache_dir, caps.sandbox_dir);
+    println!("isolation: {}", caps.isolation);
+    Ok(())
+}
+
+/// Prints a verdict for a person, or as one JSON object.
+pub fn print_verdict(v: &Verdict, json: bool) -> anyhow::Result<()> {
+    if json {
+        println!("{}", serde_json::to_string(v)?);
+        return Ok(());
+    }
+    println!("{}: {}", v.status, v.message);
+    if let Some(t) = &v.timing {
+        println!(
+            "time: median {} min {} spread {:.1}% ({} calls)",
+            human_ns(t.median_ns),
+            human_ns(t.min_ns),
+            t.spread * 100.0,
+            t.reps
+        );
+    }
+    if let Some(b) = &v.baseline {
+        let speedup = v
+            .speedup
+            .map(|s| format!(" → speedup {s:.2}×"))
+            .unwrap_or_default();
+        println!("baseline: median {}{speedup}", human_ns(b.median_ns));
+    }
+    if v.correct || v.max_abs_error > 0.0 {
+        println!(
+            "error: max abs {:e}, max rel {:e}",
+            v.max_abs_error, v.max_rel_error
+        );
+    }
+    if v.hidden_total > 0 {
+        println!("held-out: {}/{} passed", v.hidden_passed, v.hidden_total);
+    }
+    if !v.build_log_tail.trim().is_empty() && v.status != hpcagent_judge::verdict::Status::Ok {
+        println!("build log:\n{}", v.build_log_tail.trim_end());
+    }
+    println!(
+        "({:.2} s{})",
+        v.elapsed_s,
+        if v.cached_build { ", cached build" } else { "" }
+    );
+    Ok(())
+}
+
+fn human_ns(ns: f64) -> String {
+    match ns {
+        n if n >= 1e9 => format!("{:.3} s", n / 1e9),
+        n if n >= 1e6 => format!("{:.3} ms", n / 1e6),
+        n if n >= 1e3 => format!("{:.3} µs", n / 1e3),
+        n => format!("{n:.0} ns"),
+    }
+}
+
+/// An RPC error for the user; invalid requests exit 2 (see `commands::report`).
+fn rpc_error(status: tonic::Status) -> anyhow::Error {
+    let error = anyhow::anyhow!("{}: {}", code_name(status.code()), status.message());
+    if status.code() == tonic::Code::InvalidArgument {
+        error.context(crate::commands::InvalidRequest)
+    } else {
+        error
+    }
+}
+
+fn code_name(code: tonic::Code) -> &'static str {
+    match code {
+        tonic::Code::InvalidArgument => "invalid argument",
+        tonic::Code::FailedPrecondition => "failed precondition",
+        tonic::Code::Unavailable => "unavailable",
+        tonic::Code::Internal => "internal error",
+        _ => "error",
+    }
+}

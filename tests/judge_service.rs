@@ -1,0 +1,595 @@
+//! The judge as agents and operators use it: `hpcagent judge serve` and the
+//! `hpcagent judge task|score|submit|profile` clients, with real gcc, g++,
+//! gfortran, NumPy and perf.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+use std::sync::OnceLock;
+
+use common::{JudgeServer, hpcagent, repo, stderr, stdout};
+use serde_json::Value;
+
+/// One judge shared by the tests that need nothing special (two slots, so
+/// a hanging submission does not hold up the others).
+fn judge() -> &'static JudgeServer {
+    static JUDGE: OnceLock<JudgeServer> = OnceLock::new();
+    JUDGE.get_or_init(|| JudgeServer::start(&["--slots", "2"], &[], None))
+}
+
+fn status(v: &Value) -> &str {
+    v["status"].as_str().unwrap()
+}
+
+fn message(v: &Value) -> &str {
+    v["message"].as_str().unwrap()
+}
+
+#[test]
+fn correct_gemm_in_c_cpp_and_fortran_is_ok_against_the_baseline() {
+    for (language, file) in [
+        ("c", "gemm_ok.c"),
+        ("cpp", "gemm_ok.cpp"),
+        ("fortran", "gemm_ok.f90"),
+    ] {
+        let v = judge().grade("score", "gemm", language, file, &[]);
+        assert_eq!(status(&v), "ok", "{language}: {v}");
+        assert_eq!(v["correct"], true);
+        assert_eq!(v["timing"]["reps"], 20);
+        // The same loops as the baseline: a ratio of comparable runs, not a
+        // claim about speed (this machine is shared and noisy).
+        let speedup = v["speedup"].as_f64().unwrap();
+        assert!(
+            speedup > 0.1 && speedup < 10.0,
+            "{language}: speedup {speedup}"
+        );
+        assert!(v["max_rel_error"].as_f64().unwrap() < 1e-9);
+    }
+}
+
+#[test]
+fn a_wrong_answer_is_incorrect_with_the_first_mismatch() {
+    let v = judge().grade("score", "gemm", "c", "gemm_wrong.c", &[]);
+    assert_eq!(status(&v), "incorrect");
+    assert_eq!(v["first_mismatch"]["output"], "C");
+    assert_eq!(v["first_mismatch"]["index"], serde_json::json!([0, 0]));
+    assert!(message(&v).starts_with("output C[0,0]: expected "), "{v}");
+}
+
+#[test]
+fn a_compile_error_is_a_build_error_with_the_log_tail() {
+    let v = judge().grade("score", "gemm", "c", "gemm_build_error.c", &[]);
+    assert_eq!(status(&v), "build_error");
+    assert!(
+        v["build_log_tail"]
+            .as_str()
+            .unwrap()
+            .contains("'oopsalpha' undeclared"),
+        "{v}"
+    );
+}
+
+/// Each hostile submission gets its own verdict, and the judge keeps serving.
+macro_rules! hostile {
+    ($name:ident, $task:literal, $file:literal, $status:literal, $says:literal) => {
+        #[test]
+        fn $name() {
+            let v = judge().grade("score", $task, "c", $file, &[]);
+            assert_eq!(status(&v), $status, "{v}");
+            assert!(message(&v).contains($says), "{v}");
+            assert!(judge().alive(), "the judge stopped serving after {}", $file);
+        }
+    };
+}
+
+hostile!(
+    a_kernel_that_leaves_outputs_unwritten,
+    "atax",
+    "atax_skips_last.c",
+    "incorrect",
+    "was never written"
+);
+hostile!(
+    a_kernel_that_mutates_its_inputs,
+    "gemm",
+    "gemm_mutates_input.c",
+    "incorrect",
+    "input A was modified"
+);
+hostile!(
+    a_kernel_that_segfaults,
+    "gemm",
+    "gemm_segfault.c",
+    "crash",
+    "SIGSEGV"
+);
+hostile!(
+    a_kernel_that_loops_forever,
+    "gemm",
+    "gemm_hang.c",
+    "timeout",
+    "did not finish"
+);
+hostile!(
+    a_kernel_that_forks_without_end,
+    "gemm",
+    "gemm_fork_bomb.c",
+    "timeout",
+    "did not finish"
+);
+hostile!(
+    a_kernel_that_allocates_100_gb,
+    "gemm",
+    "gemm_100gb.c",
+    "crash",
+    "SIGSEGV"
+);
+hostile!(
+    a_kernel_that_writes_10_gb_to_stdout,
+    "gemm",
+    "gemm_10gb_stdout.c",
+    "crash",
+    "SIGXFSZ"
+);
+hostile!(
+    a_library_without_the_symbol,
+    "gemm",
+    "gemm_wrong_symbol.c",
+    "build_error",
+    "does not export gemm_fp64"
+);
+
+#[test]
+fn nothing_a_submission_starts_outlives_its_run() {
+    let v = judge().grade("score", "gemm", "c", "gemm_leaves_a_process.c", &[]);
+    assert_eq!(status(&v), "ok", "{v}");
+    let out = v["stdout_tail"].as_str().unwrap();
+    let pid: u32 = out
+        .lines()
+        .find_map(|l| l.strip_prefix("daemon "))
+        .unwrap_or_else(|| panic!("the daemon did not start: {v}"))
+        .trim()
+        .parse()
+        .unwrap();
+    let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let running = state
+        .rsplit(')')
+        .next()
+        .and_then(|r| r.split_whitespace().next())
+        .is_some_and(|s| s != "Z");
+    assert!(
+        !running,
+        "process {pid} is still alive after the verdict: {state}"
+    );
+}
+
+#[test]
+fn submit_adds_held_out_cases_and_checks_determinism() {
+    let v = judge().grade("submit", "gemm", "c", "gemm_ok.c", &[]);
+    assert_eq!(status(&v), "ok", "{v}");
+    assert_eq!(
+        (v["hidden_passed"].as_u64(), v["hidden_total"].as_u64()),
+        (Some(2), Some(2))
+    );
+    assert_eq!(v["deterministic"], true);
+
+    let v = judge().grade("submit", "gemm", "c", "gemm_overfit.c", &[]);
+    assert_eq!(status(&v), "overfit", "{v}");
+    assert_eq!(v["hidden_passed"], 0);
+    assert!(
+        v["first_mismatch"].is_null(),
+        "held-out details stay hidden: {v}"
+    );
+
+    let v = judge().grade("submit", "gemm", "c", "gemm_nondeterministic.c", &[]);
+    assert_eq!(status(&v), "incorrect", "{v}");
+    assert!(message(&v).contains("not deterministic"));
+    // Score is the public case only: the same submission is correct there.
+    assert_eq!(
+        status(&judge().grade("score", "gemm", "c", "gemm_nondeterministic.c", &[])),
+        "ok"
+    );
+}
+
+#[test]
+fn profile_none_returns_the_programs_output() {
+    let path = repo().join("tests/submissions/gemm_prints.c");
+    let out = judge().ask(
+        "profile",
+        &[
+            "--task",
+            "gemm",
+            "--language",
+            "c",
+            "--tool",
+            "none",
+            "--json",
+            path.to_str().unwrap(),
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        report["stdout_tail"]
+            .as_str()
+            .unwrap()
+            .contains("instrumented: NI=100 NJ=110 NK=120"),
+        "{report}"
+    );
+    assert_eq!(report["run"]["status"], "incorrect");
+}
+
+#[test]
+fn profile_linuxperf_reports_counters_and_the_submissions_hot_symbol() {
+    let path = repo().join("tests/submissions/gemm_ok.c");
+    let out = judge().ask(
+        "profile",
+        &[
+            "--task",
+            "gemm",
+            "--language",
+            "c",
+            "--tool",
+            "linuxperf",
+            "--json",
+            path.to_str().unwrap(),
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let summary = report["summary"].as_str().unwrap();
+    assert!(summary.contains("task-clock"), "{summary}");
+    assert!(
+        summary.contains("submission.so") && summary.contains("gemm_fp64"),
+        "{summary}"
+    );
+    assert!(report["counters"]["task-clock"].as_f64().unwrap() > 0.0);
+}
+
+#[test]
+fn profile_papi_counts_or_says_what_is_missing() {
+    let path = repo().join("tests/submissions/gemm_ok.c");
+    let out = judge().ask(
+        "profile",
+        &[
+            "--task",
+            "gemm",
+            "--language",
+            "c",
+            "--tool",
+            "papi",
+            "--json",
+            path.to_str().unwrap(),
+        ],
+    );
+    if out.status.success() {
+        let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert!(
+            report["counters"]["PAPI_TOT_INS"].as_f64().unwrap() > 0.0,
+            "{report}"
+        );
+    } else {
+        // Virtual machines often expose no hardware counters to PAPI.
+        let err = stderr(&out);
+        assert!(
+            err.contains("failed precondition") && err.contains("PAPI"),
+            "{err}"
+        );
+    }
+}
+
+#[test]
+fn a_tool_for_another_language_is_refused_naming_the_right_one() {
+    let path = repo().join("tests/submissions/gemm_ok.c");
+    let out = judge().ask(
+        "profile",
+        &[
+            "--task",
+            "gemm",
+            "--language",
+            "c",
+            "--tool",
+            "nsys",
+            path.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("nsys cannot profile c code; use linuxperf or papi"),
+        "{}",
+        stderr(&out)
+    );
+    let out = judge().ask(
+        "profile",
+        &[
+            "--task",
+            "gemm",
+            "--language",
+            "cuda",
+            "--tool",
+            "nsys",
+            path.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("failed precondition: nsys cannot run on this node"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn gpu_languages_fail_cleanly_without_a_gpu_runtime() {
+    let path = repo().join("tests/submissions/gemm_ok.c");
+    for (language, runtime) in [("cuda", "the CUDA driver"), ("hip", "the HIP runtime")] {
+        let out = judge().ask(
+            "score",
+            &[
+                "--task",
+                "gemm",
+                "--language",
+                language,
+                path.to_str().unwrap(),
+            ],
+        );
+        assert_eq!(out.status.code(), Some(1), "{language}");
+        let err = stderr(&out);
+        assert!(
+            err.contains("failed precondition") && err.contains(runtime),
+            "{language}: {err}"
+        );
+    }
+}
+
+#[test]
+fn refused_flags_say_why() {
+    let path = repo().join("tests/submissions/gemm_ok.c");
+    let out = judge().ask(
+        "score",
+        &[
+            "--task",
+            "gemm",
+            "--language",
+            "c",
+            "--flag",
+            "-ffast-math",
+            path.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("-ffast-math changes floating-point results"),
+        "{}",
+        stderr(&out)
+    );
+    let v = judge().grade(
+        "score",
+        "gemm",
+        "c",
+        "gemm_ok.c",
+        &["--flag", "-funroll-loops", "--flag", "-DUNUSED=1"],
+    );
+    assert_eq!(status(&v), "ok", "allowed flags build: {v}");
+}
+
+const GEMM_PROTOTYPE: &str = "void gemm_fp64(const double *restrict A, const double *restrict B, double *restrict C, const int64_t NI, const int64_t NJ, const int64_t NK, const double alpha, const double beta, uint8_t *restrict workspace, const int64_t workspace_size)";
+
+#[test]
+fn task_prints_the_exact_prototype_first_locally_and_from_a_judge() {
+    let local = hpcagent()
+        .args(["judge", "task", "gemm"])
+        .current_dir(repo())
+        .output()
+        .unwrap();
+    assert!(local.status.success(), "{}", stderr(&local));
+    assert_eq!(stdout(&local).lines().next(), Some(GEMM_PROTOTYPE));
+    let remote = judge().ask("task", &["gemm", "--language", "fortran"]);
+    assert!(remote.status.success(), "{}", stderr(&remote));
+    let text = stdout(&remote);
+    assert_eq!(text.lines().next(), Some(GEMM_PROTOTYPE));
+    assert!(
+        text.contains("bind(C, name=\"gemm_fp64\")")
+            && text.contains("public preset S: NI=100 NJ=110 NK=120"),
+        "{text}"
+    );
+    let by_path = judge().ask("task", &["dense_linear_algebra/gemm", "--json"]);
+    let info: Value = serde_json::from_slice(&by_path.stdout).unwrap();
+    assert_eq!(info["symbol"], "gemm_fp64");
+    assert_eq!(info["rtol"], 1e-9);
+}
+
+fn gcc_shared(source: &Path, output: &Path) {
+    let ok = Command::new("gcc")
+        .args(["-O2", "-fPIC", "-shared", "-o"])
+        .arg(output)
+        .arg(source)
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "gcc {}", source.display());
+}
+
+#[test]
+fn prebuilt_libraries_come_only_from_the_shared_mount() {
+    let shared = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(shared.path().join("lib")).unwrap();
+    let subs = repo().join("tests/submissions");
+    gcc_shared(
+        &subs.join("scale_rows.c"),
+        &shared.path().join("lib/libscale_rows.so"),
+    );
+    gcc_shared(
+        &subs.join("gemm_ok.c"),
+        &shared.path().join("lib/gemm_prebuilt.so"),
+    );
+    let judge = JudgeServer::start(&["--shared", shared.path().to_str().unwrap()], &[], None);
+
+    let task: Value =
+        serde_json::from_slice(&judge.ask("task", &["gemm", "--json"]).stdout).unwrap();
+    assert!(
+        task["libraries"]
+            .as_array()
+            .unwrap()
+            .contains(&Value::from("scale_rows")),
+        "{task}"
+    );
+    let v = judge.grade(
+        "score",
+        "gemm",
+        "c",
+        "gemm_links_lib.c",
+        &["--flag", "-lscale_rows"],
+    );
+    assert_eq!(status(&v), "ok", "{v}");
+
+    let out = judge.ask(
+        "score",
+        &[
+            "--task",
+            "gemm",
+            "--language",
+            "c",
+            "--flag",
+            "-lnothere",
+            subs.join("gemm_ok.c").to_str().unwrap(),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains(
+            "library \"nothere\" is not installed in the shared mount (installed: scale_rows)"
+        ),
+        "{}",
+        stderr(&out)
+    );
+
+    let inside = shared.path().join("lib/gemm_prebuilt.so");
+    let out = judge.ask(
+        "score",
+        &[
+            "--task",
+            "gemm",
+            "--language",
+            "c",
+            "--json",
+            "--library",
+            inside.to_str().unwrap(),
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        serde_json::from_slice::<Value>(&out.stdout).unwrap()["status"],
+        "ok"
+    );
+
+    let outside = tempfile::tempdir().unwrap();
+    let stray = outside.path().join("gemm.so");
+    gcc_shared(&subs.join("gemm_ok.c"), &stray);
+    let link = shared.path().join("lib/escape.so");
+    std::os::unix::fs::symlink(&stray, &link).unwrap();
+    for path in [&stray, &link] {
+        let out = judge.ask(
+            "score",
+            &[
+                "--task",
+                "gemm",
+                "--language",
+                "c",
+                "--library",
+                path.to_str().unwrap(),
+            ],
+        );
+        assert_eq!(out.status.code(), Some(2), "{}", path.display());
+        assert!(
+            stderr(&out).contains("outside the shared mount"),
+            "{}",
+            stderr(&out)
+        );
+    }
+}
+
+/// A source no earlier test built, so the first grade compiles it.
+fn unique_gemm(tag: &str) -> std::path::PathBuf {
+    let text = std::fs::read_to_string(repo().join("tests/submissions/gemm_ok.c")).unwrap();
+    let path = std::env::temp_dir().join(format!("gemm-{tag}-{}.c", std::process::id()));
+    std::fs::write(&path, format!("/* {tag} */\n{text}")).unwrap();
+    path
+}
+
+#[test]
+fn two_ranks_on_one_node_grade_concurrently_with_their_own_caches() {
+    let base = tempfile::tempdir().unwrap();
+    let a = JudgeServer::start(&[], &[("OMPI_COMM_WORLD_RANK", "0")], Some(base.path()));
+    let b = JudgeServer::start(&[], &[("PMI_RANK", "1")], Some(base.path()));
+    let sources = [unique_gemm("rank0"), unique_gemm("rank1")];
+    let verdicts: Vec<Value> = std::thread::scope(|s| {
+        let jobs: Vec<_> = [&a, &b]
+            .into_iter()
+            .zip(&sources)
+            .map(|(judge, source)| {
+                s.spawn(move || {
+                    let out = judge.ask(
+                        "score",
+                        &[
+                            "--task",
+                            "gemm",
+                            "--language",
+                            "c",
+                            "--json",
+                            source.to_str().unwrap(),
+                        ],
+                    );
+                    assert!(out.status.success(), "{}", stderr(&out));
+                    serde_json::from_slice::<Value>(&out.stdout).unwrap()
+                })
+            })
+            .collect();
+        jobs.into_iter().map(|j| j.join().unwrap()).collect()
+    });
+    for v in &verdicts {
+        assert_eq!(status(v), "ok", "{v}");
+        assert_eq!(v["cached_build"], false);
+    }
+    let caps: Value = serde_json::from_slice(&a.ask("capabilities", &["--json"]).stdout).unwrap();
+    assert_eq!(caps["rank"], "0 (from OMPI_COMM_WORLD_RANK)");
+    let builds = |rank: &str| -> usize {
+        std::fs::read_dir(base.path().join(rank).join("builds"))
+            .map(|d| {
+                d.filter_map(Result::ok)
+                    .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
+                    .count()
+            })
+            .unwrap_or(0)
+    };
+    // Each rank holds its submission and the baseline, and nothing is shared.
+    assert_eq!((builds("rank-0"), builds("rank-1")), (2, 2));
+    assert!(
+        !base.path().join("builds").exists(),
+        "no build outside a rank directory"
+    );
+
+    let again = a.grade_file("score", &sources[0]);
+    assert_eq!(
+        again["cached_build"], true,
+        "the second identical submission comes from the cache"
+    );
+}
+
+#[test]
+fn corpus_check_passes_for_every_kernel() {
+    let cache = tempfile::tempdir().unwrap();
+    let out = hpcagent()
+        .args(["corpus", "check", "--cache", cache.path().to_str().unwrap()])
+        .current_dir(repo())
+        .output()
+        .unwrap();
+    let text = stdout(&out);
+    assert!(out.status.success(), "{text}{}", stderr(&out));
+    assert!(text.contains("every kernel checked"), "{text}");
+    assert!(
+        text.lines().filter(|l| l.starts_with("ok ")).count() >= 12 * 2 - 2,
+        "{text}"
+    );
+}

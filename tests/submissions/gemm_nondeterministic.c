@@ -1,0 +1,14 @@
+#include <stdint.h>
+/* Correct within tolerance, but the last bits change from call to call. */
+static int calls;
+void gemm_fp64(const double *restrict A, const double *restrict B, double *restrict C,
+               const int64_t NI, const int64_t NJ, const int64_t NK,
+               const double alpha, const double beta, uint8_t *restrict workspace, const int64_t workspace_size) {
+    calls++;
+    for (int64_t i = 0; i < NI; i++) {
+        for (int64_t j = 0; j < NJ; j++) C[i*NJ+j] *= beta;
+        for (int64_t k = 0; k < NK; k++)
+            for (int64_t j = 0; j < NJ; j++) C[i*NJ+j] += alpha * A[i*NK+k] * B[k*NJ+j];
+        C[i*NJ] += (calls % 2) * 1e-15 * C[i*NJ];
+    }
+}

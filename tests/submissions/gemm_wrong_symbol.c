@@ -1,0 +1,5 @@
+#include <stdint.h>
+/* Exports the wrong name. */
+void gemm(const double *restrict A, const double *restrict B, double *restrict C,
+          const int64_t NI, const int64_t NJ, const int64_t NK,
+          const double alpha, const double beta, uint8_t *restrict workspace, const int64_t workspace_size) {}
