@@ -15,8 +15,17 @@ use serde_json::Value;
 /// a hanging submission does not hold up the others).
 fn judge() -> &'static JudgeServer {
     static JUDGE: OnceLock<JudgeServer> = OnceLock::new();
-    JUDGE.get_or_init(|| JudgeServer::start(&["--slots", "2"], &[], None))
+    JUDGE.get_or_init(|| {
+        JudgeServer::start(
+            &["--slots", "2"],
+            &[("HPCAGENT_JUDGE_SECRET", SECRET)],
+            None,
+        )
+    })
 }
+
+/// The held-out secret of the shared judge: no verdict may ever show it.
+const SECRET: &str = "held-out-secret-7f3a";
 
 fn status(v: &Value) -> &str {
     v["status"].as_str().unwrap()
@@ -139,6 +148,45 @@ hostile!(
     "build_error",
     "does not export gemm_fp64"
 );
+
+#[test]
+fn the_judge_reads_output_it_captured_not_what_the_submission_links_there() {
+    let v = judge().grade("score", "gemm", "c", "gemm_symlinks_its_output.c", &[]);
+    let text = v.to_string();
+    assert!(
+        !text.contains(SECRET) && !text.contains("HPCAGENT"),
+        "the environment leaked: {v}"
+    );
+    assert!(!text.contains("root:x:0:0"), "/etc/passwd leaked: {v}");
+}
+
+#[test]
+fn a_compiler_cannot_embed_files_the_submission_may_not_read() {
+    let v = judge().grade("score", "gemm", "c", "gemm_embeds_a_secret_file.c", &[]);
+    assert_eq!(status(&v), "build_error", "{v}");
+    assert!(!v["stdout_tail"].as_str().unwrap().contains("root:"), "{v}");
+}
+
+#[test]
+fn a_flood_of_compiler_errors_is_a_build_error_not_a_hang() {
+    let mut source = std::fs::read_to_string(repo().join("tests/submissions/gemm_ok.c")).unwrap();
+    source.push_str("void flood(void) {\n");
+    for i in 0..20_000 {
+        source.push_str(&format!("  undeclared_{i} = {i};\n"));
+    }
+    source.push_str("}\n");
+    let path = std::env::temp_dir().join(format!("gemm-flood-{}.c", std::process::id()));
+    std::fs::write(&path, source).unwrap();
+    let v = judge().grade_file("score", &path);
+    assert_eq!(status(&v), "build_error", "{v}");
+    assert_eq!(message(&v), "compilation failed (see the build log)");
+}
+
+#[test]
+fn submit_verdicts_do_not_show_what_the_program_printed() {
+    let v = judge().grade("submit", "gemm", "c", "gemm_prints.c", &[]);
+    assert_eq!(v["stdout_tail"], "", "held-out sizes would show: {v}");
+}
 
 #[test]
 fn nothing_a_submission_starts_outlives_its_run() {

@@ -159,6 +159,9 @@ struct ProfileArgs {
 
 #[derive(Debug, Args)]
 struct ConfineArgs {
+    /// Become this user (and group) first; root only.
+    #[arg(long)]
+    as_user: Option<u32>,
     #[arg(long)]
     read: Vec<PathBuf>,
     #[arg(long)]
@@ -192,6 +195,9 @@ pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 
 fn confine(args: ConfineArgs) -> anyhow::Result<()> {
     use std::os::unix::process::CommandExt;
+    if let Some(uid) = args.as_user {
+        hpcagent_judge::sandbox::confine::become_user(uid).map_err(anyhow::Error::msg)?;
+    }
     let confinement = hpcagent_judge::sandbox::confine::Confinement {
         read: args.read,
         write: args.write,
@@ -227,7 +233,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     // The bound address (the port may have been 0) for scripts and tests.
     println!("listening on {}", listener.local_addr()?);
     tonic::transport::Server::builder()
-        .add_service(Service::new(Arc::new(judge)))
+        .add_service(Service::new(Arc::new(judge), None))
         .serve_with_incoming_shutdown(tokio_stream_listener(listener), async {
             let _ = tokio::signal::ctrl_c().await;
         })
@@ -339,6 +345,7 @@ fn grade_request(args: &GradeArgs) -> anyhow::Result<pb::GradeRequest> {
         code: Some(code),
         flags: args.flags.clone(),
         client: "hpcagent judge cli".into(),
+        lease_id: String::new(),
     })
 }
 

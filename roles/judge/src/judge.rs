@@ -58,9 +58,14 @@ impl JudgeConfig {
             preset: Preset::M,
             reps: 20,
             public_seed: 42,
+            // Any text works: judges of a campaign share it to draw the same cases.
             secret: std::env::var("HPCAGENT_JUDGE_SECRET")
                 .ok()
-                .and_then(|s| s.parse().ok())
+                .filter(|s| !s.is_empty())
+                .map(|s| {
+                    let digest = crate::corpus::fingerprint(&[s.as_bytes()]);
+                    u64::from_str_radix(&digest[..16], 16).expect("hex digest")
+                })
                 .unwrap_or_else(random_secret),
             hidden_cases: 2,
             baseline_ttl: Duration::from_secs(600),
@@ -139,6 +144,9 @@ impl TryFrom<pb::GradeRequest> for Submission {
     }
 }
 
+/// Users per judge instance: slots beyond this share users.
+const SLOT_UIDS: u32 = 256;
+
 /// How runs are kept apart: as root, each slot's runs become a user of their own.
 #[derive(Debug, Clone, Copy)]
 pub struct Isolation {
@@ -149,23 +157,24 @@ pub struct Isolation {
 
 impl Isolation {
     fn detect(rank: Option<u32>) -> Isolation {
+        // Far above any real account (LDAP included), below the reserved (uid_t)-1.
         let base: u32 = std::env::var("HPCAGENT_RUNNER_UID_BASE")
             .ok()
             .and_then(|s| s.parse().ok())
-            .unwrap_or(61000);
+            .unwrap_or(3_000_000_000);
         // Judges on one node must not share users either (RLIMIT_NPROC counts
         // per user): the rank tells them apart, or else the process id.
-        let instance = rank.unwrap_or(std::process::id() % 1000);
+        let instance = rank.unwrap_or(std::process::id());
         Isolation {
             root: nix::unistd::geteuid().is_root(),
-            uid_base: base + instance % 1000 * 64,
+            uid_base: base + instance % 1_000_000 * SLOT_UIDS,
             landlock_abi: landlock_abi(),
         }
     }
 
-    /// The user a slot's runs become (root judges only).
+    /// The user a slot's runs (and builds) become (root judges only).
     pub fn run_as(&self, slot: usize) -> Option<u32> {
-        self.root.then_some(self.uid_base + slot as u32)
+        self.root.then_some(self.uid_base + slot as u32 % SLOT_UIDS)
     }
 
     pub fn describe(&self) -> String {
@@ -229,6 +238,7 @@ impl Judge {
         })?;
         let rank = build::rank();
         let cache = build::cache_root(&config.cache_base, rank.as_ref().map(|(_, r)| r.as_str()));
+        check_cache_location(&cache, config.shared.as_deref())?;
         std::fs::create_dir_all(&cache).map_err(|e| format!("cache {}: {e}", cache.display()))?;
         let toolchain = Toolchain::detect();
         let builder = Builder::new(toolchain, &cache, config.exe.clone(), config.shared.clone());
@@ -305,8 +315,14 @@ impl Judge {
         names
     }
 
-    /// A prebuilt library's real path, if it lies inside the shared mount.
-    pub fn check_library(&self, path: &Path) -> Result<PathBuf, JudgeError> {
+    /// A private copy of a prebuilt library that lies inside the shared mount.
+    ///
+    /// The file is opened once and judged by what was opened (its path as the
+    /// kernel resolved it), then copied from that descriptor: swapping a path
+    /// component for a symlink after the check gains nothing.
+    pub fn copy_library(&self, path: &Path) -> Result<PathBuf, JudgeError> {
+        use std::io::Read;
+        use std::os::fd::AsRawFd;
         let shared = self.config.shared.as_ref().ok_or_else(|| {
             JudgeError::InvalidArgument(
                 "this judge has no shared mount, so it takes no prebuilt libraries".into(),
@@ -317,8 +333,11 @@ impl Judge {
         } else {
             path.to_path_buf()
         };
-        let real = std::fs::canonicalize(&path)
-            .map_err(|e| JudgeError::InvalidArgument(format!("{}: {e}", path.display())))?;
+        let invalid =
+            |e: std::io::Error| JudgeError::InvalidArgument(format!("{}: {e}", path.display()));
+        let mut file = std::fs::File::open(&path).map_err(invalid)?;
+        let real =
+            std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd())).map_err(invalid)?;
         let root = std::fs::canonicalize(shared).unwrap_or_else(|_| shared.clone());
         if !real.starts_with(&root) {
             return Err(JudgeError::InvalidArgument(format!(
@@ -328,7 +347,18 @@ impl Judge {
                 root.display()
             )));
         }
-        Ok(real)
+        let mut bytes = Vec::new();
+        (&mut file)
+            .take(1 << 30)
+            .read_to_end(&mut bytes)
+            .map_err(invalid)?;
+        let copy = self.cache.join("prebuilt").join(format!(
+            "{}.so",
+            &crate::corpus::fingerprint(&[&bytes])[..32]
+        ));
+        crate::data::write_atomic(&copy, &bytes)
+            .map_err(|e| JudgeError::Internal(e.to_string()))?;
+        Ok(copy)
     }
 
     /// `Task`: everything an agent needs to write the kernel.
@@ -391,6 +421,7 @@ impl Judge {
             libraries: self.shared_libraries(),
             tags: kernel.tags.clone(),
             notes: notes.join("\n"),
+            baseline_source: std::fs::read_to_string(kernel.baseline_path()).unwrap_or_default(),
         })
     }
 
@@ -423,6 +454,26 @@ impl Judge {
             isolation: self.isolation.describe(),
         }
     }
+}
+
+/// The cache holds the reference outputs: it must not lie where sandboxed
+/// runs may read (the system directories, the shared mount).
+fn check_cache_location(cache: &Path, shared: Option<&Path>) -> Result<(), String> {
+    let absolute = std::path::absolute(cache).unwrap_or_else(|_| cache.to_path_buf());
+    let readable = crate::sandbox::confine::SYSTEM_READ
+        .iter()
+        .map(Path::new)
+        .chain(shared);
+    for root in readable {
+        if absolute.starts_with(root) {
+            return Err(format!(
+                "the cache {} is inside {}, which submissions can read; put it elsewhere (--cache)",
+                absolute.display(),
+                root.display()
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// GPU indices this process may use (`CUDA_VISIBLE_DEVICES`,

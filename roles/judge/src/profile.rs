@@ -203,7 +203,7 @@ impl Judge {
         }
         self.profilers.check(tool)?;
         let held = self.slots.acquire().await;
-        let (prepared, mut verdict) = match self.prepare(&submission, &[]).await? {
+        let (prepared, mut verdict) = match self.prepare(&submission, &[], &held.slot).await? {
             Ok(p) => p,
             Err(verdict) => {
                 return Ok(report(

@@ -1,5 +1,12 @@
 //! The gRPC Judge service: the wire face of [`Judge`].
+//!
+//! In a campaign the service also reports every verdict given under a lease
+//! to the orchestrator through a [`Recorder`]; a Submit verdict is reported
+//! (and its task settled) before the agent hears it, so an agent cannot
+//! complete a task the orchestrator has not seen settled.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 
 use hpcagent_proto::v1 as pb;
@@ -18,18 +25,79 @@ impl From<JudgeError> for Status {
     }
 }
 
+/// A recording in flight: whether it settled a task, or why it failed.
+pub type Recording = Pin<Box<dyn Future<Output = Result<bool, String>> + Send>>;
+
+/// Where verdicts given under a lease are reported.
+pub trait Recorder: Send + Sync + 'static {
+    fn record(&self, lease_id: String, kind: pb::GradeKind, verdict: pb::Verdict) -> Recording;
+}
+
 /// The service over a shared judge.
 #[derive(Clone)]
 pub struct Service {
     judge: Arc<Judge>,
+    recorder: Option<Arc<dyn Recorder>>,
 }
 
 impl Service {
-    pub fn new(judge: Arc<Judge>) -> JudgeServer<Service> {
+    pub fn new(judge: Arc<Judge>, recorder: Option<Arc<dyn Recorder>>) -> JudgeServer<Service> {
         // Verdicts carry logs and profiles: allow more than the 4 MiB default.
-        JudgeServer::new(Service { judge })
+        JudgeServer::new(Service { judge, recorder })
             .max_decoding_message_size(64 << 20)
             .max_encoding_message_size(64 << 20)
+    }
+
+    /// Grades in a task of its own, so that a caller who goes away does not
+    /// cancel a run half-way, then reports the verdict.
+    async fn grade(
+        &self,
+        request: pb::GradeRequest,
+        kind: pb::GradeKind,
+    ) -> Result<pb::Verdict, Status> {
+        let lease = request.lease_id.clone();
+        let submission = Submission::try_from(request)?;
+        let judge = self.judge.clone();
+        let verdict = tokio::spawn(async move {
+            match kind {
+                pb::GradeKind::Submit => judge.submit(submission).await,
+                _ => judge.score(submission).await,
+            }
+        })
+        .await
+        .map_err(|e| Status::internal(format!("the grade stopped: {e}")))??;
+        let verdict = pb::Verdict::from(&verdict);
+        self.record(&lease, kind, &verdict).await?;
+        Ok(verdict)
+    }
+
+    /// Reports a verdict given under a lease. A Submit verdict that cannot be
+    /// recorded is not returned to the agent as if it had counted.
+    async fn record(
+        &self,
+        lease_id: &str,
+        kind: pb::GradeKind,
+        verdict: &pb::Verdict,
+    ) -> Result<(), Status> {
+        let Some(recorder) = &self.recorder else {
+            return Ok(());
+        };
+        if lease_id.is_empty() {
+            return Ok(());
+        }
+        match recorder
+            .record(lease_id.to_string(), kind, verdict.clone())
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(why) if kind == pb::GradeKind::Submit => Err(Status::unavailable(format!(
+                "the verdict could not be recorded: {why}"
+            ))),
+            Err(why) => {
+                tracing::warn!("recording a {kind:?} verdict for lease {lease_id}: {why}");
+                Ok(())
+            }
+        }
     }
 }
 
@@ -55,18 +123,18 @@ impl pb::judge_server::Judge for Service {
         &self,
         request: Request<pb::GradeRequest>,
     ) -> Result<Response<pb::Verdict>, Status> {
-        let submission = Submission::try_from(request.into_inner())?;
-        let verdict = self.judge.score(submission).await?;
-        Ok(Response::new((&verdict).into()))
+        self.grade(request.into_inner(), pb::GradeKind::Score)
+            .await
+            .map(Response::new)
     }
 
     async fn submit(
         &self,
         request: Request<pb::GradeRequest>,
     ) -> Result<Response<pb::Verdict>, Status> {
-        let submission = Submission::try_from(request.into_inner())?;
-        let verdict = self.judge.submit(submission).await?;
-        Ok(Response::new((&verdict).into()))
+        self.grade(request.into_inner(), pb::GradeKind::Submit)
+            .await
+            .map(Response::new)
     }
 
     async fn profile(
@@ -78,10 +146,16 @@ impl pb::judge_server::Judge for Service {
         let submission = r
             .submission
             .ok_or_else(|| Status::invalid_argument("profile needs a submission"))?;
-        let report = self
-            .judge
-            .profile(Submission::try_from(submission)?, tool, r.events)
-            .await?;
+        let lease = submission.lease_id.clone();
+        let submission = Submission::try_from(submission)?;
+        let judge = self.judge.clone();
+        // A grade runs to its end (and cleans up) even if the caller goes away.
+        let report = tokio::spawn(async move { judge.profile(submission, tool, r.events).await })
+            .await
+            .map_err(|e| Status::internal(format!("the grade stopped: {e}")))??;
+        if let Some(run) = &report.run {
+            self.record(&lease, pb::GradeKind::Profile, run).await?;
+        }
         Ok(Response::new(report))
     }
 

@@ -47,7 +47,10 @@ impl Slots {
         let slots: Vec<Slot> = (0..count)
             .map(|i| Slot {
                 index: i,
-                cpus: cpus.iter().copied().skip(i * share).take(share).collect(),
+                // More slots than CPUs (many GPUs, few cores): slots share cores.
+                cpus: (0..share)
+                    .filter_map(|k| cpus.get((i * share + k) % cpus.len().max(1)).copied())
+                    .collect(),
                 gpu: gpus.get(i).copied(),
             })
             .collect();
@@ -108,6 +111,16 @@ mod tests {
         assert_eq!(
             a.iter().map(|s| s.cpus.clone()).collect::<Vec<_>>(),
             [vec![2, 3], vec![0, 1]]
+        );
+    }
+
+    #[test]
+    fn more_slots_than_cpus_share_cores() {
+        let slots = Slots::new(4, &[0, 1], &[0, 1, 2, 3]);
+        let all = slots.free.lock().unwrap().clone();
+        assert!(
+            all.iter().all(|s| s.cpus.len() == 1 && s.gpu.is_some()),
+            "{all:?}"
         );
     }
 

@@ -77,6 +77,10 @@ pub struct Source<'a> {
     pub flags: &'a [String],
     /// Judge-internal macro definitions (the baseline's `real` and `SYMBOL`).
     pub defines: &'a [String],
+    /// The user the compiler runs as (a root judge's slot user).
+    pub run_as: Option<u32>,
+    /// The CPUs the compiler may use (its slot's).
+    pub cpus: &'a [usize],
 }
 
 /// A built shared object.
@@ -163,7 +167,13 @@ impl Builder {
         argv.extend(before);
         argv.extend(["-o".to_string(), "lib.so".to_string(), file]);
         argv.extend(after);
-        let log = self.compile(&compiler.command, &argv, dir.path()).await?;
+        if let Some(uid) = source.run_as {
+            nix::unistd::chown(dir.path(), Some(uid.into()), Some(uid.into()))
+                .map_err(|e| BuildError::Harness(format!("chown build dir: {e}")))?;
+        }
+        let log = self
+            .compile(&compiler.command, &argv, dir.path(), source)
+            .await?;
         // Publish atomically: a concurrent identical build wins or loses whole.
         std::fs::create_dir_all(&self.builds).map_err(|e| BuildError::Harness(e.to_string()))?;
         let staging = tempfile::Builder::new()
@@ -215,9 +225,13 @@ impl Builder {
         command: &str,
         args: &[String],
         dir: &Path,
+        source: &Source<'_>,
     ) -> Result<String, BuildError> {
         let mut cmd = std::process::Command::new(&self.exe);
         cmd.args(["judge", "confine", "--write"]).arg(dir);
+        if let Some(uid) = source.run_as {
+            cmd.arg("--as-user").arg(uid.to_string());
+        }
         if let Some(shared) = &self.shared {
             cmd.arg("--read").arg(shared);
         }
@@ -231,10 +245,20 @@ impl Builder {
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
+        let processes = if source.run_as.is_some() {
+            0
+        } else {
+            crate::sandbox::limits::user_process_count()
+        };
         Limits {
+            // A `#include "/dev/zero"` must not take the node's memory (GPU
+            // compilers reserve large address ranges: they get no cap).
+            address_space: (!source.language.is_gpu()).then_some(8 << 30),
             cpu_seconds: Some(self.timeout.as_secs() * 2),
             file_size: Some(1 << 30),
-            ..Limits::default()
+            processes: Some(processes + 512),
+            cpus: source.cpus.to_vec(),
+            isolate_network: true,
         }
         .install(&mut cmd);
         let mut child = tokio::process::Command::from(cmd)
@@ -279,12 +303,22 @@ impl Builder {
     }
 }
 
+/// Reads to the end, keeping the first 1 MiB: a compiler that writes
+/// gigabytes of errors must not block on a full pipe, nor fill the judge.
 async fn read_all(reader: &mut (impl tokio::io::AsyncRead + Unpin)) -> Vec<u8> {
     use tokio::io::AsyncReadExt;
-    let mut buf = Vec::new();
-    // A compiler that writes gigabytes of errors is cut at 1 MiB.
-    let _ = reader.take(1 << 20).read_to_end(&mut buf).await;
-    buf
+    const KEEP: usize = 1 << 20;
+    let mut kept = Vec::new();
+    let mut chunk = vec![0u8; 64 << 10];
+    loop {
+        match reader.read(&mut chunk).await {
+            Ok(0) | Err(_) => return kept,
+            Ok(n) => {
+                let room = KEEP.saturating_sub(kept.len());
+                kept.extend_from_slice(&chunk[..n.min(room)]);
+            }
+        }
+    }
 }
 
 /// Environment compilers and runtimes need from the judge's; nothing else

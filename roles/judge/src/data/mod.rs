@@ -244,7 +244,13 @@ impl DataCache {
             )));
         }
         let done = tmp.keep();
-        std::fs::rename(&done, dir).map_err(io(dir))?;
+        if let Err(e) = std::fs::rename(&done, dir) {
+            // Another judge process published the same reference first.
+            let _ = std::fs::remove_dir_all(&done);
+            if !dir.is_dir() {
+                return Err(io(dir)(e));
+            }
+        }
         Ok(())
     }
 }
@@ -274,6 +280,7 @@ pub fn case_key(kernel: &Kernel, case: &Case) -> String {
         sizes.as_bytes(),
         &case.seed.to_le_bytes(),
         GENERATOR_VERSION.as_bytes(),
+        REFRUN.as_bytes(),
     ]);
     format!("{}-{}", kernel.ident(), &key[..24])
 }

@@ -144,7 +144,15 @@ impl Runner {
     fn run(&mut self, request: &Request) -> Result<(), Failure> {
         let masters = read_inputs(request)?;
         if let Some(id) = request.run_as {
-            drop_privileges(id).map_err(|e| ("privileges", e))?;
+            // SAFETY: getppid and prctl take no pointers.
+            let supervisor = unsafe { libc::getppid() };
+            crate::sandbox::confine::become_user(id).map_err(|e| ("privileges", e))?;
+            // Changing user clears the parent-death signal: ask for it again,
+            // and leave if the supervisor died in between.
+            unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) };
+            if unsafe { libc::getppid() } != supervisor {
+                return Err(("privileges", "the supervisor is gone".into()));
+            }
         }
         let mut read = request.readable.clone();
         read.push(request.sandbox.clone());
@@ -430,24 +438,6 @@ fn read_inputs(request: &Request) -> Result<Vec<Vec<Option<Vec<u8>>>>, Failure> 
                 .collect()
         })
         .collect()
-}
-
-/// Becomes `id` (user and group) with no supplementary groups.
-fn drop_privileges(id: u32) -> Result<(), String> {
-    // SAFETY: plain system calls; the order (groups, gid, uid) is the one that
-    // leaves no way back to root.
-    unsafe {
-        if libc::setgroups(0, std::ptr::null()) != 0
-            || libc::setgid(id) != 0
-            || libc::setuid(id) != 0
-        {
-            return Err(format!(
-                "cannot become uid {id}: {}",
-                std::io::Error::last_os_error()
-            ));
-        }
-    }
-    Ok(())
 }
 
 /// True when the process sees no network interface but loopback.

@@ -74,8 +74,22 @@ pub async fn launch(launch: Launch<'_>) -> Result<RunOutcome, String> {
     let request = serde_json::to_vec(&launch.request).map_err(|e| e.to_string())?;
     let stdout_path = sandbox.join("stdout.txt");
     let stderr_path = sandbox.join("stderr.txt");
-    let open = |p: &PathBuf| std::fs::File::create(p).map_err(|e| format!("{}: {e}", p.display()));
+    // Read-write: the judge reads them back through its own copy of the descriptor.
+    let open = |p: &PathBuf| {
+        std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(p)
+            .map_err(|e| format!("{}: {e}", p.display()))
+    };
     let (stdout, stderr) = (open(&stdout_path)?, open(&stderr_path)?);
+    // The judge reads the output through its own descriptors afterwards: the
+    // sandbox belongs to the submission, which may replace the files by
+    // symlinks to anything the judge could read.
+    let clone = |f: &std::fs::File| f.try_clone().map_err(|e| format!("output file: {e}"));
+    let (stdout_held, stderr_held) = (clone(&stdout)?, clone(&stderr)?);
 
     let mut command = match launch.wrapper.split_first() {
         Some((program, args)) => {
@@ -111,6 +125,8 @@ pub async fn launch(launch: Launch<'_>) -> Result<RunOutcome, String> {
         .map_err(|e| format!("cannot start the runner: {e}"))?;
     drop(writer);
     let pid = child.id().ok_or("the runner vanished at start")?;
+    // Should this future be dropped mid-run, the run's processes go with it.
+    let _cleanup = KillOnDrop(pid);
     let budget = launch.output_bytes + (64 << 20);
     let collect = tokio::spawn(read_channel(reader, budget));
     if let Some(mut stdin) = child.stdin.take() {
@@ -146,8 +162,8 @@ pub async fn launch(launch: Launch<'_>) -> Result<RunOutcome, String> {
         outputs,
         end,
         channel_error,
-        stdout_tail: file_tail(&stdout_path),
-        stderr_tail: file_tail(&stderr_path),
+        stdout_tail: file_tail(stdout_held),
+        stderr_tail: file_tail(stderr_held),
         wall,
     })
 }
@@ -222,17 +238,24 @@ fn pick_channel_fd(writer: &OwnedFd) -> i32 {
     if fd == writer.as_raw_fd() { fd + 1 } else { fd }
 }
 
+/// Kills a run's process tree and group when dropped.
+struct KillOnDrop(u32);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        reap::kill_tree(self.0);
+        kill_group(self.0);
+    }
+}
+
 /// SIGKILL to a process group (the runner's session).
 pub fn kill_group(pid: u32) {
     // SAFETY: plain kill(2) on a group id.
     unsafe { libc::kill(-(pid as i32), libc::SIGKILL) };
 }
 
-fn file_tail(path: &Path) -> String {
+fn file_tail(mut file: std::fs::File) -> String {
     use std::io::{Read, Seek, SeekFrom};
-    let Ok(mut file) = std::fs::File::open(path) else {
-        return String::new();
-    };
     let len = file.metadata().map(|m| m.len()).unwrap_or(0);
     let _ = file.seek(SeekFrom::Start(len.saturating_sub(8192)));
     let mut buf = Vec::new();

@@ -40,6 +40,18 @@ pub fn kill_tree(root: u32) {
     for pid in stopped {
         signal(pid, libc::SIGKILL);
     }
+    // Anything that appeared after the last pass (a tree still growing after
+    // 100 rounds) is killed outright, until nothing is left.
+    for _ in 0..100 {
+        let left: Vec<u32> = descendants(root).into_iter().filter(|p| *p != me).collect();
+        if left.is_empty() {
+            break;
+        }
+        for pid in left {
+            signal(pid, libc::SIGKILL);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
 }
 
 fn signal(pid: u32, sig: i32) {

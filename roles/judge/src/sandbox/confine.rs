@@ -18,9 +18,22 @@ use landlock::{
 use serde::{Deserialize, Serialize};
 
 /// System directories readable inside the sandbox.
-const SYSTEM_READ: &[&str] = &[
+pub const SYSTEM_READ: &[&str] = &[
     "/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/etc", "/opt", "/proc", "/sys",
 ];
+
+/// Device files a sandboxed process may use (not all of `/dev`: no `/dev/shm`
+/// to outlive the run or talk to other runs through).
+const DEVICES: &[&str] = &[
+    "/dev/null",
+    "/dev/zero",
+    "/dev/full",
+    "/dev/random",
+    "/dev/urandom",
+];
+
+/// GPU device nodes, by prefix in `/dev`.
+const GPU_DEVICES: &[&str] = &["nvidia", "kfd", "dri"];
 
 /// What a confined process may touch.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -48,13 +61,8 @@ impl Confinement {
             .chain(self.read.iter().cloned())
             .filter(|p| p.exists())
             .collect();
-        let write_dirs: Vec<PathBuf> = self
-            .write
-            .iter()
-            .cloned()
-            .chain(std::iter::once(PathBuf::from("/dev")))
-            .filter(|p| p.exists())
-            .collect();
+        let write_dirs: Vec<PathBuf> = self.write.iter().filter(|p| p.exists()).cloned().collect();
+        let devices = devices();
         let status: RestrictionStatus = Ruleset::default()
             .set_compatibility(CompatLevel::BestEffort)
             .handle_access(AccessFs::from_all(abi))
@@ -63,6 +71,7 @@ impl Confinement {
             .and_then(|r| r.create())
             .and_then(|r| r.add_rules(path_beneath_rules(&read_dirs, AccessFs::from_read(abi))))
             .and_then(|r| r.add_rules(path_beneath_rules(&write_dirs, AccessFs::from_all(abi))))
+            .and_then(|r| r.add_rules(path_beneath_rules(&devices, AccessFs::from_file(abi))))
             .and_then(|r| r.restrict_self())
             .map_err(|e| format!("landlock: {e}"))?;
         Ok(match status.ruleset {
@@ -71,4 +80,42 @@ impl Confinement {
             RulesetStatus::NotEnforced => Enforcement::None,
         })
     }
+}
+
+/// The device files to allow: the harmless ones, and the GPU's.
+fn devices() -> Vec<PathBuf> {
+    let gpu = std::fs::read_dir("/dev")
+        .into_iter()
+        .flatten()
+        .filter_map(Result::ok)
+        .filter(|e| {
+            GPU_DEVICES
+                .iter()
+                .any(|p| e.file_name().to_string_lossy().starts_with(p))
+        })
+        .map(|e| e.path());
+    DEVICES
+        .iter()
+        .map(PathBuf::from)
+        .filter(|p| p.exists())
+        .chain(gpu)
+        .collect()
+}
+
+/// Becomes `id` (user and group) with no supplementary groups, for good.
+pub fn become_user(id: u32) -> Result<(), String> {
+    // SAFETY: plain system calls; the order (groups, gid, uid) is the one that
+    // leaves no way back to root.
+    unsafe {
+        if libc::setgroups(0, std::ptr::null()) != 0
+            || libc::setgid(id) != 0
+            || libc::setuid(id) != 0
+        {
+            return Err(format!(
+                "cannot become uid {id}: {}",
+                std::io::Error::last_os_error()
+            ));
+        }
+    }
+    Ok(())
 }

@@ -39,7 +39,9 @@ impl Limits {
                 }
                 set(libc::RLIMIT_CORE, Some(0))?;
                 set(libc::RLIMIT_AS, limits.address_space)?;
-                set(libc::RLIMIT_CPU, limits.cpu_seconds)?;
+                // The soft limit first (SIGXCPU, reported as a timeout); the
+                // hard limit's SIGKILL only if that is ignored.
+                set_soft_hard(libc::RLIMIT_CPU, limits.cpu_seconds.map(|s| (s, s + 5)))?;
                 set(libc::RLIMIT_FSIZE, limits.file_size)?;
                 set(libc::RLIMIT_NPROC, limits.processes)?;
                 if !limits.cpus.is_empty() {
@@ -56,10 +58,19 @@ impl Limits {
 }
 
 fn set(resource: libc::__rlimit_resource_t, value: Option<u64>) -> std::io::Result<()> {
-    let Some(value) = value else { return Ok(()) };
+    set_soft_hard(resource, value.map(|v| (v, v)))
+}
+
+fn set_soft_hard(
+    resource: libc::__rlimit_resource_t,
+    value: Option<(u64, u64)>,
+) -> std::io::Result<()> {
+    let Some((soft, hard)) = value else {
+        return Ok(());
+    };
     let limit = libc::rlimit {
-        rlim_cur: value,
-        rlim_max: value,
+        rlim_cur: soft,
+        rlim_max: hard,
     };
     // SAFETY: plain system call on a stack value.
     if unsafe { libc::setrlimit(resource, &limit) } != 0 {
