@@ -20,14 +20,18 @@ struct Cli {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Config(args) => commands::config::run(args),
-        Command::Plan(args) => commands::plan::run(args),
-        Command::Submit(args) => commands::submit::run(args),
-        Command::Judge(args) => commands::judge::run(args),
-        Command::Corpus(args) => commands::corpus::run(args),
+        Command::Config(args) => commands::config::run(args).map(|()| ExitCode::SUCCESS),
+        Command::Plan(args) => commands::plan::run(args).map(|()| ExitCode::SUCCESS),
+        Command::Submit(args) => commands::submit::run(args).map(|()| ExitCode::SUCCESS),
+        Command::Up(args) => commands::up::run(args),
+        Command::Status(args) => commands::status::run(args).map(|()| ExitCode::SUCCESS),
+        Command::Results(args) => commands::results::run(args).map(|()| ExitCode::SUCCESS),
+        Command::Judge(args) => commands::judge::run(args).map(|()| ExitCode::SUCCESS),
+        Command::Role(args) => commands::role::run(args).map(|()| ExitCode::SUCCESS),
+        Command::Corpus(args) => commands::corpus::run(args).map(|()| ExitCode::SUCCESS),
     };
     match result {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => code,
         Err(err) => commands::report(&err),
     }
 }

@@ -254,7 +254,7 @@ fn submit_dry_run_renders_flags_from_the_env_file() {
         );
     }
     assert!(
-        text.contains("#!/bin/bash") && text.contains("plan --env \"$RUN_DIR/env.resolved\""),
+        text.contains("#!/bin/bash") && text.contains("up --env \"$RUN_DIR/env.resolved\""),
         "{text}"
     );
 }

@@ -12,14 +12,22 @@ use serde_json::Value;
 
 /// Submits `examples/local.env` with extra `--set` overrides into a fresh
 /// RUN_ROOT; returns the job id, the run directory and the temp dir holding it.
+/// The campaign is one kernel: these tests are about the job, not the grading.
 fn submit(sets: &[&str], sbatch_args: &[&str]) -> (String, std::path::PathBuf, tempfile::TempDir) {
     require_slurm();
     let root = tempfile::tempdir().unwrap();
     let env = example("local.env");
     let mut cmd = hpcagent();
-    cmd.args(["submit", "--env", env.to_str().unwrap()])
-        .arg("--set")
-        .arg(format!("RUN_ROOT={}", root.path().display()));
+    cmd.args([
+        "submit",
+        "--env",
+        env.to_str().unwrap(),
+        "--set",
+        "KERNELS=gemm",
+    ])
+    .arg("--set")
+    .arg(format!("RUN_ROOT={}", root.path().display()))
+    .current_dir(common::repo());
     for set in sets {
         cmd.args(["--set", set]);
     }

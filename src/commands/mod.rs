@@ -4,7 +4,11 @@ pub mod config;
 pub mod corpus;
 pub mod judge;
 pub mod plan;
+pub mod results;
+pub mod role;
+pub mod status;
 pub mod submit;
+pub mod up;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -21,8 +25,17 @@ pub enum Command {
     Plan(plan::PlanArgs),
     /// Submit the campaign as one Slurm job.
     Submit(submit::SubmitArgs),
+    /// Run a campaign: in this Slurm job, or on this machine.
+    Up(up::UpArgs),
+    /// A campaign's progress: live from its orchestrator, or from its store.
+    Status(status::StatusArgs),
+    /// A campaign's tasks and their outcomes.
+    Results(results::ResultsArgs),
     /// Serve a judge, or ask one to describe, grade or profile.
     Judge(judge::JudgeArgs),
+    /// Run one role instance of a campaign (started by `up`).
+    #[command(hide = true)]
+    Role(role::RoleArgs),
     /// List or check the task corpus.
     Corpus(corpus::CorpusArgs),
 }
@@ -39,11 +52,22 @@ impl std::fmt::Display for InvalidRequest {
 
 /// Logs to stderr; `RUST_LOG` filters (default: info).
 pub fn init_logging() {
+    init_logging_at("info");
+}
+
+/// Logs warnings and errors only (commands with their own progress output).
+pub fn init_logging_quiet() {
+    init_logging_at("warn");
+}
+
+fn init_logging_at(level: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
+    // Role logs go to files: colour codes only on a terminal.
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .try_init();
 }
 

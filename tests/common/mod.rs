@@ -222,3 +222,56 @@ impl Drop for JudgeServer {
         unsafe { libc::kill(self.pid as i32, libc::SIGKILL) };
     }
 }
+
+/// Tasks of a campaign's store: (settled, total).
+pub fn settled(run_dir: &Path) -> (usize, usize) {
+    let Ok(reader) = hpcagent_orchestrator::store::Reader::open(run_dir) else {
+        return (0, 0);
+    };
+    let tasks = reader.tasks().unwrap_or_default();
+    (
+        tasks.iter().filter(|t| t.state == "settled").count(),
+        tasks.len(),
+    )
+}
+
+/// Waits until at least `n` tasks of the campaign are settled.
+pub fn wait_for_settled(run_dir: &Path, n: usize, limit: Duration) {
+    let start = Instant::now();
+    while settled(run_dir).0 < n {
+        assert!(
+            start.elapsed() < limit,
+            "fewer than {n} tasks settled after {limit:?}: {:?}",
+            settled(run_dir)
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+/// Every task of the campaign is settled, each by exactly one Submit verdict.
+pub fn assert_settled_exactly_once(run_dir: &Path) {
+    let reader = hpcagent_orchestrator::store::Reader::open(run_dir).unwrap();
+    let tasks = reader.tasks().unwrap();
+    assert!(!tasks.is_empty());
+    let unsettled: Vec<_> = tasks
+        .iter()
+        .filter(|t| t.state != "settled")
+        .map(|t| (&t.id, &t.state))
+        .collect();
+    assert!(unsettled.is_empty(), "not settled: {unsettled:?}");
+    let counts = reader.settlements().unwrap();
+    let wrong: Vec<_> = counts.iter().filter(|(_, n)| *n != 1).collect();
+    assert!(wrong.is_empty(), "settled other than once: {wrong:?}");
+}
+
+/// The only run directory under `root`.
+pub fn only_run_dir(root: &Path) -> PathBuf {
+    let dirs: Vec<PathBuf> = std::fs::read_dir(root)
+        .unwrap()
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.is_dir())
+        .collect();
+    assert_eq!(dirs.len(), 1, "{dirs:?}");
+    dirs[0].clone()
+}

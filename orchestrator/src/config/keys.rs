@@ -9,7 +9,8 @@ use hpcagent_judge::corpus::Preset;
 use serde::Serialize;
 
 use super::values::{
-    AbsPath, Args, Assignments, ConfigValue, Languages, List, Port, Site, TimeLimit,
+    AbsPath, Args, Assignments, ConfigValue, Languages, List, Policy, Port, Precision, Site,
+    TimeLimit,
 };
 
 /// One configuration key as the docs and the parser see it.
@@ -140,6 +141,10 @@ config_keys! {
     ["Roles"] role_ce_env / ROLE_CE_ENV: Option<String> = "";
     /// gRPC port of each judge (the n-th judge on a node adds n).
     ["Roles"] judge_port / JUDGE_PORT: Port = "8800";
+    /// Grading slots per judge; default: one per GPU, else 1.
+    ["Roles"] judge_slots / JUDGE_SLOTS: Option<u32> = "";
+    /// Timed calls per grade (after one warm-up call).
+    ["Roles"] judge_reps / JUDGE_REPS: u32 = "20";
     /// gRPC port of the orchestrator, on the node running the batch script.
     ["Roles"] orchestrator_port / ORCHESTRATOR_PORT: Port = "8700";
 
@@ -152,6 +157,20 @@ config_keys! {
     ["Campaign"] languages / LANGUAGES: Languages = "c";
     /// Problem-size preset of the public (`Score`) inputs.
     ["Campaign"] preset / PRESET: Preset = "M";
+    /// Precision of each task, where the kernel has it (integer kernels keep theirs).
+    ["Campaign"] precision / PRECISION: Precision = "fp64";
+    /// Independent tasks per kernel and language (samples of the same problem).
+    ["Campaign"] repeats / REPEATS: u32 = "1";
+    /// Attempts a task gets before it is settled as failed (expired leases,
+    /// agents that give up or crash).
+    ["Campaign"] max_attempts / MAX_ATTEMPTS: u32 = "3";
+    /// Wall-clock budget of one task, shared by all its attempts.
+    ["Campaign"] task_budget / TASK_BUDGET: TimeLimit = "00:30:00";
+    /// Seconds a lease lives without a heartbeat from its agent.
+    ["Campaign"] lease_seconds / LEASE_SECONDS: u32 = "30";
+    /// What agents do with a task. `baseline` submits the kernel's own
+    /// baseline: no LLM, proves the pipeline, calibrates a cluster (speedup ≈ 1).
+    ["Campaign"] agent_policy / AGENT_POLICY: Policy = "baseline";
 
     /// Slurm partition.
     ["Slurm"] partition / PARTITION: Option<String> = "";
@@ -167,6 +186,9 @@ config_keys! {
 
     /// Directory under which each run gets its own directory.
     ["Paths"] run_root / RUN_ROOT: AbsPath = "runs";
+    /// Allow the results database on a memory filesystem (tmpfs, ramfs), where
+    /// it vanishes with the node and takes RAM from the measured runs.
+    ["Paths"] allow_memory_db / ALLOW_MEMORY_DB: bool = "false";
 }
 
 /// The key of this name, if there is one.

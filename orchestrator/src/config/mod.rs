@@ -247,6 +247,20 @@ fn validate(config: &Config) -> Vec<Diagnostic> {
         "AGENTS_PER_NODE",
         "must be at least 1".into(),
     );
+    require(s.repeats > 0, "REPEATS", "must be at least 1".into());
+    require(
+        s.max_attempts > 0,
+        "MAX_ATTEMPTS",
+        "must be at least 1".into(),
+    );
+    require(
+        s.lease_seconds >= 5,
+        "LEASE_SECONDS",
+        format!(
+            "{} s is too short for a heartbeat to renew it; use 5 or more",
+            s.lease_seconds
+        ),
+    );
     require(
         s.judges_per_node > 0,
         "JUDGES_PER_NODE",

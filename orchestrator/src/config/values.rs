@@ -203,6 +203,16 @@ choice! {
     Site { Local = "local", Alps = "alps", Beverin = "beverin" }
 }
 
+choice! {
+    /// What agents do with a task.
+    Policy { Baseline = "baseline" }
+}
+
+choice! {
+    /// The floating-point precision of a campaign's tasks.
+    Precision { Fp64 = "fp64", Fp32 = "fp32" }
+}
+
 /// The corpus's presets and languages are the judge's own types.
 impl ConfigValue for Preset {
     const SYNTAX: &'static str = "one of: S M L XL";

@@ -78,6 +78,7 @@ fn one_node_replicas_agents_and_judges_cover_the_allocation() {
             "--gres=gpu:4",
             "--environment=hpcagent-vllm-mi300a",
             "--kill-on-bad-exit=1",
+            "--open-mode=append",
             "--output=/runs/7/roles/inference-0/stdout",
             "--error=/runs/7/roles/inference-0/stderr",
             "/bin/hpcagent",

@@ -52,6 +52,8 @@ pub fn srun_argv(step: &StepSpec<'_>) -> Vec<String> {
         argv.push(format!("--environment={edf}"));
     }
     argv.push("--kill-on-bad-exit=1".into());
+    // A restarted step adds to its logs instead of erasing the evidence.
+    argv.push("--open-mode=append".into());
     argv.push(format!(
         "--output={}",
         step.log_dir.join("stdout").display()

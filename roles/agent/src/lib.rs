@@ -1,6 +1,9 @@
-//! The agent role (not built yet: see issues #4 and #5).
+//! The agent role: a pool of workers that pull task leases from the
+//! orchestrator and work them with a policy, grading through the lease's judge.
 //!
-//! Will own the per-node worker pool, the agent policies (the built-in LLM
-//! tool-calling loop, external agent commands, the baseline policy), the tools
-//! an agent may call, and the MCP server for external agent CLIs. It will not
-//! grade anything: every verdict comes from a judge.
+//! Owns the worker pool ([`pool`]) and the policies ([`baseline`]; the LLM
+//! policies arrive with issue #5). It never grades anything itself: every
+//! verdict comes from a judge, which reports it to the orchestrator.
+
+pub mod baseline;
+pub mod pool;

@@ -1,0 +1,473 @@
+//! `hpcagent up`: one campaign from plan to results.
+//!
+//! Plans the allocation (or this machine's virtual nodes), opens the store,
+//! builds the task set (a resumed campaign keeps what it settled), starts the
+//! control plane, has the supervisor launch every role instance, and runs the
+//! main loop: lease expiry, heartbeat loss, progress, signals, completion.
+//! USR1 drains (no new leases; running ones get until the drain deadline),
+//! TERM and INT stop promptly. On the way out every step is stopped and the
+//! store flushed.
+
+mod progress;
+pub mod state;
+pub mod tasks;
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use hpcagent_judge::corpus::Corpus;
+use tokio::signal::unix::{SignalKind, signal};
+use tokio::sync::{mpsc, watch};
+
+use crate::allocation::{Allocation, Sourced};
+use crate::client::{ORCHESTRATOR_VAR, TOKEN_VAR};
+use crate::config::Config;
+use crate::control::{self, Control, auth::Tokens};
+use crate::executor::{Executor, local::LocalExecutor, slurm::SlurmExecutor};
+use crate::placement::{self, Layout};
+use crate::plan::{Plan, Role};
+use crate::scheduler::{Scheduler, Settings, Task, TaskState};
+use crate::store::{Reader, Store, TaskRow};
+use crate::supervisor::{self, Critical};
+use state::{Campaign, RoleEntry, RoleState};
+
+/// File in the run directory telling clients where the orchestrator listens.
+pub const ENDPOINT_FILE: &str = "orchestrator.json";
+const HEARTBEAT: Duration = Duration::from_secs(2);
+/// A live role silent for this many heartbeats is dead.
+const MISSED_HEARTBEATS: u32 = 4;
+/// A launched role must register within this.
+const REGISTER_TIMEOUT: Duration = Duration::from_secs(180);
+
+/// Where the roles run.
+#[derive(Debug, Clone)]
+pub enum ExecutorKind {
+    /// Child processes of this machine, one virtual node each.
+    Local,
+    /// Steps of this Slurm job.
+    Slurm { job_id: String },
+}
+
+/// One `hpcagent up`.
+pub struct Up {
+    pub config: Config,
+    pub run_dir: PathBuf,
+    pub executor: ExecutorKind,
+    /// The hpcagent binary every role runs.
+    pub exe: PathBuf,
+    pub corpus_root: PathBuf,
+}
+
+/// How a campaign ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    /// Every task settled or failed.
+    Finished,
+    /// Drained on USR1: resumable.
+    Drained,
+    /// Stopped by TERM or INT.
+    Interrupted(&'static str),
+    /// A role it cannot do without failed for good.
+    Failed(String),
+}
+
+pub async fn up(up: Up) -> anyhow::Result<Outcome> {
+    // Everything that can be refused is checked before anything is written or started.
+    let plan = make_plan(&up)?;
+    let corpus = Corpus::load(&up.corpus_root).map_err(|errors| {
+        let lines: Vec<String> = errors.iter().map(ToString::to_string).collect();
+        anyhow::anyhow!("the corpus is invalid:\n{}", lines.join("\n"))
+    })?;
+    let specs = tasks::task_set(&up.config, &corpus)?;
+    std::fs::create_dir_all(&up.run_dir)
+        .with_context(|| format!("cannot create {}", up.run_dir.display()))?;
+    write_file(
+        &up.run_dir.join("plan.json"),
+        &(serde_json::to_string_pretty(&plan)? + "\n"),
+        0o644,
+    )?;
+    write_file(
+        &up.run_dir.join("env.resolved"),
+        &up.config.to_env_file(),
+        0o644,
+    )?;
+    let store = Store::open(&up.run_dir, up.config.settings.allow_memory_db)?;
+    let id = up
+        .run_dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let job = match &up.executor {
+        ExecutorKind::Slurm { job_id } => Some(job_id.as_str()),
+        ExecutorKind::Local => None,
+    };
+    store.campaign_started(&id, &up.run_dir, job, &up.config.to_env_file());
+    store.add_tasks(specs.iter().map(row).collect());
+    store.flush().await?;
+    let scheduler = resume_scheduler(&up, &specs)?;
+    let resumed = scheduler.counts();
+    if resumed.settled + resumed.failed > 0 {
+        eprintln!(
+            "resuming {}: {} of {} tasks already settled, {} failed",
+            up.run_dir.display(),
+            resumed.settled,
+            resumed.total,
+            resumed.failed
+        );
+    }
+
+    let tokens = Tokens::generate();
+    let roles: BTreeMap<String, RoleEntry> = plan
+        .instances
+        .iter()
+        .map(|i| {
+            let entry = RoleEntry {
+                role: i.role,
+                node: i.nodes.first().cloned().unwrap_or_default(),
+                endpoint: String::new(),
+                state: RoleState::Launching,
+                restarts: 0,
+                last_seen: Instant::now(),
+            };
+            (i.name.clone(), entry)
+        })
+        .collect();
+    let campaign = Arc::new(Campaign::new(
+        id,
+        up.run_dir.clone(),
+        store.clone(),
+        tokens.clone(),
+        HEARTBEAT,
+        up.config.settings.agents_per_node,
+        scheduler,
+        roles,
+    ));
+
+    let (address, server_stop) = serve(&up, &plan, campaign.clone()).await?;
+    let endpoint = serde_json::json!({
+        "address": address,
+        "observer_token": tokens.observer,
+        "pid": std::process::id(),
+        "campaign": campaign.id,
+    });
+    write_file(
+        &up.run_dir.join(ENDPOINT_FILE),
+        &endpoint.to_string(),
+        0o600,
+    )?;
+    eprintln!(
+        "orchestrator listening on {address}; run directory {}",
+        up.run_dir.display()
+    );
+
+    let instances = role_environments(&up, &plan, &tokens, &address);
+    let outcome = match &up.executor {
+        ExecutorKind::Local => {
+            let executor = Arc::new(LocalExecutor {
+                run_dir: up.run_dir.clone(),
+            });
+            run(executor, campaign.clone(), instances, &up).await
+        }
+        ExecutorKind::Slurm { job_id } => {
+            let executor = Arc::new(SlurmExecutor {
+                run_dir: up.run_dir.clone(),
+                job_id: job_id.clone(),
+            });
+            run(executor, campaign.clone(), instances, &up).await
+        }
+    };
+    let _ = server_stop.send(true);
+    let state = match &outcome {
+        Outcome::Finished => "finished",
+        Outcome::Drained => "drained",
+        Outcome::Interrupted(_) => "interrupted",
+        Outcome::Failed(_) => "failed",
+    };
+    store.campaign_state(state);
+    store.flush().await?;
+    let _ = std::fs::remove_file(up.run_dir.join(ENDPOINT_FILE));
+    Ok(outcome)
+}
+
+/// Places the roles: on the job's nodes, or on virtual nodes of this machine.
+fn make_plan(up: &Up) -> anyhow::Result<Plan> {
+    let allocation = match &up.executor {
+        ExecutorKind::Slurm { .. } => Allocation::from_env(&|v| std::env::var(v).ok())?
+            .context("SLURM_JOB_NODELIST is not set: not inside a Slurm job")?,
+        ExecutorKind::Local => {
+            let total = crate::slurm::sbatch::node_total(&up.config);
+            let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as u32;
+            Allocation::from_nodelist(
+                &format!("local[1-{total}]"),
+                None,
+                Some(Sourced {
+                    value: cpus,
+                    source: "this machine".into(),
+                }),
+            )?
+        }
+    };
+    let layout = Layout {
+        run_dir: up.run_dir.clone(),
+        exe: up.exe.clone(),
+    };
+    Ok(placement::place(&up.config, &allocation, &layout)?)
+}
+
+fn row(spec: &crate::scheduler::TaskSpec) -> TaskRow {
+    TaskRow {
+        id: spec.id.clone(),
+        kernel: spec.kernel.clone(),
+        language: spec.language.clone(),
+        precision: spec.precision.clone(),
+        repeat: spec
+            .id
+            .rsplit_once('#')
+            .and_then(|(_, r)| r.parse().ok())
+            .unwrap_or(0),
+        state: "pending".into(),
+        attempts: 0,
+        budget_used_s: 0.0,
+        status: None,
+        speedup: None,
+    }
+}
+
+/// The scheduler over the task set, with what the store already knows of each task.
+fn resume_scheduler(up: &Up, specs: &[crate::scheduler::TaskSpec]) -> anyhow::Result<Scheduler> {
+    let rows: BTreeMap<String, TaskRow> = Reader::open(&up.run_dir)?
+        .tasks()?
+        .into_iter()
+        .map(|r| (r.id.clone(), r))
+        .collect();
+    let tasks = specs
+        .iter()
+        .map(|spec| {
+            let row = rows.get(&spec.id);
+            let state = match row.map(|r| (r.state.as_str(), r.status.clone())) {
+                Some(("settled", status)) => {
+                    TaskState::Settled(status.unwrap_or_default(), row.and_then(|r| r.speedup))
+                }
+                Some(("failed", status)) => TaskState::Failed(status.unwrap_or_default()),
+                _ => TaskState::Pending,
+            };
+            Task {
+                spec: spec.clone(),
+                state,
+                attempts: row.map_or(0, |r| r.attempts),
+                budget_used: Duration::from_secs_f64(row.map_or(0.0, |r| r.budget_used_s)),
+            }
+        })
+        .collect();
+    let s = &up.config.settings;
+    Ok(Scheduler::new(
+        Settings {
+            max_attempts: s.max_attempts,
+            task_budget: Duration::from_secs(s.task_budget.seconds),
+            lease_ttl: Duration::from_secs(s.lease_seconds as u64),
+        },
+        tasks,
+    ))
+}
+
+/// Starts the control plane; returns its address and a switch to stop it.
+async fn serve(
+    up: &Up,
+    plan: &Plan,
+    campaign: Arc<Campaign>,
+) -> anyhow::Result<(String, watch::Sender<bool>)> {
+    let (bind, host) = match &up.executor {
+        ExecutorKind::Local => ("127.0.0.1:0".to_string(), "127.0.0.1".to_string()),
+        ExecutorKind::Slurm { .. } => (
+            format!("0.0.0.0:{}", plan.orchestrator.port),
+            crate::client::hostname(),
+        ),
+    };
+    let listener = match tokio::net::TcpListener::bind(&bind).await {
+        Ok(l) => l,
+        // The planned port is taken: any port will do, roles learn it from us.
+        Err(_) => tokio::net::TcpListener::bind("0.0.0.0:0")
+            .await
+            .context("cannot listen")?,
+    };
+    let address = format!("http://{host}:{}", listener.local_addr()?.port());
+    let (stop, mut stopped) = watch::channel(false);
+    let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+    tokio::spawn(async move {
+        let result = tonic::transport::Server::builder()
+            .add_service(Control::server(campaign))
+            .serve_with_incoming_shutdown(incoming, async move {
+                let _ = stopped.changed().await;
+            })
+            .await;
+        if let Err(e) = result {
+            tracing::error!("control plane: {e}");
+        }
+    });
+    Ok((address, stop))
+}
+
+/// Each instance with the environment it is launched with: the campaign's
+/// address, its role's token, where the corpus is.
+fn role_environments(
+    up: &Up,
+    plan: &Plan,
+    tokens: &Tokens,
+    address: &str,
+) -> Vec<(crate::plan::RoleInstance, Vec<(String, String)>)> {
+    let secret = format!("{}", rand::random::<u64>());
+    plan.instances
+        .iter()
+        .map(|instance| {
+            let token = match instance.role {
+                Role::Agent => &tokens.agent,
+                Role::Judge => &tokens.judge,
+                Role::Inference => &tokens.inference,
+            };
+            let mut env = vec![
+                (ORCHESTRATOR_VAR.to_string(), address.to_string()),
+                (TOKEN_VAR.to_string(), token.clone()),
+                (
+                    "HPCAGENT_BENCHMARKS".to_string(),
+                    up.corpus_root.display().to_string(),
+                ),
+            ];
+            if instance.role == Role::Judge {
+                // Every judge of the campaign draws the same held-out cases.
+                env.push(("HPCAGENT_JUDGE_SECRET".to_string(), secret.clone()));
+            }
+            (instance.clone(), env)
+        })
+        .collect()
+}
+
+/// The main loop, on one executor.
+async fn run<E: Executor>(
+    executor: Arc<E>,
+    campaign: Arc<Campaign>,
+    instances: Vec<(crate::plan::RoleInstance, Vec<(String, String)>)>,
+    up: &Up,
+) -> Outcome {
+    let (shutdown_tx, shutdown) = watch::channel(false);
+    let (critical_tx, mut critical) = mpsc::channel::<Critical>(8);
+    let mut supervisors =
+        supervisor::supervise(executor, campaign.clone(), instances, shutdown, critical_tx);
+    let mut usr1 = signal(SignalKind::user_defined1()).expect("USR1 handler");
+    let mut term = signal(SignalKind::terminate()).expect("TERM handler");
+    let mut int = signal(SignalKind::interrupt()).expect("INT handler");
+    let mut progress = progress::Progress::new();
+    let mut drain_deadline: Option<Instant> = None;
+    let mut tick = tokio::time::interval(Duration::from_millis(500));
+    let outcome = loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = usr1.recv() => {
+                let window = Duration::from_secs(up.config.settings.drain_seconds.saturating_sub(30).max(5) as u64);
+                eprintln!("\nUSR1: draining; running tasks get {window:?} to finish");
+                campaign.scheduler().drain();
+                campaign.store.event("", "drain", "USR1");
+                drain_deadline = Some(Instant::now() + window);
+            }
+            _ = term.recv() => break Outcome::Interrupted("TERM"),
+            _ = int.recv() => break Outcome::Interrupted("INT"),
+            Some(c) = critical.recv() => {
+                eprintln!("\n{} failed for good: {}\n--- last lines of its log ---\n{}\n---", c.instance, c.reason, c.log_tail);
+                break Outcome::Failed(format!("{}: {}", c.instance, c.reason));
+            }
+        }
+        expire_leases(&campaign);
+        detect_silent_roles(&campaign);
+        progress.update(&control::snapshot(&campaign));
+        let (finished, active) = {
+            let s = campaign.scheduler();
+            (s.finished(), s.active_leases())
+        };
+        if finished {
+            break Outcome::Finished;
+        }
+        if let Some(deadline) = drain_deadline
+            && (active == 0 || Instant::now() >= deadline)
+        {
+            break Outcome::Drained;
+        }
+    };
+    progress.finish(&control::snapshot(&campaign));
+    campaign.scheduler().drain();
+    let _ = shutdown_tx.send(true);
+    let stopping = async { while supervisors.join_next().await.is_some() {} };
+    if tokio::time::timeout(supervisor::STOP_GRACE * 3, stopping)
+        .await
+        .is_err()
+    {
+        tracing::warn!("some role steps did not stop in time");
+        supervisors.abort_all();
+    }
+    outcome
+}
+
+/// Ends leases past their deadline and records what became of their tasks.
+fn expire_leases(campaign: &Campaign) {
+    let ended = campaign.scheduler().expire(Instant::now());
+    for end in ended {
+        tracing::warn!(task = %end.task, attempt = end.attempt, "lease expired");
+        let store = &campaign.store;
+        store.attempt_ended(
+            &end.task,
+            end.attempt,
+            "expired",
+            0,
+            "",
+            "the lease expired: no heartbeat from its agent",
+        );
+        store.task_state(
+            &end.task,
+            end.state.name(),
+            end.attempts,
+            end.budget_used.as_secs_f64(),
+        );
+        if let TaskState::Failed(why) = &end.state {
+            store.task_finished(&end.task, "failed", why, None, None);
+        }
+    }
+}
+
+/// Marks dead the roles that stopped heartbeating or never registered.
+fn detect_silent_roles(campaign: &Campaign) {
+    let silent_after = campaign.heartbeat_interval * MISSED_HEARTBEATS;
+    let silent: Vec<(String, String)> = campaign
+        .roles()
+        .iter()
+        .filter_map(|(name, e)| {
+            let quiet = e.last_seen.elapsed();
+            if e.state.is_live() && quiet > silent_after {
+                Some((
+                    name.clone(),
+                    format!("no heartbeat for {:.0} s", quiet.as_secs_f64()),
+                ))
+            } else if e.state == RoleState::Launching && quiet > REGISTER_TIMEOUT {
+                Some((
+                    name.clone(),
+                    format!("did not register within {REGISTER_TIMEOUT:?}"),
+                ))
+            } else {
+                None
+            }
+        })
+        .collect();
+    for (name, why) in silent {
+        campaign.scheduler().judge_down(&name);
+        campaign.set_role_state(&name, RoleState::Dead(why));
+    }
+}
+
+fn write_file(path: &Path, text: &str, mode: u32) -> anyhow::Result<()> {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, text).with_context(|| format!("cannot write {}", tmp.display()))?;
+    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(mode))?;
+    std::fs::rename(&tmp, path).with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(())
+}

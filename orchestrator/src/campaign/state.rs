@@ -1,0 +1,159 @@
+//! What a running campaign shares between its control plane, its supervisor
+//! and its main loop.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::path::PathBuf;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use crate::control::auth::Tokens;
+use crate::plan::Role;
+use crate::scheduler::Scheduler;
+use crate::store::Store;
+
+/// Where a role instance is in its life.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RoleState {
+    /// Its step was started; it has not registered yet.
+    Launching,
+    /// Registered, not ready yet.
+    Starting,
+    Ready,
+    /// Ended after its work was done.
+    Finished,
+    /// Died or went silent; the supervisor restarts it.
+    Dead(String),
+    /// Restarts used up.
+    Failed(String),
+}
+
+impl RoleState {
+    pub fn name(&self) -> &'static str {
+        match self {
+            RoleState::Launching => "launching",
+            RoleState::Starting => "starting",
+            RoleState::Ready => "ready",
+            RoleState::Finished => "finished",
+            RoleState::Dead(_) => "dead",
+            RoleState::Failed(_) => "failed",
+        }
+    }
+
+    /// Registered and expected to heartbeat.
+    pub fn is_live(&self) -> bool {
+        matches!(self, RoleState::Starting | RoleState::Ready)
+    }
+}
+
+/// One role instance as the orchestrator sees it.
+#[derive(Debug, Clone)]
+pub struct RoleEntry {
+    pub role: Role,
+    pub node: String,
+    pub endpoint: String,
+    pub state: RoleState,
+    pub restarts: u32,
+    pub last_seen: Instant,
+}
+
+/// A running campaign.
+pub struct Campaign {
+    pub id: String,
+    pub run_dir: PathBuf,
+    pub started: Instant,
+    pub store: Store,
+    pub tokens: Tokens,
+    pub heartbeat_interval: Duration,
+    pub workers_per_agent: u32,
+    pub scheduler: Mutex<Scheduler>,
+    pub roles: Mutex<BTreeMap<String, RoleEntry>>,
+    /// When recent grades were recorded, for grades per minute.
+    grades: Mutex<VecDeque<Instant>>,
+}
+
+impl Campaign {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        id: String,
+        run_dir: PathBuf,
+        store: Store,
+        tokens: Tokens,
+        heartbeat_interval: Duration,
+        workers_per_agent: u32,
+        scheduler: Scheduler,
+        roles: BTreeMap<String, RoleEntry>,
+    ) -> Campaign {
+        Campaign {
+            id,
+            run_dir,
+            started: Instant::now(),
+            store,
+            tokens,
+            heartbeat_interval,
+            workers_per_agent,
+            scheduler: Mutex::new(scheduler),
+            roles: Mutex::new(roles),
+            grades: Mutex::default(),
+        }
+    }
+
+    pub fn scheduler(&self) -> std::sync::MutexGuard<'_, Scheduler> {
+        self.scheduler.lock().expect("scheduler lock")
+    }
+
+    pub fn roles(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, RoleEntry>> {
+        self.roles.lock().expect("roles lock")
+    }
+
+    /// Changes an instance's state, and tells the store.
+    pub fn set_role_state(&self, instance: &str, state: RoleState) {
+        let mut roles = self.roles();
+        if let Some(entry) = roles.get_mut(instance) {
+            if state == RoleState::Launching {
+                entry.last_seen = Instant::now();
+            }
+            if entry.state != state {
+                let detail = match &state {
+                    RoleState::Dead(why) | RoleState::Failed(why) => why.clone(),
+                    _ => String::new(),
+                };
+                self.store.event(instance, state.name(), &detail);
+            }
+            entry.state = state;
+            self.store.role(
+                instance,
+                entry.role.as_str(),
+                &entry.node,
+                &entry.endpoint,
+                entry.state.name(),
+                entry.restarts,
+            );
+        }
+    }
+
+    pub fn grade_recorded(&self, at: Instant) {
+        let mut grades = self.grades.lock().expect("grades lock");
+        grades.push_back(at);
+        while grades
+            .front()
+            .is_some_and(|t| at.duration_since(*t) > Duration::from_secs(60))
+        {
+            grades.pop_front();
+        }
+    }
+
+    pub fn grades_per_minute(&self) -> f64 {
+        let grades = self.grades.lock().expect("grades lock");
+        let now = Instant::now();
+        let window = now
+            .duration_since(self.started)
+            .min(Duration::from_secs(60))
+            .as_secs_f64()
+            .max(1.0);
+        let recent = grades
+            .iter()
+            .filter(|t| now.duration_since(**t) <= Duration::from_secs(60))
+            .count();
+        recent as f64 * 60.0 / window
+    }
+}

@@ -1,0 +1,222 @@
+//! The role side of the control plane: what every role process does to be
+//! part of a campaign.
+//!
+//! A role finds its campaign in its environment (`HPCAGENT_ORCHESTRATOR`,
+//! `HPCAGENT_TOKEN`, set by the executor) and its assignment in the run
+//! directory (`plan.json`, `env.resolved`). It registers, then heartbeats in
+//! the background; a role whose orchestrator stays unreachable exits on its
+//! own, so a killed orchestrator leaves no roles behind.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use hpcagent_proto::v1 as pb;
+use hpcagent_proto::v1::orchestrator_client::OrchestratorClient;
+use tonic::service::interceptor::InterceptedService;
+use tonic::transport::Channel;
+
+use crate::config::{self, Config};
+use crate::plan::{Plan, RoleInstance};
+
+/// Environment variable with the orchestrator's address.
+pub const ORCHESTRATOR_VAR: &str = "HPCAGENT_ORCHESTRATOR";
+/// Environment variable with the role's token.
+pub const TOKEN_VAR: &str = "HPCAGENT_TOKEN";
+/// How long a role keeps going without reaching its orchestrator.
+const ORPHAN_AFTER: Duration = Duration::from_secs(30);
+
+/// Adds the role token to every call.
+#[derive(Clone)]
+pub struct Bearer(tonic::metadata::MetadataValue<tonic::metadata::Ascii>);
+
+impl tonic::service::Interceptor for Bearer {
+    fn call(
+        &mut self,
+        mut request: tonic::Request<()>,
+    ) -> Result<tonic::Request<()>, tonic::Status> {
+        request
+            .metadata_mut()
+            .insert("authorization", self.0.clone());
+        Ok(request)
+    }
+}
+
+pub type Client = OrchestratorClient<InterceptedService<Channel, Bearer>>;
+
+/// Connects to `url` with `token`.
+pub async fn connect(url: &str, token: &str) -> anyhow::Result<Client> {
+    let channel = Channel::from_shared(url.to_string())?
+        .connect_timeout(Duration::from_secs(10))
+        .connect()
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot reach the orchestrator at {url}: {e}"))?;
+    let bearer = Bearer(format!("Bearer {token}").parse()?);
+    Ok(OrchestratorClient::with_interceptor(channel, bearer).max_decoding_message_size(16 << 20))
+}
+
+/// What a role process knows about itself.
+pub struct RoleContext {
+    pub run_dir: PathBuf,
+    pub instance: RoleInstance,
+    pub plan: Plan,
+    pub config: Config,
+    /// The node it runs on, as other nodes reach it.
+    pub node: String,
+    pub client: Client,
+}
+
+impl RoleContext {
+    /// Reads the plan and configuration of `run_dir` and connects to the orchestrator.
+    pub async fn load(run_dir: &Path, instance: &str) -> anyhow::Result<RoleContext> {
+        let plan_path = run_dir.join("plan.json");
+        let plan: Plan = serde_json::from_str(
+            &std::fs::read_to_string(&plan_path)
+                .map_err(|e| anyhow::anyhow!("{}: {e}", plan_path.display()))?,
+        )?;
+        let instance = plan
+            .instances
+            .iter()
+            .find(|i| i.name == instance)
+            .cloned()
+            .ok_or_else(|| anyhow::anyhow!("{instance} is not in {}", plan_path.display()))?;
+        let config = config::load(Some(&run_dir.join("env.resolved")), Vec::new())?;
+        let url = std::env::var(ORCHESTRATOR_VAR)
+            .map_err(|_| anyhow::anyhow!("{ORCHESTRATOR_VAR} is not set"))?;
+        let token =
+            std::env::var(TOKEN_VAR).map_err(|_| anyhow::anyhow!("{TOKEN_VAR} is not set"))?;
+        let client = connect(&url, &token).await?;
+        let node = std::env::var("HPCAGENT_NODE")
+            .or_else(|_| std::env::var("SLURMD_NODENAME"))
+            .unwrap_or_else(|_| hostname());
+        Ok(RoleContext {
+            run_dir: run_dir.to_path_buf(),
+            instance,
+            plan,
+            config,
+            node,
+            client,
+        })
+    }
+
+    /// Registers this instance; returns its assignment.
+    pub async fn register(
+        &mut self,
+        role: pb::Role,
+        endpoint: &str,
+        capabilities: std::collections::HashMap<String, String>,
+    ) -> anyhow::Result<pb::Assignment> {
+        let reply = self
+            .client
+            .register(pb::RegisterRequest {
+                role: role as i32,
+                instance: self.instance.name.clone(),
+                node: self.node.clone(),
+                endpoint: endpoint.to_string(),
+                capabilities,
+                pid: std::process::id(),
+            })
+            .await
+            .map_err(|s| anyhow::anyhow!("register: {}", s.message()))?;
+        Ok(reply.into_inner())
+    }
+}
+
+/// The machine's host name.
+pub fn hostname() -> String {
+    nix::unistd::gethostname()
+        .map(|h| h.to_string_lossy().into_owned())
+        .unwrap_or_else(|_| "localhost".into())
+}
+
+/// What the heartbeat reports, updated by the role as it works.
+#[derive(Debug, Default)]
+pub struct Pulse {
+    pub ready: bool,
+    pub leases: BTreeSet<String>,
+    pub load: u32,
+}
+
+/// A running heartbeat: the shared pulse, and whether to drain.
+#[derive(Clone)]
+pub struct Heartbeat {
+    pub pulse: Arc<Mutex<Pulse>>,
+    drain: tokio::sync::watch::Receiver<bool>,
+}
+
+impl Heartbeat {
+    pub fn set_ready(&self, ready: bool) {
+        self.pulse.lock().expect("pulse").ready = ready;
+    }
+
+    pub fn hold(&self, lease: &str) {
+        self.pulse
+            .lock()
+            .expect("pulse")
+            .leases
+            .insert(lease.to_string());
+    }
+
+    pub fn release(&self, lease: &str) {
+        self.pulse.lock().expect("pulse").leases.remove(lease);
+    }
+
+    pub fn set_load(&self, load: u32) {
+        self.pulse.lock().expect("pulse").load = load;
+    }
+
+    /// The orchestrator asked to drain (or the campaign is over).
+    pub fn draining(&self) -> bool {
+        *self.drain.borrow()
+    }
+}
+
+/// Starts heartbeating every `interval`. If the orchestrator cannot be reached
+/// for 30 s, the process exits: its campaign is gone.
+pub fn start_heartbeats(mut client: Client, instance: String, interval: Duration) -> Heartbeat {
+    let pulse = Arc::new(Mutex::new(Pulse::default()));
+    let (drain_tx, drain) = tokio::sync::watch::channel(false);
+    let shared = pulse.clone();
+    tokio::spawn(async move {
+        let mut last_contact = Instant::now();
+        loop {
+            let request = {
+                let p = shared.lock().expect("pulse");
+                pb::HeartbeatRequest {
+                    instance: instance.clone(),
+                    state: if p.ready {
+                        pb::RoleState::Ready
+                    } else {
+                        pb::RoleState::Starting
+                    } as i32,
+                    leases: p.leases.iter().cloned().collect(),
+                    load: p.load,
+                    detail: String::new(),
+                }
+            };
+            match client.heartbeat(request).await {
+                Ok(reply) => {
+                    last_contact = Instant::now();
+                    let reply = reply.into_inner();
+                    let _ = drain_tx.send(reply.drain);
+                    let mut p = shared.lock().expect("pulse");
+                    for lost in reply.lost_leases {
+                        p.leases.remove(&lost);
+                    }
+                }
+                Err(status) if last_contact.elapsed() > ORPHAN_AFTER => {
+                    tracing::error!(
+                        "the orchestrator has not answered for {:?} ({}); exiting",
+                        ORPHAN_AFTER,
+                        status.message()
+                    );
+                    std::process::exit(3);
+                }
+                Err(status) => tracing::warn!("heartbeat: {}", status.message()),
+            }
+            tokio::time::sleep(interval).await;
+        }
+    });
+    Heartbeat { pulse, drain }
+}

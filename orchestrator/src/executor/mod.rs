@@ -1,0 +1,59 @@
+//! Executors: how a role instance of the plan becomes a running process.
+//!
+//! [`slurm::SlurmExecutor`] launches each instance as a named `srun` step of
+//! the allocation; [`local::LocalExecutor`] runs the same role command as a
+//! child process of this machine (each instance on a "virtual node"). Both
+//! give the role the same environment contract, so the campaign code above
+//! them is the same.
+
+pub mod local;
+pub mod slurm;
+
+use std::future::Future;
+use std::path::Path;
+use std::time::Duration;
+
+use crate::plan::RoleInstance;
+
+/// A launched instance: its process (the role itself, or its `srun`).
+pub struct Step {
+    /// The instance name (the Slurm step's name).
+    pub name: String,
+    pub child: tokio::process::Child,
+    pub pid: u32,
+    /// `<job>.<step>` once Slurm has created the step.
+    pub step_id: Option<String>,
+}
+
+/// Launches and stops role instances.
+pub trait Executor: Send + Sync + 'static {
+    /// Starts `instance` with `env` added to its environment.
+    fn launch(
+        &self,
+        instance: &RoleInstance,
+        env: &[(String, String)],
+    ) -> impl Future<Output = Result<Step, String>> + Send;
+
+    /// Asks the instance to stop (TERM), and kills it after `grace`.
+    fn stop(&self, step: &mut Step, grace: Duration) -> impl Future<Output = ()> + Send;
+
+    fn name(&self) -> &'static str;
+}
+
+/// Opens a role's log file for appending (a restarted role adds to it).
+pub fn log_file(dir: &Path, name: &str) -> Result<std::fs::File, String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let path = dir.join(name);
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// The last `lines` lines of a log file.
+pub fn log_tail(path: &Path, lines: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}

@@ -1,0 +1,586 @@
+//! The campaign's results database: SQLite in the run directory.
+//!
+//! One writer, the orchestrator: every change goes through a channel to one
+//! thread that applies whatever has queued up in one transaction, so lease
+//! traffic costs one commit per batch, not per call. A settled task is made
+//! durable before the judge is told it settled ([`Store::flush`]).
+//!
+//! Where the run directory lives decides the journal: WAL on local disks, the
+//! rollback journal on network filesystems (Lustre, NFS, GPFS, BeeGFS, CIFS),
+//! where WAL's shared memory does not work. A memory filesystem (tmpfs, ramfs)
+//! is refused unless `ALLOW_MEMORY_DB` says otherwise: the results would
+//! vanish with the node and the database would take RAM from the measured runs.
+
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use rusqlite::{Connection, OptionalExtension, params};
+use serde::{Deserialize, Serialize};
+
+pub const FILE_NAME: &str = "results.sqlite";
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS campaign (
+    id TEXT PRIMARY KEY, run_dir TEXT, job_id TEXT, started_at REAL, ended_at REAL,
+    state TEXT, config TEXT);
+CREATE TABLE IF NOT EXISTS tasks (
+    id TEXT PRIMARY KEY, kernel TEXT, language TEXT, precision TEXT, repeat INTEGER,
+    state TEXT, attempts INTEGER, budget_used_s REAL,
+    status TEXT, speedup REAL, verdict TEXT, settled_at REAL);
+CREATE TABLE IF NOT EXISTS attempts (
+    task_id TEXT, attempt INTEGER, lease_id TEXT, agent TEXT, worker INTEGER, judge TEXT,
+    started_at REAL, ended_at REAL, outcome TEXT, tokens INTEGER, transcript TEXT, message TEXT,
+    PRIMARY KEY (task_id, attempt));
+CREATE TABLE IF NOT EXISTS verdicts (
+    id INTEGER PRIMARY KEY, task_id TEXT, attempt INTEGER, lease_id TEXT, kind TEXT,
+    judge TEXT, status TEXT, speedup REAL, median_ns REAL, message TEXT, settled INTEGER,
+    verdict TEXT, at REAL);
+CREATE TABLE IF NOT EXISTS roles (
+    instance TEXT PRIMARY KEY, role TEXT, node TEXT, endpoint TEXT, state TEXT,
+    restarts INTEGER, updated_at REAL);
+CREATE TABLE IF NOT EXISTS events (
+    id INTEGER PRIMARY KEY, at REAL, instance TEXT, kind TEXT, message TEXT);
+";
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("{path}: {source}")]
+    Sqlite {
+        path: PathBuf,
+        source: rusqlite::Error,
+    },
+    #[error(
+        "{path} is on a memory filesystem ({fstype}): results would vanish with the node and \
+         take RAM from the measured runs; put RUN_ROOT on disk, or set ALLOW_MEMORY_DB=1"
+    )]
+    MemoryFilesystem { path: PathBuf, fstype: String },
+    #[error("the store's writer has stopped")]
+    Closed,
+}
+
+/// A task as the store keeps it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskRow {
+    pub id: String,
+    pub kernel: String,
+    pub language: String,
+    pub precision: String,
+    pub repeat: u32,
+    /// pending | leased | settled | failed
+    pub state: String,
+    pub attempts: u32,
+    pub budget_used_s: f64,
+    /// The final verdict's status (settled), or why it failed.
+    pub status: Option<String>,
+    pub speedup: Option<f64>,
+}
+
+type Job = Box<dyn FnOnce(&Connection) -> rusqlite::Result<()> + Send>;
+
+enum Op {
+    Write(Job),
+    Flush(tokio::sync::oneshot::Sender<()>),
+}
+
+/// The writer's handle.
+#[derive(Clone)]
+pub struct Store {
+    path: PathBuf,
+    ops: mpsc::Sender<Op>,
+}
+
+pub fn now() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}
+
+impl Store {
+    /// Opens (or creates) the store of `run_dir` and starts its writer.
+    pub fn open(run_dir: &Path, allow_memory: bool) -> Result<Store, StoreError> {
+        let path = run_dir.join(FILE_NAME);
+        let fstype = filesystem_of(run_dir);
+        if !allow_memory && ["tmpfs", "ramfs", "devtmpfs"].contains(&fstype.as_str()) {
+            return Err(StoreError::MemoryFilesystem { path, fstype });
+        }
+        let sqlite = |source| StoreError::Sqlite {
+            path: path.clone(),
+            source,
+        };
+        let conn = Connection::open(&path).map_err(sqlite)?;
+        let journal = if is_network_filesystem(&fstype) {
+            "DELETE"
+        } else {
+            "WAL"
+        };
+        conn.pragma_update(None, "journal_mode", journal)
+            .map_err(sqlite)?;
+        conn.pragma_update(None, "synchronous", "NORMAL")
+            .map_err(sqlite)?;
+        conn.busy_timeout(std::time::Duration::from_secs(30))
+            .map_err(sqlite)?;
+        conn.execute_batch(SCHEMA).map_err(sqlite)?;
+        let (ops, queue) = mpsc::channel();
+        let log_path = path.clone();
+        std::thread::Builder::new()
+            .name("store-writer".into())
+            .spawn(move || writer(conn, queue, log_path))
+            .map_err(|e| sqlite(rusqlite::Error::ToSqlConversionFailure(Box::new(e))))?;
+        Ok(Store { path, ops })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Queues a change; it is committed with the next batch.
+    pub fn write(&self, job: impl FnOnce(&Connection) -> rusqlite::Result<()> + Send + 'static) {
+        // A stopped writer means the campaign is ending; the flush reports it.
+        let _ = self.ops.send(Op::Write(Box::new(job)));
+    }
+
+    /// Waits until every change queued so far is committed.
+    pub async fn flush(&self) -> Result<(), StoreError> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.ops
+            .send(Op::Flush(tx))
+            .map_err(|_| StoreError::Closed)?;
+        rx.await.map_err(|_| StoreError::Closed)
+    }
+
+    pub fn campaign_started(&self, id: &str, run_dir: &Path, job_id: Option<&str>, config: &str) {
+        let (id, run_dir, job, config) = (
+            id.to_string(),
+            run_dir.display().to_string(),
+            job_id.map(str::to_string),
+            config.to_string(),
+        );
+        self.write(move |c| {
+            c.execute(
+                "INSERT INTO campaign (id, run_dir, job_id, started_at, state, config)
+                 VALUES (?1, ?2, ?3, ?4, 'running', ?5)
+                 ON CONFLICT(id) DO UPDATE SET job_id = ?3, state = 'running', config = ?5",
+                params![id, run_dir, job, now(), config],
+            )
+            .map(drop)
+        });
+    }
+
+    pub fn campaign_state(&self, state: &str) {
+        let state = state.to_string();
+        self.write(move |c| {
+            c.execute(
+                "UPDATE campaign SET state = ?1, ended_at = ?2",
+                params![state, now()],
+            )
+            .map(drop)
+        });
+    }
+
+    /// Adds tasks that are not there yet (a resumed campaign keeps its own).
+    pub fn add_tasks(&self, tasks: Vec<TaskRow>) {
+        self.write(move |c| {
+            let mut insert = c.prepare_cached(
+                "INSERT OR IGNORE INTO tasks (id, kernel, language, precision, repeat, state,
+                 attempts, budget_used_s) VALUES (?1, ?2, ?3, ?4, ?5, 'pending', 0, 0)",
+            )?;
+            for t in tasks {
+                insert.execute(params![t.id, t.kernel, t.language, t.precision, t.repeat])?;
+            }
+            Ok(())
+        });
+    }
+
+    pub fn task_state(&self, task: &str, state: &str, attempts: u32, budget_used_s: f64) {
+        let (task, state) = (task.to_string(), state.to_string());
+        self.write(move |c| {
+            c.execute(
+                "UPDATE tasks SET state = ?2, attempts = ?3, budget_used_s = ?4 WHERE id = ?1",
+                params![task, state, attempts, budget_used_s],
+            )
+            .map(drop)
+        });
+    }
+
+    /// The task's end: settled with its verdict, or failed with the reason.
+    pub fn task_finished(
+        &self,
+        task: &str,
+        state: &str,
+        status: &str,
+        speedup: Option<f64>,
+        verdict: Option<String>,
+    ) {
+        let (task, state, status) = (task.to_string(), state.to_string(), status.to_string());
+        self.write(move |c| {
+            c.execute(
+                "UPDATE tasks SET state = ?2, status = ?3, speedup = ?4, verdict = ?5, settled_at = ?6
+                 WHERE id = ?1",
+                params![task, state, status, speedup, verdict, now()],
+            )
+            .map(drop)
+        });
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub fn attempt_started(
+        &self,
+        task: &str,
+        attempt: u32,
+        lease: &str,
+        agent: &str,
+        worker: u32,
+        judge: &str,
+    ) {
+        let (task, lease, agent, judge) = (
+            task.to_string(),
+            lease.to_string(),
+            agent.to_string(),
+            judge.to_string(),
+        );
+        self.write(move |c| {
+            c.execute(
+                "INSERT OR REPLACE INTO attempts (task_id, attempt, lease_id, agent, worker, judge, started_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                params![task, attempt, lease, agent, worker, judge, now()],
+            )
+            .map(drop)
+        });
+    }
+
+    pub fn attempt_ended(
+        &self,
+        task: &str,
+        attempt: u32,
+        outcome: &str,
+        tokens: u64,
+        transcript: &str,
+        message: &str,
+    ) {
+        let (task, outcome, transcript, message) = (
+            task.to_string(),
+            outcome.to_string(),
+            transcript.to_string(),
+            message.to_string(),
+        );
+        self.write(move |c| {
+            c.execute(
+                "UPDATE attempts SET ended_at = ?3, outcome = ?4, tokens = ?5, transcript = ?6, message = ?7
+                 WHERE task_id = ?1 AND attempt = ?2",
+                params![task, attempt, now(), outcome, tokens as i64, transcript, message],
+            )
+            .map(drop)
+        });
+    }
+
+    /// One grade's verdict (Score, Submit or Profile), and whether it settled its task.
+    pub fn verdict(&self, record: VerdictRecord) {
+        self.write(move |c| {
+            c.execute(
+                "INSERT INTO verdicts (task_id, attempt, lease_id, kind, judge, status, speedup,
+                 median_ns, message, settled, verdict, at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+                params![
+                    record.task_id,
+                    record.attempt,
+                    record.lease_id,
+                    record.kind,
+                    record.judge,
+                    record.status,
+                    record.speedup,
+                    record.median_ns,
+                    record.message,
+                    record.settled as i64,
+                    record.verdict,
+                    now()
+                ],
+            )
+            .map(drop)
+        });
+    }
+
+    pub fn role(
+        &self,
+        instance: &str,
+        role: &str,
+        node: &str,
+        endpoint: &str,
+        state: &str,
+        restarts: u32,
+    ) {
+        let (instance, role, node, endpoint, state) = (
+            instance.to_string(),
+            role.to_string(),
+            node.to_string(),
+            endpoint.to_string(),
+            state.to_string(),
+        );
+        self.write(move |c| {
+            c.execute(
+                "INSERT INTO roles (instance, role, node, endpoint, state, restarts, updated_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+                 ON CONFLICT(instance) DO UPDATE SET role = ?2, node = ?3, endpoint = ?4, state = ?5,
+                 restarts = ?6, updated_at = ?7",
+                params![instance, role, node, endpoint, state, restarts, now()],
+            )
+            .map(drop)
+        });
+    }
+
+    pub fn event(&self, instance: &str, kind: &str, message: &str) {
+        let (instance, kind, message) =
+            (instance.to_string(), kind.to_string(), message.to_string());
+        self.write(move |c| {
+            c.execute(
+                "INSERT INTO events (at, instance, kind, message) VALUES (?1, ?2, ?3, ?4)",
+                params![now(), instance, kind, message],
+            )
+            .map(drop)
+        });
+    }
+}
+
+/// One row of the verdicts table.
+#[derive(Debug, Clone, Default)]
+pub struct VerdictRecord {
+    pub task_id: String,
+    pub attempt: u32,
+    pub lease_id: String,
+    pub kind: String,
+    pub judge: String,
+    pub status: String,
+    pub speedup: Option<f64>,
+    pub median_ns: Option<f64>,
+    pub message: String,
+    pub settled: bool,
+    pub verdict: String,
+}
+
+/// Applies queued changes in batches: one transaction per batch.
+fn writer(mut conn: Connection, queue: mpsc::Receiver<Op>, path: PathBuf) {
+    while let Ok(first) = queue.recv() {
+        let mut batch = vec![first];
+        while let Ok(more) = queue.try_recv() {
+            batch.push(more);
+            if batch.len() >= 4096 {
+                break;
+            }
+        }
+        let mut flushes = Vec::new();
+        let result = (|| -> rusqlite::Result<()> {
+            let tx = conn.transaction()?;
+            for op in batch {
+                match op {
+                    Op::Write(job) => job(&tx)?,
+                    Op::Flush(done) => flushes.push(done),
+                }
+            }
+            tx.commit()
+        })();
+        if let Err(e) = result {
+            tracing::error!("store {}: {e}", path.display());
+        }
+        for done in flushes {
+            let _ = done.send(());
+        }
+    }
+}
+
+/// Reads a finished (or running) campaign's store.
+pub struct Reader {
+    conn: Connection,
+}
+
+/// The campaign row: what it is and when it ran.
+#[derive(Debug, Clone)]
+pub struct CampaignRow {
+    pub id: String,
+    /// running | finished | drained | interrupted | failed
+    pub state: String,
+    pub started_at: f64,
+    pub ended_at: Option<f64>,
+}
+
+/// A task's outcome, for `hpcagent results`.
+#[derive(Debug, Clone, Serialize)]
+pub struct TaskResult {
+    pub task: String,
+    pub kernel: String,
+    pub language: String,
+    pub precision: String,
+    pub attempts: u32,
+    pub state: String,
+    pub status: Option<String>,
+    pub speedup: Option<f64>,
+}
+
+impl Reader {
+    pub fn open(run_dir: &Path) -> Result<Reader, StoreError> {
+        let path = run_dir.join(FILE_NAME);
+        let conn = Connection::open_with_flags(&path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .map_err(|source| StoreError::Sqlite {
+            path: path.clone(),
+            source,
+        })?;
+        conn.busy_timeout(std::time::Duration::from_secs(10))
+            .map_err(|source| StoreError::Sqlite { path, source })?;
+        Ok(Reader { conn })
+    }
+
+    pub fn tasks(&self) -> rusqlite::Result<Vec<TaskRow>> {
+        let mut stmt = self.conn.prepare(
+            "SELECT id, kernel, language, precision, repeat, state, attempts, budget_used_s, status, speedup
+             FROM tasks ORDER BY kernel, language, precision, repeat",
+        )?;
+        stmt.query_map([], |r| {
+            Ok(TaskRow {
+                id: r.get(0)?,
+                kernel: r.get(1)?,
+                language: r.get(2)?,
+                precision: r.get(3)?,
+                repeat: r.get(4)?,
+                state: r.get(5)?,
+                attempts: r.get(6)?,
+                budget_used_s: r.get(7)?,
+                status: r.get(8)?,
+                speedup: r.get(9)?,
+            })
+        })?
+        .collect()
+    }
+
+    pub fn results(&self) -> rusqlite::Result<Vec<TaskResult>> {
+        Ok(self
+            .tasks()?
+            .into_iter()
+            .map(|t| TaskResult {
+                task: t.id,
+                kernel: t.kernel,
+                language: t.language,
+                precision: t.precision,
+                attempts: t.attempts,
+                state: t.state,
+                status: t.status,
+                speedup: t.speedup,
+            })
+            .collect())
+    }
+
+    pub fn campaign(&self) -> rusqlite::Result<Option<CampaignRow>> {
+        self.conn
+            .query_row(
+                "SELECT id, state, started_at, ended_at FROM campaign LIMIT 1",
+                [],
+                |r| {
+                    Ok(CampaignRow {
+                        id: r.get(0)?,
+                        state: r.get(1)?,
+                        started_at: r.get(2)?,
+                        ended_at: r.get(3)?,
+                    })
+                },
+            )
+            .optional()
+    }
+
+    /// How many Submit verdicts settled each task (exactly one for a settled task).
+    pub fn settlements(&self) -> rusqlite::Result<Vec<(String, u32)>> {
+        let mut stmt = self.conn.prepare(
+            "SELECT t.id, COALESCE(SUM(v.settled), 0) FROM tasks t
+             LEFT JOIN verdicts v ON v.task_id = t.id GROUP BY t.id ORDER BY t.id",
+        )?;
+        stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+            .collect()
+    }
+}
+
+/// The filesystem type holding `path` (longest matching mount point).
+fn filesystem_of(path: &Path) -> String {
+    let path = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    let mounts = std::fs::read_to_string("/proc/mounts").unwrap_or_default();
+    mounts
+        .lines()
+        .filter_map(|line| {
+            let mut fields = line.split_whitespace();
+            let (_, mount, fstype) = (fields.next()?, fields.next()?, fields.next()?);
+            let mount = mount.replace("\\040", " ");
+            path.starts_with(&mount)
+                .then(|| (mount.len(), fstype.to_string()))
+        })
+        .max_by_key(|(len, _)| *len)
+        .map(|(_, fstype)| fstype)
+        .unwrap_or_default()
+}
+
+fn is_network_filesystem(fstype: &str) -> bool {
+    [
+        "nfs",
+        "nfs4",
+        "lustre",
+        "gpfs",
+        "cifs",
+        "smb3",
+        "beegfs",
+        "ceph",
+        "fuse.sshfs",
+    ]
+    .contains(&fstype)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn writes_are_batched_and_flushed() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), false).unwrap();
+        store.campaign_started("c1", dir.path(), None, "{}");
+        let tasks: Vec<TaskRow> = (0..3)
+            .map(|i| TaskRow {
+                id: format!("k{i}.c"),
+                kernel: format!("k{i}"),
+                language: "c".into(),
+                precision: "fp64".into(),
+                repeat: 0,
+                state: "pending".into(),
+                attempts: 0,
+                budget_used_s: 0.0,
+                status: None,
+                speedup: None,
+            })
+            .collect();
+        store.add_tasks(tasks.clone());
+        store.add_tasks(tasks);
+        store.task_finished("k1.c", "settled", "ok", Some(1.5), None);
+        store.flush().await.unwrap();
+        let reader = Reader::open(dir.path()).unwrap();
+        let rows = reader.tasks().unwrap();
+        assert_eq!(
+            rows.len(),
+            3,
+            "adding the same tasks twice keeps one of each"
+        );
+        assert_eq!(rows[1].state, "settled");
+        assert_eq!(rows[1].speedup, Some(1.5));
+        assert_eq!(reader.campaign().unwrap().unwrap().state, "running");
+    }
+
+    #[test]
+    fn memory_filesystems_are_refused_unless_allowed() {
+        assert_eq!(
+            filesystem_of(Path::new("/dev/shm")),
+            "tmpfs",
+            "the test needs a tmpfs /dev/shm"
+        );
+        let dir = tempfile::tempdir_in("/dev/shm").unwrap();
+        let err = Store::open(dir.path(), false).err().expect("refused");
+        assert!(
+            err.to_string().contains("memory filesystem (tmpfs)"),
+            "{err}"
+        );
+        assert!(Store::open(dir.path(), true).is_ok());
+    }
+}

@@ -1,0 +1,171 @@
+//! Supervision: keeping every role instance of the plan running until the
+//! campaign ends.
+//!
+//! One task per instance launches it through the executor and watches it. An
+//! instance that exits, or that the main loop marked dead for missing its
+//! heartbeats, is stopped and launched again after a backoff (1, 2, 4 … s),
+//! up to [`MAX_RESTARTS`] times. An agent that exits cleanly once the
+//! campaign has nothing left for it is finished, not dead. An instance out of
+//! restarts is failed; when no other instance of its role is alive, the
+//! campaign cannot go on, and the supervisor says so with the last lines of
+//! the instance's log.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::{mpsc, watch};
+
+use crate::campaign::state::{Campaign, RoleState};
+use crate::executor::{Executor, log_tail};
+use crate::plan::{Role, RoleInstance};
+
+pub const MAX_RESTARTS: u32 = 3;
+/// Time a stopping role gets between TERM and KILL.
+pub const STOP_GRACE: Duration = Duration::from_secs(10);
+
+/// A role the campaign cannot do without has failed for good.
+#[derive(Debug, Clone)]
+pub struct Critical {
+    pub instance: String,
+    pub reason: String,
+    pub log_tail: String,
+}
+
+/// Starts one supervising task per instance (each with the environment it is
+/// launched with). They stop their instances and end when `shutdown` turns true.
+pub fn supervise<E: Executor>(
+    executor: Arc<E>,
+    campaign: Arc<Campaign>,
+    instances: Vec<(RoleInstance, Vec<(String, String)>)>,
+    shutdown: watch::Receiver<bool>,
+    critical: mpsc::Sender<Critical>,
+) -> tokio::task::JoinSet<()> {
+    let mut tasks = tokio::task::JoinSet::new();
+    for (instance, env) in instances {
+        tasks.spawn(keep_running(
+            executor.clone(),
+            campaign.clone(),
+            instance,
+            env,
+            shutdown.clone(),
+            critical.clone(),
+        ));
+    }
+    tasks
+}
+
+async fn keep_running<E: Executor>(
+    executor: Arc<E>,
+    campaign: Arc<Campaign>,
+    instance: RoleInstance,
+    env: Vec<(String, String)>,
+    mut shutdown: watch::Receiver<bool>,
+    critical: mpsc::Sender<Critical>,
+) {
+    let name = instance.name.clone();
+    loop {
+        if *shutdown.borrow() {
+            return;
+        }
+        campaign.set_role_state(&name, RoleState::Launching);
+        let mut step = match executor.launch(&instance, &env).await {
+            Ok(step) => step,
+            Err(why) => {
+                if !restart_or_fail(&campaign, &instance, &why, &critical).await {
+                    return;
+                }
+                continue;
+            }
+        };
+        campaign.store.event(
+            &name,
+            "launched",
+            &format!("pid {} step {:?}", step.pid, step.step_id),
+        );
+        let started = Instant::now();
+        let why = tokio::select! {
+            status = step.child.wait() => {
+                let status = status.map(|s| s.to_string()).unwrap_or_else(|e| e.to_string());
+                let done = campaign.scheduler().finished() || campaign.scheduler().draining();
+                if instance.role == Role::Agent && done && status.contains("exit status: 0") {
+                    campaign.set_role_state(&name, RoleState::Finished);
+                    return;
+                }
+                format!("exited ({status}) after {:.0} s", started.elapsed().as_secs_f64())
+            }
+            why = marked_dead(&campaign, &name) => {
+                executor.stop(&mut step, STOP_GRACE).await;
+                why
+            }
+            _ = shutdown.changed() => {
+                executor.stop(&mut step, STOP_GRACE).await;
+                campaign.set_role_state(&name, RoleState::Finished);
+                return;
+            }
+        };
+        if *shutdown.borrow() {
+            return;
+        }
+        if instance.role == Role::Judge {
+            campaign.scheduler().judge_down(&name);
+        }
+        tracing::warn!(instance = %name, "{why}");
+        if !restart_or_fail(&campaign, &instance, &why, &critical).await {
+            return;
+        }
+    }
+}
+
+/// Resolves when the main loop marks the instance dead (missed heartbeats).
+async fn marked_dead(campaign: &Campaign, name: &str) -> String {
+    loop {
+        if let Some(RoleState::Dead(why)) = campaign.roles().get(name).map(|e| e.state.clone()) {
+            return why;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// Counts a restart and waits its backoff; or, out of restarts, fails the
+/// instance (and reports it when its role has no live instance left).
+/// Returns whether to launch again.
+async fn restart_or_fail(
+    campaign: &Campaign,
+    instance: &RoleInstance,
+    why: &str,
+    critical: &mpsc::Sender<Critical>,
+) -> bool {
+    let name = &instance.name;
+    let restarts = {
+        let mut roles = campaign.roles();
+        let entry = roles.get_mut(name).expect("every instance has an entry");
+        entry.restarts += 1;
+        entry.restarts
+    };
+    if restarts > MAX_RESTARTS {
+        campaign.set_role_state(name, RoleState::Failed(format!("{why}; out of restarts")));
+        let others_alive = campaign.roles().iter().any(|(n, e)| {
+            n != name && e.role == instance.role && !matches!(e.state, RoleState::Failed(_))
+        });
+        if !others_alive {
+            let dir = campaign.run_dir.join(&instance.log_dir);
+            let mut tail = log_tail(&dir.join("stderr"), 50);
+            if tail.trim().is_empty() {
+                tail = log_tail(&dir.join("stdout"), 50);
+            }
+            let _ = critical
+                .send(Critical {
+                    instance: name.clone(),
+                    reason: format!("{why}; restarted {MAX_RESTARTS} times"),
+                    log_tail: tail,
+                })
+                .await;
+        }
+        return false;
+    }
+    campaign.set_role_state(name, RoleState::Dead(why.to_string()));
+    let backoff = Duration::from_secs(1 << (restarts - 1).min(5));
+    tracing::info!(instance = %name, "restart {restarts} of {MAX_RESTARTS} in {backoff:?}");
+    tokio::time::sleep(backoff).await;
+    true
+}

@@ -1,0 +1,93 @@
+//! `hpcagent results`: a campaign's tasks and their outcomes, from its store.
+
+use std::path::PathBuf;
+
+use clap::{Args, ValueEnum};
+use hpcagent_orchestrator::store::{Reader, TaskResult};
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum Format {
+    Table,
+    Csv,
+    Json,
+}
+
+#[derive(Debug, Args)]
+pub struct ResultsArgs {
+    /// The campaign's run directory.
+    run_dir: PathBuf,
+    #[arg(long, value_enum, default_value = "table")]
+    format: Format,
+}
+
+pub fn run(args: ResultsArgs) -> anyhow::Result<()> {
+    let results = Reader::open(&args.run_dir)?.results()?;
+    match args.format {
+        Format::Table => print_table(&results),
+        Format::Csv => {
+            println!("task,kernel,language,precision,attempts,state,status,speedup");
+            for r in &results {
+                println!(
+                    "{},{},{},{},{},{},{},{}",
+                    r.task,
+                    r.kernel,
+                    r.language,
+                    r.precision,
+                    r.attempts,
+                    r.state,
+                    r.status.as_deref().unwrap_or(""),
+                    r.speedup.map(|s| s.to_string()).unwrap_or_default()
+                );
+            }
+        }
+        Format::Json => println!("{}", serde_json::to_string_pretty(&results)?),
+    }
+    Ok(())
+}
+
+/// The results as a table, with a summary line.
+pub fn print_table(results: &[TaskResult]) {
+    println!(
+        "{:28} {:8} {:9} {:>8}  {:10} {:>8}",
+        "TASK", "LANGUAGE", "PRECISION", "ATTEMPTS", "STATUS", "SPEEDUP"
+    );
+    for r in results {
+        let status = r.status.as_deref().unwrap_or(&r.state);
+        let status = if r.state == "failed" {
+            "failed"
+        } else {
+            status
+        };
+        let speedup = r
+            .speedup
+            .map(|s| format!("{s:.2}x"))
+            .unwrap_or_else(|| "-".into());
+        println!(
+            "{:28} {:8} {:9} {:>8}  {:10} {:>8}",
+            r.kernel, r.language, r.precision, r.attempts, status, speedup
+        );
+    }
+    let speedups: Vec<f64> = results
+        .iter()
+        .filter_map(|r| r.speedup)
+        .filter(|s| *s > 0.0)
+        .collect();
+    let settled = results.iter().filter(|r| r.state == "settled").count();
+    let ok = results
+        .iter()
+        .filter(|r| r.status.as_deref() == Some("ok"))
+        .count();
+    let geomean = if speedups.is_empty() {
+        "-".to_string()
+    } else {
+        format!(
+            "{:.2}x",
+            (speedups.iter().map(|s| s.ln()).sum::<f64>() / speedups.len() as f64).exp()
+        )
+    };
+    println!(
+        "{} tasks: {settled} settled ({ok} ok), {} failed; geometric mean speedup {geomean}",
+        results.len(),
+        results.iter().filter(|r| r.state == "failed").count()
+    );
+}

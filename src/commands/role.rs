@@ -1,0 +1,150 @@
+//! `hpcagent role <role>`: what runs inside a role step (started by `up`).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::{Args, Subcommand};
+use hpcagent_judge::corpus::Corpus;
+use hpcagent_judge::service::{Recorder, Recording, Service};
+use hpcagent_judge::{Judge, JudgeConfig};
+use hpcagent_orchestrator::client::{Client, RoleContext, start_heartbeats};
+use hpcagent_proto::v1 as pb;
+
+use super::judge::runtime;
+
+#[derive(Debug, Args)]
+pub struct RoleArgs {
+    #[command(subcommand)]
+    role: RoleCommand,
+}
+
+#[derive(Debug, Subcommand)]
+enum RoleCommand {
+    /// Serve grades for the campaign.
+    Judge(Instance),
+    /// Work the campaign's tasks.
+    Agent(Instance),
+}
+
+#[derive(Debug, Args)]
+struct Instance {
+    /// The campaign's run directory (holds plan.json and env.resolved).
+    #[arg(long)]
+    run_dir: PathBuf,
+    /// This instance's name in the plan, e.g. judge-0.
+    #[arg(long)]
+    instance: String,
+}
+
+pub fn run(args: RoleArgs) -> anyhow::Result<()> {
+    super::init_logging();
+    match args.role {
+        RoleCommand::Judge(i) => runtime()?.block_on(judge(i)),
+        RoleCommand::Agent(i) => {
+            runtime()?.block_on(hpcagent_agent::pool::run(&i.run_dir, &i.instance))
+        }
+    }
+}
+
+/// Reports verdicts given under a lease to the orchestrator.
+struct ToOrchestrator {
+    client: Client,
+    judge: String,
+}
+
+impl Recorder for ToOrchestrator {
+    fn record(&self, lease_id: String, kind: pb::GradeKind, verdict: pb::Verdict) -> Recording {
+        let mut client = self.client.clone();
+        let judge = self.judge.clone();
+        Box::pin(async move {
+            client
+                .record_result(pb::RecordResultRequest {
+                    lease_id,
+                    kind: kind as i32,
+                    verdict: Some(verdict),
+                    judge,
+                })
+                .await
+                .map(|r| r.into_inner().settled)
+                .map_err(|s| s.message().to_string())
+        })
+    }
+}
+
+async fn judge(args: Instance) -> anyhow::Result<()> {
+    let mut ctx = RoleContext::load(&args.run_dir, &args.instance).await?;
+    let settings = &ctx.config.settings;
+    let corpus = std::env::var_os("HPCAGENT_BENCHMARKS")
+        .map(PathBuf::from)
+        .unwrap_or_else(Corpus::default_root);
+    let mut config = JudgeConfig::new(corpus, std::env::current_exe()?);
+    // Judges sharing a node (and a launcher rank) must not share a cache.
+    config.cache_base = args.run_dir.join("cache").join(&args.instance);
+    config.preset = settings.preset;
+    config.reps = settings.judge_reps.max(1);
+    config.slots = settings.judge_slots.map(|n| n as usize);
+    let judge = Arc::new(Judge::new(config).map_err(anyhow::Error::msg)?);
+
+    let port: u16 = match std::env::var("HPCAGENT_PORT") {
+        Ok(p) => p.parse().context("HPCAGENT_PORT")?,
+        Err(_) => ctx.instance.ports.get("grpc").copied().unwrap_or(0),
+    };
+    let listener = match tokio::net::TcpListener::bind(("0.0.0.0", port)).await {
+        Ok(l) => l,
+        Err(e) => {
+            tracing::warn!("port {port}: {e}; taking any free port");
+            tokio::net::TcpListener::bind(("0.0.0.0", 0)).await?
+        }
+    };
+    let host = std::env::var("HPCAGENT_HOST").unwrap_or_else(|_| ctx.node.clone());
+    let endpoint = format!("{host}:{}", listener.local_addr()?.port());
+    let caps = judge.capabilities();
+    let capabilities = [
+        (
+            "compilers",
+            caps.compilers
+                .iter()
+                .map(|c| c.language.clone())
+                .collect::<Vec<_>>()
+                .join(","),
+        ),
+        ("profilers", caps.profilers.join(",")),
+        ("slots", caps.slots.to_string()),
+        ("isolation", caps.isolation.clone()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    let assignment = ctx
+        .register(pb::Role::Judge, &endpoint, capabilities)
+        .await?;
+    let heartbeat = start_heartbeats(
+        ctx.client.clone(),
+        args.instance.clone(),
+        Duration::from_millis(assignment.heartbeat_interval_ms as u64),
+    );
+    let recorder = Arc::new(ToOrchestrator {
+        client: ctx.client.clone(),
+        judge: args.instance.clone(),
+    });
+    let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+    let server = tonic::transport::Server::builder()
+        .add_service(Service::new(judge, Some(recorder)))
+        .serve_with_incoming_shutdown(incoming, stop_signal());
+    heartbeat.set_ready(true);
+    tracing::info!(instance = %args.instance, %endpoint, "judge ready");
+    server.await.context("the judge server failed")
+}
+
+/// TERM or INT: stop serving.
+async fn stop_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).expect("TERM handler");
+    let mut int = signal(SignalKind::interrupt()).expect("INT handler");
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+}

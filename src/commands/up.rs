@@ -1,0 +1,151 @@
+//! `hpcagent up`: run a campaign to its end, in this Slurm job or on this machine.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::{Args, ValueEnum};
+use hpcagent_judge::corpus::Corpus;
+use hpcagent_orchestrator::campaign::{self, ExecutorKind, Outcome, Up};
+use hpcagent_orchestrator::config::Override;
+use hpcagent_orchestrator::store::Reader;
+
+use super::ConfigFlags;
+use super::judge::runtime;
+use super::results::print_table;
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum ExecutorChoice {
+    /// Slurm steps inside a job, child processes otherwise.
+    Auto,
+    Local,
+    Slurm,
+}
+
+#[derive(Debug, Args)]
+pub struct UpArgs {
+    #[command(flatten)]
+    config: ConfigFlags,
+    /// Continue the campaign of this run directory: settled tasks are not run again.
+    #[arg(long, value_name = "RUN_DIR", conflicts_with = "env_file")]
+    resume: Option<PathBuf>,
+    /// The run directory (default: RUN_ROOT/<job id>, or RUN_ROOT/local-<time>).
+    #[arg(long, value_name = "DIR", conflicts_with = "resume")]
+    run_dir: Option<PathBuf>,
+    #[arg(long, value_enum, default_value = "auto")]
+    executor: ExecutorChoice,
+}
+
+pub fn run(args: UpArgs) -> anyhow::Result<ExitCode> {
+    super::init_logging_quiet();
+    let job = std::env::var("SLURM_JOB_ID").ok();
+    let executor = match (args.executor, job) {
+        (ExecutorChoice::Local, _) | (ExecutorChoice::Auto, None) => ExecutorKind::Local,
+        (ExecutorChoice::Slurm | ExecutorChoice::Auto, Some(job_id)) => {
+            ExecutorKind::Slurm { job_id }
+        }
+        (ExecutorChoice::Slurm, None) => {
+            anyhow::bail!("--executor slurm needs to run inside a Slurm job")
+        }
+    };
+    let (config, run_dir) = match &args.resume {
+        Some(dir) => {
+            let dir = std::path::absolute(dir)?;
+            let env = dir.join("env.resolved");
+            anyhow::ensure!(
+                env.is_file(),
+                "{} is not a run directory (no env.resolved)",
+                dir.display()
+            );
+            let overrides: Vec<Override> = Vec::new();
+            let flags = ConfigFlags {
+                env_file: Some(env),
+                set: args.config.set.clone(),
+            };
+            (flags.load(overrides)?, dir)
+        }
+        None => {
+            let config = args.config.load(Vec::new())?;
+            let dir = match (&args.run_dir, &executor) {
+                (Some(dir), _) => std::path::absolute(dir)?,
+                (None, ExecutorKind::Slurm { job_id }) => config.settings.run_root.0.join(job_id),
+                (None, ExecutorKind::Local) => config.settings.run_root.0.join(local_name()),
+            };
+            (config, dir)
+        }
+    };
+    let up = Up {
+        config,
+        run_dir: run_dir.clone(),
+        executor,
+        exe: std::env::current_exe().context("cannot find the hpcagent executable")?,
+        corpus_root: std::path::absolute(Corpus::default_root())?,
+    };
+    let outcome = runtime()?.block_on(campaign::up(up))?;
+    let code = match &outcome {
+        Outcome::Finished => {
+            print_table(&Reader::open(&run_dir)?.results()?);
+            ExitCode::SUCCESS
+        }
+        Outcome::Drained => {
+            eprintln!(
+                "drained; continue with: hpcagent up --resume {}",
+                run_dir.display()
+            );
+            ExitCode::SUCCESS
+        }
+        Outcome::Interrupted(signal) => {
+            eprintln!(
+                "stopped by {signal}; continue with: hpcagent up --resume {}",
+                run_dir.display()
+            );
+            ExitCode::from(if *signal == "INT" { 130 } else { 143 })
+        }
+        Outcome::Failed(why) => {
+            eprintln!(
+                "the campaign failed: {why}; after fixing it: hpcagent up --resume {}",
+                run_dir.display()
+            );
+            ExitCode::from(1)
+        }
+    };
+    Ok(code)
+}
+
+/// `local-<YYYYmmdd-HHMMSS>` in UTC.
+fn local_name() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0) as i64;
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    let (y, m, d) = civil_from_days(days);
+    format!(
+        "local-{y:04}{m:02}{d:02}-{:02}{:02}{:02}",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+/// Days since 1970-01-01 → (year, month, day), proleptic Gregorian.
+fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (yoe + era * 400 + i64::from(m <= 2), m, d)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn civil_dates() {
+        assert_eq!(super::civil_from_days(0), (1970, 1, 1));
+        assert_eq!(super::civil_from_days(20_787), (2026, 11, 30));
+    }
+}

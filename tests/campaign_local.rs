@@ -1,0 +1,144 @@
+//! `hpcagent up` on this machine: the local executor, baseline agents and
+//! real judges, from examples/local.env.
+
+mod common;
+
+use common::{assert_settled_exactly_once, example, hpcagent, only_run_dir, stderr, stdout};
+use serde_json::Value;
+
+#[test]
+fn a_local_campaign_settles_every_task_and_reports_them() {
+    let root = tempfile::tempdir().unwrap();
+    let env = example("local.env");
+    let up = hpcagent()
+        .args(["up", "--env", env.to_str().unwrap(), "--set"])
+        .arg(format!("RUN_ROOT={}", root.path().display()))
+        .current_dir(common::repo())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+
+    // While it runs, `status` attaches to the orchestrator.
+    let start = std::time::Instant::now();
+    let live: Value = loop {
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(120),
+            "never saw the campaign running"
+        );
+        if let Ok(dir) = std::fs::read_dir(root.path())
+            .map(|d| d.filter_map(Result::ok).map(|e| e.path()).next())
+            && let Some(dir) = dir
+            && dir.join("orchestrator.json").is_file()
+        {
+            let out = hpcagent()
+                .args(["status", dir.to_str().unwrap(), "--json"])
+                .output()
+                .unwrap();
+            if let Ok(v) = serde_json::from_slice::<Value>(&out.stdout)
+                && v["running"] == true
+            {
+                break v;
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    };
+    assert_eq!(live["roles"].as_array().unwrap().len(), 4, "{live}");
+    assert!(live["tasks"]["total"].as_u64().unwrap() >= 10, "{live}");
+
+    let out = up.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}\n{}", stdout(&out), stderr(&out));
+    assert!(
+        stdout(&out).contains("geometric mean speedup"),
+        "{}",
+        stdout(&out)
+    );
+    let run_dir = only_run_dir(root.path());
+    assert!(
+        run_dir
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .starts_with("local-")
+    );
+
+    let results = hpcagent()
+        .args(["results", run_dir.to_str().unwrap(), "--format", "json"])
+        .output()
+        .unwrap();
+    assert!(results.status.success(), "{}", stderr(&results));
+    let tasks: Vec<Value> = serde_json::from_slice(&results.stdout).unwrap();
+    assert!(tasks.len() >= 10, "{} tasks", tasks.len());
+    for t in &tasks {
+        assert_eq!(t["state"], "settled", "{t}");
+        assert_eq!(t["status"], "ok", "{t}");
+        let speedup = t["speedup"].as_f64().unwrap();
+        assert!(speedup > 0.0, "{t}");
+    }
+    assert_settled_exactly_once(&run_dir);
+
+    // Every role ran as its own process with its own logs: 2 judges, 2 agents of 2 workers.
+    for role in ["judge-0", "judge-1", "agent-0", "agent-1"] {
+        let log = run_dir.join("roles").join(role).join("stderr");
+        assert!(log.is_file(), "{}", log.display());
+    }
+    let plan: Value =
+        serde_json::from_str(&std::fs::read_to_string(run_dir.join("plan.json")).unwrap()).unwrap();
+    let workers: u64 = plan["instances"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|i| i["workers"].as_u64())
+        .sum();
+    assert!(workers >= 4);
+
+    let status = hpcagent()
+        .args(["status", run_dir.to_str().unwrap(), "--json"])
+        .output()
+        .unwrap();
+    let status: Value = serde_json::from_slice(&status.stdout).unwrap();
+    assert_eq!(status["running"], false);
+    assert_eq!(status["state"], "finished");
+    assert_eq!(status["tasks"]["settled"], status["tasks"]["total"]);
+
+    let csv = hpcagent()
+        .args(["results", run_dir.to_str().unwrap(), "--format", "csv"])
+        .output()
+        .unwrap();
+    assert_eq!(stdout(&csv).lines().count(), tasks.len() + 1);
+}
+
+#[test]
+fn a_bad_kernel_selection_is_refused_before_anything_starts() {
+    let root = tempfile::tempdir().unwrap();
+    let env = example("local.env");
+    let out = hpcagent()
+        .args([
+            "up",
+            "--env",
+            env.to_str().unwrap(),
+            "--set",
+            "KERNELS=gemm,gemmm",
+            "--set",
+        ])
+        .arg(format!("RUN_ROOT={}", root.path().display()))
+        .current_dir(common::repo())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("KERNELS: \"gemmm\" is neither a kernel, a track nor a tag"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(
+        stderr(&out).contains("did you mean gemm?"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(
+        std::fs::read_dir(root.path()).unwrap().count(),
+        0,
+        "no run directory for a refused campaign"
+    );
+}

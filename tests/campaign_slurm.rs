@@ -1,0 +1,232 @@
+//! Campaigns on the real local Slurm cluster (scripts/local-slurm): roles as
+//! srun steps on distinct nodes, and the faults a campaign must survive —
+//! a judge step killed, an agent step killed, the orchestrator killed and
+//! resumed, a drain at the time limit and its resume. Each ends with every
+//! task settled exactly once, checked in the store.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use common::{
+    assert_settled_exactly_once, example, hpcagent, job_field, require_slurm, settled, stderr,
+    stdout, wait_for_job, wait_for_settled,
+};
+use serde_json::Value;
+
+/// Submits examples/local.env with `sets`; returns the job, its run directory
+/// and the directory holding it.
+fn submit(sets: &[&str]) -> (String, PathBuf, tempfile::TempDir) {
+    require_slurm();
+    let root = tempfile::tempdir().unwrap();
+    let env = example("local.env");
+    let mut cmd = hpcagent();
+    cmd.args(["submit", "--env", env.to_str().unwrap(), "--set"])
+        .arg(format!("RUN_ROOT={}", root.path().display()))
+        .current_dir(common::repo());
+    for set in sets {
+        cmd.args(["--set", set]);
+    }
+    let out = cmd.output().unwrap();
+    assert!(out.status.success(), "submit: {}", stderr(&out));
+    let job = stdout(&out)
+        .lines()
+        .find_map(|l| l.strip_prefix("submitted job "))
+        .expect("a job id")
+        .to_string();
+    let run_dir = root.path().join(&job);
+    (job, run_dir, root)
+}
+
+fn sbatch_log(run_dir: &Path) -> String {
+    std::fs::read_to_string(run_dir.join("sbatch.out")).unwrap_or_default()
+}
+
+/// `<job>.<step>` of the step named `name`.
+fn step_of(job: &str, name: &str) -> String {
+    let out = Command::new("squeue")
+        .args(["-s", "-j", job, "-h", "-o", "%i %j"])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_once(' '))
+        .find(|(_, n)| n.trim() == name)
+        .map(|(id, _)| id.to_string())
+        .unwrap_or_else(|| panic!("no step {name} in job {job}"))
+}
+
+fn kill_step(job: &str, name: &str) {
+    let step = step_of(job, name);
+    let ok = Command::new("scancel")
+        .args(["--ctld", "--signal=KILL", &step])
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "scancel {step}");
+}
+
+/// `hpcagent up --resume` on this machine (the local executor).
+fn resume(run_dir: &Path) {
+    let out = hpcagent()
+        .args(["up", "--resume", run_dir.to_str().unwrap()])
+        .current_dir(common::repo())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "resume: {}\n{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    assert!(stderr(&out).contains("resuming"), "{}", stderr(&out));
+}
+
+#[test]
+fn a_submitted_campaign_runs_its_roles_as_steps_on_distinct_nodes() {
+    let (job, run_dir, _root) = submit(&[]);
+    assert_eq!(
+        wait_for_job(&job, Duration::from_secs(300)),
+        "COMPLETED",
+        "{}",
+        sbatch_log(&run_dir)
+    );
+    assert_eq!(job_field(&job, "ExitCode").as_deref(), Some("0:0"));
+    assert_settled_exactly_once(&run_dir);
+    let plan: Value =
+        serde_json::from_str(&std::fs::read_to_string(run_dir.join("plan.json")).unwrap()).unwrap();
+    let mut nodes = Vec::new();
+    for instance in plan["instances"].as_array().unwrap() {
+        let name = instance["name"].as_str().unwrap();
+        let dir = run_dir.join("roles").join(name);
+        assert!(
+            dir.join("stdout").is_file() && dir.join("stderr").is_file(),
+            "{}",
+            dir.display()
+        );
+        // The role logged from its own node.
+        let log = std::fs::read_to_string(dir.join("stderr")).unwrap();
+        let node = instance["nodes"][0].as_str().unwrap();
+        assert!(log.contains("ready"), "{name}: {log}");
+        nodes.push(node.to_string());
+    }
+    nodes.sort();
+    nodes.dedup();
+    assert_eq!(nodes.len(), 4, "one role per node: {nodes:?}");
+    let log = sbatch_log(&run_dir);
+    assert!(log.contains("geometric mean speedup"), "{log}");
+    let judge_log = std::fs::read_to_string(run_dir.join("roles/judge-0/stderr")).unwrap();
+    assert!(
+        judge_log.contains("endpoint=n"),
+        "judges registered their node's address: {judge_log}"
+    );
+}
+
+#[test]
+fn a_killed_judge_step_is_restarted_and_every_task_settles_once() {
+    let (job, run_dir, _root) = submit(&["REPEATS=2"]);
+    wait_for_settled(&run_dir, 3, Duration::from_secs(240));
+    kill_step(&job, "judge-0");
+    assert_eq!(
+        wait_for_job(&job, Duration::from_secs(400)),
+        "COMPLETED",
+        "{}",
+        sbatch_log(&run_dir)
+    );
+    assert_settled_exactly_once(&run_dir);
+    let status: Value = serde_json::from_slice(
+        &hpcagent()
+            .args(["status", run_dir.to_str().unwrap(), "--json"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    assert_eq!(status["state"], "finished");
+    let log = std::fs::read_to_string(run_dir.join("roles/judge-0/stderr")).unwrap();
+    assert!(
+        log.matches("judge ready").count() >= 2,
+        "judge-0 was restarted: {log}"
+    );
+}
+
+#[test]
+fn a_killed_agent_step_loses_its_leases_to_others_and_every_task_settles_once() {
+    let (job, run_dir, _root) = submit(&["REPEATS=2", "LEASE_SECONDS=10"]);
+    wait_for_settled(&run_dir, 3, Duration::from_secs(240));
+    kill_step(&job, "agent-0");
+    assert_eq!(
+        wait_for_job(&job, Duration::from_secs(400)),
+        "COMPLETED",
+        "{}",
+        sbatch_log(&run_dir)
+    );
+    assert_settled_exactly_once(&run_dir);
+    let log = std::fs::read_to_string(run_dir.join("roles/agent-0/stderr")).unwrap();
+    assert!(
+        log.matches("agent ready").count() >= 2,
+        "agent-0 was restarted: {log}"
+    );
+}
+
+#[test]
+fn a_killed_orchestrator_is_resumed_and_every_task_settles_once() {
+    let (job, run_dir, _root) = submit(&["REPEATS=2"]);
+    wait_for_settled(&run_dir, 3, Duration::from_secs(240));
+    let endpoint: Value =
+        serde_json::from_str(&std::fs::read_to_string(run_dir.join("orchestrator.json")).unwrap())
+            .unwrap();
+    let pid = endpoint["pid"].as_u64().unwrap();
+    assert!(
+        Command::new("kill")
+            .args(["-9", &pid.to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let state = wait_for_job(&job, Duration::from_secs(120));
+    assert_ne!(state, "COMPLETED", "the job ends with its orchestrator");
+    let (done, total) = settled(&run_dir);
+    assert!(done < total, "killed before the end ({done}/{total})");
+    resume(&run_dir);
+    assert_settled_exactly_once(&run_dir);
+}
+
+#[test]
+fn usr1_drains_the_job_and_a_resume_finishes_the_rest() {
+    let (job, run_dir, _root) = submit(&["REPEATS=2"]);
+    wait_for_settled(&run_dir, 3, Duration::from_secs(240));
+    let ok = Command::new("scancel")
+        .args(["--signal=USR1", "--batch", &job])
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok);
+    assert_eq!(
+        wait_for_job(&job, Duration::from_secs(200)),
+        "COMPLETED",
+        "{}",
+        sbatch_log(&run_dir)
+    );
+    assert_eq!(job_field(&job, "ExitCode").as_deref(), Some("0:0"));
+    let log = sbatch_log(&run_dir);
+    assert!(
+        log.contains("drained; continue with: hpcagent up --resume"),
+        "{log}"
+    );
+    let status: Value = serde_json::from_slice(
+        &hpcagent()
+            .args(["status", run_dir.to_str().unwrap(), "--json"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    assert_eq!(status["state"], "drained");
+    let (done, total) = settled(&run_dir);
+    assert!(done < total, "drained before the end ({done}/{total})");
+    resume(&run_dir);
+    assert_settled_exactly_once(&run_dir);
+}
