@@ -76,6 +76,11 @@ fn a_local_campaign_settles_every_task_and_reports_them() {
         assert!(speedup > 0.0, "{t}");
     }
     assert_settled_exactly_once(&run_dir);
+    // Each attempt left its evidence: what the agent submitted, and how it ended.
+    let attempt = run_dir.join("tasks/gemm.c.fp64/attempt-1");
+    assert!(attempt.join("submission.c").is_file(), "{}", attempt.display());
+    let outcome: Value = serde_json::from_str(&std::fs::read_to_string(attempt.join("outcome.json")).unwrap()).unwrap();
+    assert_eq!(outcome["task_state"], "settled");
 
     // Every role ran as its own process with its own logs: 2 judges, 2 agents of 2 workers.
     for role in ["judge-0", "judge-1", "agent-0", "agent-1"] {

@@ -84,6 +84,20 @@ fn resume(run_dir: &Path) {
     assert!(stderr(&out).contains("resuming"), "{}", stderr(&out));
 }
 
+/// Every attempt's `outcome.json` under `tasks/`.
+fn walk_outcomes(dir: &Path) -> Vec<Value> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().filter_map(Result::ok) {
+        let path = entry.path();
+        if path.is_dir() {
+            out.extend(walk_outcomes(&path));
+        } else if path.file_name().is_some_and(|n| n == "outcome.json") {
+            out.push(serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap());
+        }
+    }
+    out
+}
+
 #[test]
 fn a_submitted_campaign_runs_its_roles_as_steps_on_distinct_nodes() {
     let (job, run_dir, _root) = submit(&[]);

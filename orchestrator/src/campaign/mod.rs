@@ -414,24 +414,11 @@ fn expire_leases(campaign: &Campaign) {
     let ended = campaign.scheduler().expire(Instant::now());
     for end in ended {
         tracing::warn!(task = %end.task, attempt = end.attempt, "lease expired");
-        let store = &campaign.store;
-        store.attempt_ended(
-            &end.task,
-            end.attempt,
-            "expired",
-            0,
-            "",
-            "the lease expired: no heartbeat from its agent",
-        );
-        store.task_state(
-            &end.task,
-            end.state.name(),
-            end.attempts,
-            end.budget_used.as_secs_f64(),
-        );
-        if let TaskState::Failed(why) = &end.state {
-            store.task_finished(&end.task, "failed", why, None, None);
-        }
+        let message = "the lease expired: no heartbeat from its agent";
+        campaign
+            .store
+            .attempt_ended(&end.task, end.attempt, "expired", 0, "", message);
+        campaign.attempt_ended(&end, None);
     }
 }
 

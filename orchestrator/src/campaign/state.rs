@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use crate::control::auth::Tokens;
 use crate::plan::Role;
-use crate::scheduler::Scheduler;
+use crate::scheduler::{AttemptEnd, Scheduler, TaskState};
 use crate::store::Store;
 
 /// Where a role instance is in its life.
@@ -129,6 +129,49 @@ impl Campaign {
                 entry.restarts,
             );
         }
+    }
+
+    /// Records how an attempt ended: in the store (and, when it ended its
+    /// task, the task with its settling verdict), and as `outcome.json` in the
+    /// attempt's directory, next to what the agent left there.
+    pub fn attempt_ended(&self, end: &AttemptEnd, verdict: Option<String>) {
+        let store = &self.store;
+        store.task_state(
+            &end.task,
+            end.state.name(),
+            end.attempts,
+            end.budget_used.as_secs_f64(),
+        );
+        match &end.state {
+            TaskState::Settled(status, speedup) => {
+                store.task_finished(&end.task, "settled", status, *speedup, verdict)
+            }
+            TaskState::Failed(why) => {
+                store.task_finished(&end.task, "failed", why, None, None);
+                tracing::warn!(task = %end.task, "task failed: {why}");
+            }
+            _ => {}
+        }
+        let dir = self.attempt_dir(&end.task, end.attempt);
+        let evidence = serde_json::json!({
+            "task": end.task,
+            "attempt": end.attempt,
+            "outcome": end.outcome,
+            "task_state": end.state.name(),
+            "attempts": end.attempts,
+            "budget_used_s": end.budget_used.as_secs_f64(),
+        });
+        if std::fs::create_dir_all(&dir).is_ok() {
+            let _ = std::fs::write(dir.join("outcome.json"), evidence.to_string() + "\n");
+        }
+    }
+
+    /// `<run>/tasks/<task>/attempt-<k>/`: an attempt's evidence.
+    pub fn attempt_dir(&self, task: &str, attempt: u32) -> PathBuf {
+        self.run_dir
+            .join("tasks")
+            .join(task)
+            .join(format!("attempt-{attempt}"))
     }
 
     pub fn grade_recorded(&self, at: Instant) {

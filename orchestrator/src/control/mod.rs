@@ -19,7 +19,7 @@ use tonic::{Request, Response, Status};
 
 use crate::campaign::state::{Campaign, RoleState};
 use crate::plan::Role;
-use crate::scheduler::{AttemptEnd, Pull, RecordError, TaskState};
+use crate::scheduler::{Pull, RecordError, TaskState};
 use crate::store::VerdictRecord;
 use auth::Principal;
 
@@ -75,28 +75,6 @@ fn unix_ms(at: Instant) -> i64 {
 const ROLES: &[Principal] = &[Principal::Agent, Principal::Judge, Principal::Inference];
 
 impl Control {
-    /// Stores how an attempt ended (and, when it ended the task, the task,
-    /// with the settling verdict).
-    fn record_end(&self, end: &AttemptEnd, verdict: Option<String>) {
-        let store = &self.campaign.store;
-        store.task_state(
-            &end.task,
-            end.state.name(),
-            end.attempts,
-            end.budget_used.as_secs_f64(),
-        );
-        match &end.state {
-            TaskState::Settled(status, speedup) => {
-                store.task_finished(&end.task, "settled", status, *speedup, verdict)
-            }
-            TaskState::Failed(why) => {
-                store.task_finished(&end.task, "failed", why, None, None);
-                tracing::warn!(task = %end.task, "task failed: {why}");
-            }
-            _ => {}
-        }
-    }
-
     /// The instance an agent's or role's request names must be known.
     fn known(&self, instance: &str) -> Result<(), Status> {
         if self.campaign.roles().contains_key(instance) {
@@ -238,12 +216,7 @@ impl Orchestrator for Control {
             },
             Pull::Lease(g) => {
                 let g = *g;
-                let dir = self
-                    .campaign
-                    .run_dir
-                    .join("tasks")
-                    .join(&g.task.id)
-                    .join(format!("attempt-{}", g.attempt));
+                let dir = self.campaign.attempt_dir(&g.task.id, g.attempt);
                 std::fs::create_dir_all(&dir)
                     .map_err(|e| Status::internal(format!("{}: {e}", dir.display())))?;
                 let store = &self.campaign.store;
@@ -330,7 +303,7 @@ impl Orchestrator for Control {
             &r.message,
         );
         if let Some(end) = &end {
-            self.record_end(end, None);
+            self.campaign.attempt_ended(end, None);
         }
         Ok(Response::new(pb::CompleteTaskReply { settled }))
     }
@@ -411,7 +384,7 @@ impl Orchestrator for Control {
             verdict: verdict_json.clone(),
         });
         if let Some(end) = &settled {
-            self.record_end(end, Some(verdict_json));
+            self.campaign.attempt_ended(end, Some(verdict_json));
             // The judge tells the agent only once the settle is on disk.
             store
                 .flush()
