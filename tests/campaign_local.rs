@@ -78,8 +78,14 @@ fn a_local_campaign_settles_every_task_and_reports_them() {
     assert_settled_exactly_once(&run_dir);
     // Each attempt left its evidence: what the agent submitted, and how it ended.
     let attempt = run_dir.join("tasks/gemm.c.fp64/attempt-1");
-    assert!(attempt.join("submission.c").is_file(), "{}", attempt.display());
-    let outcome: Value = serde_json::from_str(&std::fs::read_to_string(attempt.join("outcome.json")).unwrap()).unwrap();
+    assert!(
+        attempt.join("submission.c").is_file(),
+        "{}",
+        attempt.display()
+    );
+    let outcome: Value =
+        serde_json::from_str(&std::fs::read_to_string(attempt.join("outcome.json")).unwrap())
+            .unwrap();
     assert_eq!(outcome["task_state"], "settled");
 
     // Every role ran as its own process with its own logs: 2 judges, 2 agents of 2 workers.
@@ -111,6 +117,26 @@ fn a_local_campaign_settles_every_task_and_reports_them() {
         .output()
         .unwrap();
     assert_eq!(stdout(&csv).lines().count(), tasks.len() + 1);
+
+    // The run directory holds its campaign: a new one there is refused.
+    let again = hpcagent()
+        .args(["up", "--env", env.to_str().unwrap(), "--run-dir"])
+        .arg(&run_dir)
+        .current_dir(common::repo())
+        .output()
+        .unwrap();
+    assert!(!again.status.success());
+    assert!(
+        stderr(&again).contains("holds a campaign already"),
+        "{}",
+        stderr(&again)
+    );
+    let mode = std::os::unix::fs::PermissionsExt::mode(
+        &std::fs::metadata(run_dir.join("plan.json"))
+            .unwrap()
+            .permissions(),
+    );
+    assert_eq!(mode & 0o777, 0o644);
 }
 
 #[test]

@@ -87,7 +87,11 @@ fn resume(run_dir: &Path) {
 /// Every attempt's `outcome.json` under `tasks/`.
 fn walk_outcomes(dir: &Path) -> Vec<Value> {
     let mut out = Vec::new();
-    for entry in std::fs::read_dir(dir).into_iter().flatten().filter_map(Result::ok) {
+    for entry in std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .filter_map(Result::ok)
+    {
         let path = entry.path();
         if path.is_dir() {
             out.extend(walk_outcomes(&path));
@@ -182,6 +186,11 @@ fn a_killed_agent_step_loses_its_leases_to_others_and_every_task_settles_once() 
     assert!(
         log.matches("agent ready").count() >= 2,
         "agent-0 was restarted: {log}"
+    );
+    let outcomes = walk_outcomes(&run_dir.join("tasks"));
+    assert!(
+        outcomes.iter().any(|o| o["outcome"] == "expired"),
+        "the killed agent's leases expired, and their attempts say so: {outcomes:?}"
     );
 }
 

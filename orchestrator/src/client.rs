@@ -26,6 +26,7 @@ pub const ORCHESTRATOR_VAR: &str = "HPCAGENT_ORCHESTRATOR";
 pub const TOKEN_VAR: &str = "HPCAGENT_TOKEN";
 /// How long a role keeps going without reaching its orchestrator.
 const ORPHAN_AFTER: Duration = Duration::from_secs(30);
+const HEARTBEAT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Adds the role token to every call.
 #[derive(Clone)]
@@ -45,15 +46,35 @@ impl tonic::service::Interceptor for Bearer {
 
 pub type Client = OrchestratorClient<InterceptedService<Channel, Bearer>>;
 
+impl Bearer {
+    pub fn new(token: &str) -> anyhow::Result<Bearer> {
+        Ok(Bearer(format!("Bearer {token}").parse()?))
+    }
+}
+
+/// A channel to a campaign peer (the orchestrator, a judge): HTTP/2
+/// keepalive notices a peer whose node died, where TCP alone would wait
+/// for minutes.
+pub async fn channel(url: &str) -> anyhow::Result<Channel> {
+    Ok(Channel::from_shared(url.to_string())?
+        .connect_timeout(Duration::from_secs(10))
+        .tcp_keepalive(Some(Duration::from_secs(30)))
+        .http2_keep_alive_interval(Duration::from_secs(20))
+        .keep_alive_timeout(Duration::from_secs(20))
+        .keep_alive_while_idle(true)
+        .connect()
+        .await?)
+}
+
 /// Connects to `url` with `token`.
 pub async fn connect(url: &str, token: &str) -> anyhow::Result<Client> {
-    let channel = Channel::from_shared(url.to_string())?
-        .connect_timeout(Duration::from_secs(10))
-        .connect()
+    let channel = channel(url)
         .await
         .map_err(|e| anyhow::anyhow!("cannot reach the orchestrator at {url}: {e}"))?;
-    let bearer = Bearer(format!("Bearer {token}").parse()?);
-    Ok(OrchestratorClient::with_interceptor(channel, bearer).max_decoding_message_size(16 << 20))
+    Ok(
+        OrchestratorClient::with_interceptor(channel, Bearer::new(token)?)
+            .max_decoding_message_size(16 << 20),
+    )
 }
 
 /// What a role process knows about itself.
@@ -116,11 +137,19 @@ impl RoleContext {
                 endpoint: endpoint.to_string(),
                 capabilities,
                 pid: std::process::id(),
+                slurm_step: slurm_step().unwrap_or_default(),
             })
             .await
             .map_err(|s| anyhow::anyhow!("register: {}", s.message()))?;
         Ok(reply.into_inner())
     }
+}
+
+/// `<job>.<step>` when this process runs in a Slurm step.
+fn slurm_step() -> Option<String> {
+    let job = std::env::var("SLURM_JOB_ID").ok()?;
+    let step = std::env::var("SLURM_STEP_ID").ok()?;
+    Some(format!("{job}.{step}"))
 }
 
 /// The machine's host name.
@@ -195,7 +224,14 @@ pub fn start_heartbeats(mut client: Client, instance: String, interval: Duration
                     detail: String::new(),
                 }
             };
-            match client.heartbeat(request).await {
+            // A hung orchestrator must not hang the orphan check.
+            let call = tokio::time::timeout(HEARTBEAT_TIMEOUT, client.heartbeat(request));
+            let answer = call.await.unwrap_or_else(|_| {
+                Err(tonic::Status::deadline_exceeded(
+                    "no answer to the heartbeat",
+                ))
+            });
+            match answer {
                 Ok(reply) => {
                     last_contact = Instant::now();
                     let reply = reply.into_inner();

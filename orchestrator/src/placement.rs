@@ -172,7 +172,7 @@ fn check(config: &Config, allocation: &Allocation, node: Node) -> Vec<Diagnostic
                 "TENSOR_PARALLEL_SIZE",
                 format!("is {tp} but the nodes have no GPUs (GPUS_PER_NODE=0)"),
             );
-        } else if node.gpus > 0 && (tp == 0 || node.gpus % tp != 0) {
+        } else if node.gpus > 0 && (tp == 0 || !node.gpus.is_multiple_of(tp)) {
             refuse(
                 "TENSOR_PARALLEL_SIZE",
                 format!("{tp} does not divide the {} GPUs of a node", node.gpus),
@@ -200,7 +200,7 @@ fn check(config: &Config, allocation: &Allocation, node: Node) -> Vec<Diagnostic
 
     // Judges and agents: CPUs and GPUs must split evenly among the steps of a node.
     let jpn = s.judges_per_node;
-    if node.gpus > 0 && node.gpus % jpn != 0 {
+    if node.gpus > 0 && !node.gpus.is_multiple_of(jpn) {
         refuse(
             "JUDGES_PER_NODE",
             format!(

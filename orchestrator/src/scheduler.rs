@@ -5,16 +5,23 @@
 //! decision is unit-tested without clocks or networks:
 //!
 //! - a lease gives one attempt of one task to one agent worker, with a
-//!   deadline that heartbeats renew; an expired lease ends the attempt;
+//!   deadline that heartbeats renew, but never past the end of the task's
+//!   budget; an expired lease ends the attempt;
 //! - an attempt that ends without a settling verdict requeues its task while
 //!   attempts and the task's wall-clock budget (shared by its attempts) last,
 //!   and fails it otherwise;
 //! - the judge of a lease is the ready judge with the fewest active leases; a
-//!   judge an agent reports as failing is set aside and the lease moved;
+//!   judge an agent reports as failing is set aside (until it registers again,
+//!   or for [`SET_ASIDE`]) and the lease moved to a usable one when there is
+//!   one, or when one becomes usable;
 //! - a task settles once, by its current lease's Submit verdict, never twice.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::time::{Duration, Instant};
+
+/// How long a judge reported as failing gets no leases (unless it registers
+/// again: a restarted judge is a new process).
+pub const SET_ASIDE: Duration = Duration::from_secs(30);
 
 /// One task of the campaign.
 #[derive(Debug, Clone, PartialEq)]
@@ -69,6 +76,8 @@ pub struct Lease {
     pub judge: String,
     pub started: Instant,
     pub deadline: Instant,
+    /// The end of the task's budget: no renewal goes past it.
+    pub budget_end: Instant,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -76,6 +85,13 @@ struct Judge {
     url: String,
     ready: bool,
     load: u32,
+    set_aside_until: Option<Instant>,
+}
+
+impl Judge {
+    fn usable(&self, now: Instant) -> bool {
+        self.ready && self.set_aside_until.is_none_or(|t| now >= t)
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -105,6 +121,20 @@ pub struct Grant {
     pub judge_url: String,
     pub budget_left: Duration,
     pub deadline: Instant,
+    /// The task's attempts and budget used so far (for the store).
+    pub attempts: u32,
+    pub budget_used: Duration,
+}
+
+/// What a CompleteTask found.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Completion {
+    /// The attempt ended without settling its task (requeued or failed).
+    Ended(AttemptEnd),
+    /// Its task was settled by this lease's Submit verdict.
+    Settled { task: String, attempt: u32 },
+    /// The lease had ended already (expired): its record stands.
+    Late,
 }
 
 /// How an attempt ended, for the store and the log.
@@ -132,8 +162,9 @@ pub struct Scheduler {
     tasks: Vec<Task>,
     queue: VecDeque<usize>,
     leases: HashMap<String, Lease>,
-    /// Leases that ended: (task, attempt), so a late call can still be placed.
-    ended: HashMap<String, (usize, u32)>,
+    /// Leases that ended, and whether they settled their task, so a late
+    /// call can still be placed (and checked against its holder).
+    ended: HashMap<String, (Lease, bool)>,
     judges: BTreeMap<String, Judge>,
     draining: bool,
 }
@@ -150,18 +181,27 @@ pub struct Counts {
 
 impl Scheduler {
     /// A scheduler over `tasks` (already settled or failed ones stay so).
-    pub fn new(settings: Settings, tasks: Vec<Task>) -> Scheduler {
-        let queue = tasks
-            .iter()
-            .enumerate()
-            .filter(|(_, t)| !t.state.is_finished())
-            .map(|(i, _)| i)
-            .collect();
-        let mut tasks = tasks;
+    pub fn new(settings: Settings, mut tasks: Vec<Task>) -> Scheduler {
         for t in tasks.iter_mut().filter(|t| !t.state.is_finished()) {
-            // A lease from before a restart is gone with its agent.
-            t.state = TaskState::Pending;
+            // A lease from before a restart is gone with its agent; a task
+            // whose attempts or budget ran out with it is over.
+            t.state = if t.attempts >= settings.max_attempts {
+                TaskState::Failed(format!(
+                    "interrupted on attempt {} of {}",
+                    t.attempts, settings.max_attempts
+                ))
+            } else if t.budget_used >= settings.task_budget {
+                TaskState::Failed(format!(
+                    "interrupted; the task's budget of {:?} is spent",
+                    settings.task_budget
+                ))
+            } else {
+                TaskState::Pending
+            };
         }
+        let queue = (0..tasks.len())
+            .filter(|i| tasks[*i].state == TaskState::Pending)
+            .collect();
         Scheduler {
             settings,
             tasks,
@@ -181,13 +221,17 @@ impl Scheduler {
         self.leases.get(id)
     }
 
+    /// A lease, active or ended.
+    pub fn any_lease(&self, id: &str) -> Option<&Lease> {
+        self.leases
+            .get(id)
+            .or_else(|| self.ended.get(id).map(|(lease, _)| lease))
+    }
+
     /// The task and attempt of a lease, active or ended.
     pub fn attempt_of(&self, lease_id: &str) -> Option<(&Task, u32)> {
-        self.leases
-            .get(lease_id)
-            .map(|l| (l.task, l.attempt))
-            .or_else(|| self.ended.get(lease_id).copied())
-            .map(|(task, attempt)| (&self.tasks[task], attempt))
+        self.any_lease(lease_id)
+            .map(|l| (&self.tasks[l.task], l.attempt))
     }
 
     pub fn counts(&self) -> Counts {
@@ -223,11 +267,19 @@ impl Scheduler {
         self.leases.len()
     }
 
-    /// A judge registered or reported its state.
-    pub fn judge(&mut self, instance: &str, url: &str, ready: bool) {
+    /// A judge (re)registered: a new process, trusted afresh.
+    pub fn judge_registered(&mut self, instance: &str, url: &str) {
         let judge = self.judges.entry(instance.to_string()).or_default();
         judge.url = url.to_string();
-        judge.ready = ready;
+        judge.ready = false;
+        judge.set_aside_until = None;
+    }
+
+    /// A judge reported whether it is ready.
+    pub fn judge_ready(&mut self, instance: &str, ready: bool) {
+        if let Some(judge) = self.judges.get_mut(instance) {
+            judge.ready = ready;
+        }
     }
 
     /// A judge is gone (its step died or stopped heartbeating).
@@ -237,15 +289,11 @@ impl Scheduler {
         }
     }
 
-    pub fn ready_judges(&self) -> usize {
-        self.judges.values().filter(|j| j.ready).count()
-    }
-
-    /// The least loaded ready judge, other than `avoid`.
-    fn pick_judge(&self, avoid: Option<&str>) -> Option<String> {
+    /// The least loaded usable judge.
+    fn pick_judge(&self, now: Instant) -> Option<String> {
         self.judges
             .iter()
-            .filter(|(name, j)| j.ready && Some(name.as_str()) != avoid)
+            .filter(|(_, j)| j.usable(now))
             .min_by_key(|(name, j)| (j.load, (*name).clone()))
             .map(|(name, _)| name.clone())
     }
@@ -254,7 +302,7 @@ impl Scheduler {
         if self.draining || self.finished() {
             return Pull::Done;
         }
-        let Some(judge) = self.pick_judge(None) else {
+        let Some(judge) = self.pick_judge(now) else {
             return Pull::Wait;
         };
         let Some(index) = self.queue.pop_front() else {
@@ -264,6 +312,7 @@ impl Scheduler {
         let task = &mut self.tasks[index];
         task.attempts += 1;
         task.state = TaskState::Leased(lease_id.clone());
+        let budget_left = self.settings.task_budget.saturating_sub(task.budget_used);
         let lease = Lease {
             id: lease_id.clone(),
             task: index,
@@ -272,7 +321,8 @@ impl Scheduler {
             worker,
             judge: judge.clone(),
             started: now,
-            deadline: now + self.settings.lease_ttl,
+            deadline: (now + self.settings.lease_ttl).min(now + budget_left),
+            budget_end: now + budget_left,
         };
         let grant = Grant {
             lease_id: lease_id.clone(),
@@ -280,20 +330,36 @@ impl Scheduler {
             attempt: task.attempts,
             judge: judge.clone(),
             judge_url: self.judges[&judge].url.clone(),
-            budget_left: self.settings.task_budget.saturating_sub(task.budget_used),
+            budget_left,
             deadline: lease.deadline,
+            attempts: task.attempts,
+            budget_used: task.budget_used,
         };
         self.judges.get_mut(&judge).expect("picked").load += 1;
         self.leases.insert(lease_id, lease);
         Pull::Lease(Box::new(grant))
     }
 
-    /// Extends a lease; `None` if it is gone.
+    /// Extends a lease, never past its task's budget; `None` if it is gone.
     pub fn renew(&mut self, lease_id: &str, now: Instant) -> Option<Instant> {
         let ttl = self.settings.lease_ttl;
         let lease = self.leases.get_mut(lease_id)?;
-        lease.deadline = now + ttl;
+        lease.deadline = (now + ttl).min(lease.budget_end);
         Some(lease.deadline)
+    }
+
+    /// Takes back a lease that never reached its agent: the attempt does not count.
+    pub fn revoke(&mut self, lease_id: &str) {
+        let Some(lease) = self.leases.remove(lease_id) else {
+            return;
+        };
+        if let Some(j) = self.judges.get_mut(&lease.judge) {
+            j.load = j.load.saturating_sub(1);
+        }
+        let task = &mut self.tasks[lease.task];
+        task.attempts = task.attempts.saturating_sub(1);
+        task.state = TaskState::Pending;
+        self.queue.push_front(lease.task);
     }
 
     /// Renews an agent's leases; returns the ones it no longer holds.
@@ -311,20 +377,36 @@ impl Scheduler {
             .collect()
     }
 
-    /// The lease's judge failed the agent: set it aside, move the lease to
-    /// another ready judge (or keep it where it is when there is none).
-    pub fn judge_failed(&mut self, lease_id: &str) -> Option<String> {
+    /// The lease's judge failed its agent: set it aside (a repeated report of
+    /// the same failure does not extend that), then as [`Self::judge_for`].
+    pub fn judge_failed(&mut self, lease_id: &str, now: Instant) -> Option<Option<String>> {
         let failed = self.leases.get(lease_id)?.judge.clone();
-        self.judge_down(&failed);
-        let next = self.pick_judge(Some(&failed)).unwrap_or(failed.clone());
-        if next != failed {
-            if let Some(j) = self.judges.get_mut(&failed) {
-                j.load = j.load.saturating_sub(1);
-            }
-            self.judges.get_mut(&next).expect("picked").load += 1;
-            self.leases.get_mut(lease_id).expect("checked").judge = next.clone();
+        if let Some(j) = self.judges.get_mut(&failed)
+            && j.usable(now)
+        {
+            j.set_aside_until = Some(now + SET_ASIDE);
         }
-        Some(self.judges[&next].url.clone())
+        self.judge_for(lease_id, now)
+    }
+
+    /// A usable judge's URL for the lease, moving the lease off a judge that
+    /// is not usable. `None`: no such lease; `Some(None)`: no usable judge now.
+    pub fn judge_for(&mut self, lease_id: &str, now: Instant) -> Option<Option<String>> {
+        let current = self.leases.get(lease_id)?.judge.clone();
+        if let Some(j) = self.judges.get(&current)
+            && j.usable(now)
+        {
+            return Some(Some(j.url.clone()));
+        }
+        let Some(next) = self.pick_judge(now) else {
+            return Some(None);
+        };
+        if let Some(j) = self.judges.get_mut(&current) {
+            j.load = j.load.saturating_sub(1);
+        }
+        self.judges.get_mut(&next).expect("picked").load += 1;
+        self.leases.get_mut(lease_id).expect("checked").judge = next.clone();
+        Some(Some(self.judges[&next].url.clone()))
     }
 
     /// The judge's Submit verdict for a lease: settles the task unless the
@@ -348,19 +430,33 @@ impl Scheduler {
             return Ok(None);
         }
         let lease = self.leases.remove(lease_id).expect("checked");
-        Ok(Some(self.end(
+        let end = self.end(
             lease,
             "submitted",
             TaskState::Settled(status.to_string(), speedup),
             now,
-        )))
+        );
+        if let Some(e) = self.ended.get_mut(lease_id) {
+            e.1 = true;
+        }
+        Ok(Some(end))
     }
 
-    /// The agent is done with a lease. If its Submit verdict settled the task
-    /// this is just the bookkeeping; otherwise the attempt failed.
-    pub fn complete(&mut self, lease_id: &str, outcome: &str, now: Instant) -> Option<AttemptEnd> {
-        let lease = self.leases.remove(lease_id)?;
-        Some(self.fail_attempt(lease, outcome, now))
+    /// The agent is done with a lease: if its verdict did not settle the
+    /// task, the attempt failed.
+    pub fn complete(&mut self, lease_id: &str, outcome: &str, now: Instant) -> Option<Completion> {
+        if let Some(lease) = self.leases.remove(lease_id) {
+            return Some(Completion::Ended(self.fail_attempt(lease, outcome, now)));
+        }
+        let (lease, settled) = self.ended.get(lease_id)?;
+        Some(if *settled {
+            Completion::Settled {
+                task: self.tasks[lease.task].spec.id.clone(),
+                attempt: lease.attempt,
+            }
+        } else {
+            Completion::Late
+        })
     }
 
     /// Ends every lease past its deadline.
@@ -375,7 +471,12 @@ impl Scheduler {
             .into_iter()
             .map(|id| {
                 let lease = self.leases.remove(&id).expect("listed");
-                self.fail_attempt(lease, "expired", now)
+                let outcome = if now >= lease.budget_end {
+                    "over budget"
+                } else {
+                    "expired"
+                };
+                self.fail_attempt(lease, outcome, now)
             })
             .collect()
     }
@@ -408,19 +509,19 @@ impl Scheduler {
         if let Some(j) = self.judges.get_mut(&lease.judge) {
             j.load = j.load.saturating_sub(1);
         }
-        self.ended
-            .insert(lease.id.clone(), (lease.task, lease.attempt));
         let task = &mut self.tasks[lease.task];
         task.budget_used += now.saturating_duration_since(lease.started);
         task.state = state.clone();
-        AttemptEnd {
+        let end = AttemptEnd {
             task: task.spec.id.clone(),
             attempt: lease.attempt,
             outcome: outcome.to_string(),
             state,
             attempts: task.attempts,
             budget_used: task.budget_used,
-        }
+        };
+        self.ended.insert(lease.id.clone(), (lease, false));
+        end
     }
 }
 
@@ -459,6 +560,11 @@ mod tests {
         )
     }
 
+    fn ready(s: &mut Scheduler, name: &str, url: &str) {
+        s.judge_registered(name, url);
+        s.judge_ready(name, true);
+    }
+
     fn grant(p: Pull) -> Grant {
         match p {
             Pull::Lease(g) => *g,
@@ -471,9 +577,9 @@ mod tests {
         let mut s = scheduler(2, 3);
         let t = Instant::now();
         assert_eq!(s.pull("agent-0", 0, t), Pull::Wait);
-        s.judge("judge-0", "http://j0", false);
+        s.judge_registered("judge-0", "http://j0");
         assert_eq!(s.pull("agent-0", 0, t), Pull::Wait);
-        s.judge("judge-0", "http://j0", true);
+        s.judge_ready("judge-0", true);
         assert_eq!(grant(s.pull("agent-0", 0, t)).judge_url, "http://j0");
     }
 
@@ -481,8 +587,8 @@ mod tests {
     fn judges_are_assigned_by_least_load() {
         let mut s = scheduler(4, 3);
         let t = Instant::now();
-        s.judge("judge-0", "j0", true);
-        s.judge("judge-1", "j1", true);
+        ready(&mut s, "judge-0", "j0");
+        ready(&mut s, "judge-1", "j1");
         let judges: Vec<String> = (0..4).map(|w| grant(s.pull("a", w, t)).judge).collect();
         assert_eq!(judges, ["judge-0", "judge-1", "judge-0", "judge-1"]);
     }
@@ -491,7 +597,7 @@ mod tests {
     fn a_task_settles_once() {
         let mut s = scheduler(1, 3);
         let t = Instant::now();
-        s.judge("judge-0", "j0", true);
+        ready(&mut s, "judge-0", "j0");
         let g = grant(s.pull("a", 0, t));
         let end = s.record(&g.lease_id, "ok", Some(1.1), t).unwrap().unwrap();
         assert_eq!(end.state, TaskState::Settled("ok".into(), Some(1.1)));
@@ -501,7 +607,10 @@ mod tests {
         );
         assert_eq!(
             s.complete(&g.lease_id, "submitted", t),
-            None,
+            Some(Completion::Settled {
+                task: "k0.c.fp64".into(),
+                attempt: 1
+            }),
             "completing after the settle is bookkeeping"
         );
         assert!(s.finished());
@@ -512,7 +621,7 @@ mod tests {
     fn expired_leases_requeue_until_attempts_run_out() {
         let mut s = scheduler(1, 2);
         let t0 = Instant::now();
-        s.judge("judge-0", "j0", true);
+        ready(&mut s, "judge-0", "j0");
         let first = grant(s.pull("a", 0, t0));
         let late = t0 + Duration::from_secs(31);
         let ended = s.expire(late);
@@ -534,7 +643,7 @@ mod tests {
     fn heartbeats_renew_leases_and_report_lost_ones() {
         let mut s = scheduler(1, 3);
         let t0 = Instant::now();
-        s.judge("judge-0", "j0", true);
+        ready(&mut s, "judge-0", "j0");
         let g = grant(s.pull("a", 0, t0));
         let lost = s.renew_agent(
             "a",
@@ -554,27 +663,93 @@ mod tests {
     fn a_failing_judge_is_set_aside_and_the_lease_moves() {
         let mut s = scheduler(2, 3);
         let t = Instant::now();
-        s.judge("judge-0", "j0", true);
-        s.judge("judge-1", "j1", true);
+        ready(&mut s, "judge-0", "j0");
+        ready(&mut s, "judge-1", "j1");
         let g = grant(s.pull("a", 0, t));
         assert_eq!(g.judge, "judge-0");
-        assert_eq!(s.judge_failed(&g.lease_id).as_deref(), Some("j1"));
+        assert_eq!(s.judge_failed(&g.lease_id, t), Some(Some("j1".to_string())));
         assert_eq!(s.lease(&g.lease_id).unwrap().judge, "judge-1");
         assert_eq!(
             grant(s.pull("a", 1, t)).judge,
             "judge-1",
-            "judge-0 gets nothing until it is ready again"
+            "judge-0 gets nothing while set aside"
         );
+    }
+
+    #[test]
+    fn a_lone_failing_judge_is_waited_for_and_taken_back_once_restarted() {
+        let mut s = scheduler(1, 3);
+        let t = Instant::now();
+        ready(&mut s, "judge-0", "old");
+        let g = grant(s.pull("a", 0, t));
+        assert_eq!(s.judge_failed(&g.lease_id, t), Some(None), "no other judge");
+        let later = t + Duration::from_secs(5);
+        assert_eq!(
+            s.judge_failed(&g.lease_id, later),
+            Some(None),
+            "a repeated report changes nothing"
+        );
+        s.judge_registered("judge-0", "new");
+        assert_eq!(s.judge_for(&g.lease_id, later), Some(None), "not ready yet");
+        s.judge_ready("judge-0", true);
+        assert_eq!(
+            s.judge_for(&g.lease_id, later),
+            Some(Some("new".to_string())),
+            "registering again clears the set-aside"
+        );
+    }
+
+    #[test]
+    fn a_set_aside_judge_is_usable_again_after_a_while() {
+        let mut s = scheduler(2, 3);
+        let t = Instant::now();
+        ready(&mut s, "judge-0", "j0");
+        let g = grant(s.pull("a", 0, t));
+        s.judge_failed(&g.lease_id, t);
+        assert_eq!(s.pull("a", 1, t + Duration::from_secs(1)), Pull::Wait);
+        assert_eq!(grant(s.pull("a", 1, t + SET_ASIDE)).judge, "judge-0");
+    }
+
+    #[test]
+    fn renewals_never_pass_the_task_budget() {
+        let mut s = Scheduler::new(
+            Settings {
+                max_attempts: 3,
+                task_budget: Duration::from_secs(40),
+                lease_ttl: Duration::from_secs(30),
+            },
+            tasks(1),
+        );
+        let t = Instant::now();
+        ready(&mut s, "judge-0", "j0");
+        let g = grant(s.pull("a", 0, t));
+        let deadline = s.renew(&g.lease_id, t + Duration::from_secs(25)).unwrap();
+        assert_eq!(deadline, t + Duration::from_secs(40));
+        let ended = s.expire(t + Duration::from_secs(40));
+        assert_eq!(ended[0].outcome, "over budget");
+        assert!(matches!(ended[0].state, TaskState::Failed(ref why) if why.contains("budget")));
+    }
+
+    #[test]
+    fn a_revoked_lease_does_not_count_as_an_attempt() {
+        let mut s = scheduler(1, 3);
+        let t = Instant::now();
+        ready(&mut s, "judge-0", "j0");
+        let g = grant(s.pull("a", 0, t));
+        s.revoke(&g.lease_id);
+        assert_eq!(grant(s.pull("a", 0, t)).attempt, 1);
     }
 
     #[test]
     fn harness_errors_do_not_settle_and_gave_up_requeues() {
         let mut s = scheduler(1, 3);
         let t = Instant::now();
-        s.judge("judge-0", "j0", true);
+        ready(&mut s, "judge-0", "j0");
         let g = grant(s.pull("a", 0, t));
         assert_eq!(s.record(&g.lease_id, "harness_error", None, t), Ok(None));
-        let end = s.complete(&g.lease_id, "gave_up", t).unwrap();
+        let Some(Completion::Ended(end)) = s.complete(&g.lease_id, "gave_up", t) else {
+            panic!("the attempt ends")
+        };
         assert_eq!(end.state, TaskState::Pending);
         assert_eq!(grant(s.pull("a", 0, t)).attempt, 2);
     }
@@ -590,23 +765,27 @@ mod tests {
             tasks(1),
         );
         let t0 = Instant::now();
-        s.judge("judge-0", "j0", true);
+        ready(&mut s, "judge-0", "j0");
         let g = grant(s.pull("a", 0, t0));
         s.complete(&g.lease_id, "error", t0 + Duration::from_secs(30));
         let g = grant(s.pull("a", 0, t0 + Duration::from_secs(30)));
         assert_eq!(g.budget_left, Duration::from_secs(20));
-        let end = s
-            .complete(&g.lease_id, "error", t0 + Duration::from_secs(51))
-            .unwrap();
+        let Some(Completion::Ended(end)) =
+            s.complete(&g.lease_id, "error", t0 + Duration::from_secs(51))
+        else {
+            panic!("the attempt ends")
+        };
         assert!(matches!(end.state, TaskState::Failed(ref why) if why.contains("budget")));
     }
 
     #[test]
     fn resumed_tasks_keep_their_outcome_and_lose_their_leases() {
-        let mut all = tasks(3);
+        let mut all = tasks(4);
         all[0].state = TaskState::Settled("ok".into(), Some(1.0));
         all[1].state = TaskState::Leased("old".into());
         all[1].attempts = 1;
+        all[3].state = TaskState::Leased("old".into());
+        all[3].attempts = 3;
         let mut s = Scheduler::new(
             Settings {
                 max_attempts: 3,
@@ -618,14 +797,15 @@ mod tests {
         assert_eq!(
             s.counts(),
             Counts {
-                total: 3,
+                total: 4,
                 pending: 2,
                 running: 0,
                 settled: 1,
-                failed: 0
-            }
+                failed: 1
+            },
+            "a task interrupted on its last attempt is failed"
         );
-        s.judge("judge-0", "j0", true);
+        ready(&mut s, "judge-0", "j0");
         let g = grant(s.pull("a", 0, Instant::now()));
         assert_eq!((g.task.id.as_str(), g.attempt), ("k1.c.fp64", 2));
     }

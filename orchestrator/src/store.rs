@@ -2,8 +2,12 @@
 //!
 //! One writer, the orchestrator: every change goes through a channel to one
 //! thread that applies whatever has queued up in one transaction, so lease
-//! traffic costs one commit per batch, not per call. A settled task is made
-//! durable before the judge is told it settled ([`Store::flush`]).
+//! traffic costs one commit per batch, not per call. Each change is a job
+//! applied under its own savepoint: a failing job is rolled back alone, the
+//! store is marked failed ([`Store::failure`]; the campaign stops on it), and
+//! the next flush reports it. A settle is one job (verdict row and task
+//! together) and is made durable before the judge is told it settled
+//! ([`Store::flush`]).
 //!
 //! Where the run directory lives decides the journal: WAL on local disks, the
 //! rollback journal on network filesystems (Lustre, NFS, GPFS, BeeGFS, CIFS),
@@ -12,7 +16,7 @@
 //! vanish with the node and the database would take RAM from the measured runs.
 
 use std::path::{Path, PathBuf};
-use std::sync::mpsc;
+use std::sync::{Arc, Mutex, mpsc};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use rusqlite::{Connection, OptionalExtension, params};
@@ -57,6 +61,8 @@ pub enum StoreError {
     MemoryFilesystem { path: PathBuf, fstype: String },
     #[error("the store's writer has stopped")]
     Closed,
+    #[error("{path}: a write failed, the store is incomplete: {why}")]
+    Failed { path: PathBuf, why: String },
 }
 
 /// A task as the store keeps it.
@@ -80,7 +86,9 @@ type Job = Box<dyn FnOnce(&Connection) -> rusqlite::Result<()> + Send>;
 
 enum Op {
     Write(Job),
-    Flush(tokio::sync::oneshot::Sender<()>),
+    /// Answered once everything before it is committed, with the first
+    /// failure of the store if there was one.
+    Flush(tokio::sync::oneshot::Sender<Result<(), String>>),
 }
 
 /// The writer's handle.
@@ -88,6 +96,7 @@ enum Op {
 pub struct Store {
     path: PathBuf,
     ops: mpsc::Sender<Op>,
+    failure: Arc<Mutex<Option<String>>>,
 }
 
 pub fn now() -> f64 {
@@ -117,18 +126,26 @@ impl Store {
         };
         conn.pragma_update(None, "journal_mode", journal)
             .map_err(sqlite)?;
-        conn.pragma_update(None, "synchronous", "NORMAL")
+        // FULL: a settle the judge was told about survives a power cut too.
+        conn.pragma_update(None, "synchronous", "FULL")
             .map_err(sqlite)?;
         conn.busy_timeout(std::time::Duration::from_secs(30))
             .map_err(sqlite)?;
         conn.execute_batch(SCHEMA).map_err(sqlite)?;
         let (ops, queue) = mpsc::channel();
-        let log_path = path.clone();
+        let failure = Arc::new(Mutex::new(None));
+        let writer_failure = failure.clone();
         std::thread::Builder::new()
             .name("store-writer".into())
-            .spawn(move || writer(conn, queue, log_path))
+            .spawn(move || writer(conn, queue, writer_failure))
             .map_err(|e| sqlite(rusqlite::Error::ToSqlConversionFailure(Box::new(e))))?;
-        Ok(Store { path, ops })
+        Ok(Store { path, ops, failure })
+    }
+
+    /// The first write that failed, if one did: the store no longer holds
+    /// everything that happened.
+    pub fn failure(&self) -> Option<String> {
+        self.failure.lock().expect("store failure lock").clone()
     }
 
     pub fn path(&self) -> &Path {
@@ -141,13 +158,19 @@ impl Store {
         let _ = self.ops.send(Op::Write(Box::new(job)));
     }
 
-    /// Waits until every change queued so far is committed.
+    /// Waits until every change queued so far is committed; fails if any
+    /// change of the store failed.
     pub async fn flush(&self) -> Result<(), StoreError> {
         let (tx, rx) = tokio::sync::oneshot::channel();
         self.ops
             .send(Op::Flush(tx))
             .map_err(|_| StoreError::Closed)?;
-        rx.await.map_err(|_| StoreError::Closed)
+        rx.await
+            .map_err(|_| StoreError::Closed)?
+            .map_err(|why| StoreError::Failed {
+                path: self.path.clone(),
+                why,
+            })
     }
 
     pub fn campaign_started(&self, id: &str, run_dir: &Path, job_id: Option<&str>, config: &str) {
@@ -193,112 +216,70 @@ impl Store {
         });
     }
 
-    pub fn task_state(&self, task: &str, state: &str, attempts: u32, budget_used_s: f64) {
-        let (task, state) = (task.to_string(), state.to_string());
+    /// A lease was granted: the attempt starts and its task is leased.
+    pub fn attempt_started(&self, start: AttemptStart) {
         self.write(move |c| {
             c.execute(
-                "UPDATE tasks SET state = ?2, attempts = ?3, budget_used_s = ?4 WHERE id = ?1",
-                params![task, state, attempts, budget_used_s],
-            )
-            .map(drop)
-        });
-    }
-
-    /// The task's end: settled with its verdict, or failed with the reason.
-    pub fn task_finished(
-        &self,
-        task: &str,
-        state: &str,
-        status: &str,
-        speedup: Option<f64>,
-        verdict: Option<String>,
-    ) {
-        let (task, state, status) = (task.to_string(), state.to_string(), status.to_string());
-        self.write(move |c| {
-            c.execute(
-                "UPDATE tasks SET state = ?2, status = ?3, speedup = ?4, verdict = ?5, settled_at = ?6
-                 WHERE id = ?1",
-                params![task, state, status, speedup, verdict, now()],
-            )
-            .map(drop)
-        });
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    pub fn attempt_started(
-        &self,
-        task: &str,
-        attempt: u32,
-        lease: &str,
-        agent: &str,
-        worker: u32,
-        judge: &str,
-    ) {
-        let (task, lease, agent, judge) = (
-            task.to_string(),
-            lease.to_string(),
-            agent.to_string(),
-            judge.to_string(),
-        );
-        self.write(move |c| {
-            c.execute(
-                "INSERT OR REPLACE INTO attempts (task_id, attempt, lease_id, agent, worker, judge, started_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-                params![task, attempt, lease, agent, worker, judge, now()],
-            )
-            .map(drop)
-        });
-    }
-
-    pub fn attempt_ended(
-        &self,
-        task: &str,
-        attempt: u32,
-        outcome: &str,
-        tokens: u64,
-        transcript: &str,
-        message: &str,
-    ) {
-        let (task, outcome, transcript, message) = (
-            task.to_string(),
-            outcome.to_string(),
-            transcript.to_string(),
-            message.to_string(),
-        );
-        self.write(move |c| {
-            c.execute(
-                "UPDATE attempts SET ended_at = ?3, outcome = ?4, tokens = ?5, transcript = ?6, message = ?7
-                 WHERE task_id = ?1 AND attempt = ?2",
-                params![task, attempt, now(), outcome, tokens as i64, transcript, message],
-            )
-            .map(drop)
-        });
-    }
-
-    /// One grade's verdict (Score, Submit or Profile), and whether it settled its task.
-    pub fn verdict(&self, record: VerdictRecord) {
-        self.write(move |c| {
-            c.execute(
-                "INSERT INTO verdicts (task_id, attempt, lease_id, kind, judge, status, speedup,
-                 median_ns, message, settled, verdict, at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+                "INSERT OR REPLACE INTO attempts (task_id, attempt, lease_id, agent, worker, judge,
+                 started_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
                 params![
-                    record.task_id,
-                    record.attempt,
-                    record.lease_id,
-                    record.kind,
-                    record.judge,
-                    record.status,
-                    record.speedup,
-                    record.median_ns,
-                    record.message,
-                    record.settled as i64,
-                    record.verdict,
+                    start.task,
+                    start.attempt,
+                    start.lease_id,
+                    start.agent,
+                    start.worker,
+                    start.judge,
                     now()
                 ],
+            )?;
+            c.execute(
+                "UPDATE tasks SET state = 'leased', attempts = ?2, budget_used_s = ?3 WHERE id = ?1",
+                params![start.task, start.attempt, start.budget_used_s],
             )
             .map(drop)
         });
+    }
+
+    /// How an attempt ended and what became of its task, in one job.
+    pub fn attempt_ended(&self, end: AttemptRecord) {
+        self.write(move |c| {
+            if let Some(report) = &end.agent {
+                agent_report(c, &end.task, end.attempt, report)?;
+            }
+            if let Some(verdict) = &end.verdict {
+                insert_verdict(c, verdict)?;
+            }
+            c.execute(
+                "UPDATE tasks SET state = ?2, attempts = ?3, budget_used_s = ?4 WHERE id = ?1",
+                params![end.task, end.state, end.attempts, end.budget_used_s],
+            )?;
+            if let Some(status) = &end.status {
+                c.execute(
+                    "UPDATE tasks SET status = ?2, speedup = ?3, verdict = ?4, settled_at = ?5
+                     WHERE id = ?1",
+                    params![
+                        end.task,
+                        status,
+                        end.speedup,
+                        end.verdict.as_ref().map(|v| &v.verdict),
+                        now()
+                    ],
+                )?;
+            }
+            Ok(())
+        });
+    }
+
+    /// The agent's report of an attempt whose end is recorded already (its
+    /// verdict settled the task first).
+    pub fn agent_report(&self, task: &str, attempt: u32, report: AgentReport) {
+        let task = task.to_string();
+        self.write(move |c| agent_report(c, &task, attempt, &report));
+    }
+
+    /// One grade's verdict that settled nothing (Score, Profile, a refused Submit).
+    pub fn verdict(&self, record: VerdictRecord) {
+        self.write(move |c| insert_verdict(c, &record));
     }
 
     pub fn role(
@@ -342,6 +323,77 @@ impl Store {
     }
 }
 
+/// A granted lease, as the attempts table records it.
+#[derive(Debug, Clone)]
+pub struct AttemptStart {
+    pub task: String,
+    pub attempt: u32,
+    pub lease_id: String,
+    pub agent: String,
+    pub worker: u32,
+    pub judge: String,
+    pub budget_used_s: f64,
+}
+
+/// How an attempt ended, with what it did to its task.
+#[derive(Debug, Clone, Default)]
+pub struct AttemptRecord {
+    pub task: String,
+    pub attempt: u32,
+    /// The task after it: pending | settled | failed.
+    pub state: String,
+    pub attempts: u32,
+    pub budget_used_s: f64,
+    /// A finished task's outcome: the settling verdict's status, or why it failed.
+    pub status: Option<String>,
+    pub speedup: Option<f64>,
+    /// What the agent said of the attempt, when it said something.
+    pub agent: Option<AgentReport>,
+    /// The verdict that settled the task.
+    pub verdict: Option<VerdictRecord>,
+}
+
+/// An agent's account of an attempt.
+#[derive(Debug, Clone, Default)]
+pub struct AgentReport {
+    pub outcome: String,
+    pub tokens: u64,
+    pub transcript: String,
+    pub message: String,
+}
+
+fn agent_report(c: &Connection, task: &str, attempt: u32, r: &AgentReport) -> rusqlite::Result<()> {
+    c.execute(
+        "UPDATE attempts SET ended_at = ?3, outcome = ?4, tokens = ?5, transcript = ?6, message = ?7
+         WHERE task_id = ?1 AND attempt = ?2",
+        params![task, attempt, now(), r.outcome, r.tokens as i64, r.transcript, r.message],
+    )
+    .map(drop)
+}
+
+fn insert_verdict(c: &Connection, record: &VerdictRecord) -> rusqlite::Result<()> {
+    c.execute(
+        "INSERT INTO verdicts (task_id, attempt, lease_id, kind, judge, status, speedup,
+         median_ns, message, settled, verdict, at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+        params![
+            record.task_id,
+            record.attempt,
+            record.lease_id,
+            record.kind,
+            record.judge,
+            record.status,
+            record.speedup,
+            record.median_ns,
+            record.message,
+            record.settled as i64,
+            record.verdict,
+            now()
+        ],
+    )
+    .map(drop)
+}
+
 /// One row of the verdicts table.
 #[derive(Debug, Clone, Default)]
 pub struct VerdictRecord {
@@ -358,8 +410,16 @@ pub struct VerdictRecord {
     pub verdict: String,
 }
 
-/// Applies queued changes in batches: one transaction per batch.
-fn writer(mut conn: Connection, queue: mpsc::Receiver<Op>, path: PathBuf) {
+/// Applies queued changes in batches: one transaction per batch, one
+/// savepoint per change.
+fn writer(mut conn: Connection, queue: mpsc::Receiver<Op>, failure: Arc<Mutex<Option<String>>>) {
+    let fail = |why: String| {
+        tracing::error!("store: {why}");
+        failure
+            .lock()
+            .expect("store failure lock")
+            .get_or_insert(why);
+    };
     while let Ok(first) = queue.recv() {
         let mut batch = vec![first];
         while let Ok(more) = queue.try_recv() {
@@ -370,20 +430,28 @@ fn writer(mut conn: Connection, queue: mpsc::Receiver<Op>, path: PathBuf) {
         }
         let mut flushes = Vec::new();
         let result = (|| -> rusqlite::Result<()> {
-            let tx = conn.transaction()?;
+            let mut tx = conn.transaction()?;
             for op in batch {
                 match op {
-                    Op::Write(job) => job(&tx)?,
+                    Op::Write(job) => {
+                        let savepoint = tx.savepoint()?;
+                        match job(&savepoint) {
+                            Ok(()) => savepoint.commit()?,
+                            // Dropping the savepoint rolls this change back alone.
+                            Err(e) => fail(e.to_string()),
+                        }
+                    }
                     Op::Flush(done) => flushes.push(done),
                 }
             }
             tx.commit()
         })();
         if let Err(e) = result {
-            tracing::error!("store {}: {e}", path.display());
+            fail(format!("commit: {e}"));
         }
+        let state = failure.lock().expect("store failure lock").clone();
         for done in flushes {
-            let _ = done.send(());
+            let _ = done.send(state.clone().map_or(Ok(()), Err));
         }
     }
 }
@@ -554,7 +622,22 @@ mod tests {
             .collect();
         store.add_tasks(tasks.clone());
         store.add_tasks(tasks);
-        store.task_finished("k1.c", "settled", "ok", Some(1.5), None);
+        store.attempt_ended(AttemptRecord {
+            task: "k1.c".into(),
+            attempt: 1,
+            state: "settled".into(),
+            attempts: 1,
+            status: Some("ok".into()),
+            speedup: Some(1.5),
+            verdict: Some(VerdictRecord {
+                task_id: "k1.c".into(),
+                attempt: 1,
+                settled: true,
+                verdict: "{\"status\":\"ok\"}".into(),
+                ..VerdictRecord::default()
+            }),
+            ..AttemptRecord::default()
+        });
         store.flush().await.unwrap();
         let reader = Reader::open(dir.path()).unwrap();
         let rows = reader.tasks().unwrap();
@@ -565,7 +648,38 @@ mod tests {
         );
         assert_eq!(rows[1].state, "settled");
         assert_eq!(rows[1].speedup, Some(1.5));
+        assert_eq!(reader.settlements().unwrap()[1], ("k1.c".to_string(), 1));
         assert_eq!(reader.campaign().unwrap().unwrap().state, "running");
+        assert_eq!(store.failure(), None);
+    }
+
+    #[tokio::test]
+    async fn a_failing_write_is_rolled_back_alone_and_reported() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), false).unwrap();
+        store.event("", "before", "");
+        store.write(|c| {
+            c.execute("INSERT INTO events (at, kind) VALUES (1, 'half')", [])?;
+            c.execute("INSERT INTO no_such_table VALUES (1)", [])
+                .map(drop)
+        });
+        store.event("", "after", "");
+        let err = store.flush().await.unwrap_err();
+        assert!(err.to_string().contains("no_such_table"), "{err}");
+        assert!(store.failure().unwrap().contains("no_such_table"));
+        let conn = Connection::open(dir.path().join(FILE_NAME)).unwrap();
+        let kinds: Vec<String> = conn
+            .prepare("SELECT kind FROM events ORDER BY id")
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(
+            kinds,
+            ["before", "after"],
+            "the failed job left nothing behind"
+        );
     }
 
     #[test]

@@ -16,10 +16,13 @@ use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, watch};
 
 use crate::campaign::state::{Campaign, RoleState};
-use crate::executor::{Executor, log_tail};
+use crate::executor::{Executor, Step, log_tail};
 use crate::plan::{Role, RoleInstance};
 
 pub const MAX_RESTARTS: u32 = 3;
+/// An instance that ran this long before it died starts its restarts afresh:
+/// one crash a day does not add up to failing the campaign.
+const STABLE_AFTER: Duration = Duration::from_secs(300);
 /// Time a stopping role gets between TERM and KILL.
 pub const STOP_GRACE: Duration = Duration::from_secs(10);
 
@@ -93,18 +96,22 @@ async fn keep_running<E: Executor>(
                 }
                 format!("exited ({status}) after {:.0} s", started.elapsed().as_secs_f64())
             }
-            why = marked_dead(&campaign, &name) => {
-                executor.stop(&mut step, STOP_GRACE).await;
-                why
-            }
+            why = marked_dead(&campaign, &name) => why,
             _ = shutdown.changed() => {
-                executor.stop(&mut step, STOP_GRACE).await;
+                stop(&*executor, &campaign, &mut step).await;
                 campaign.set_role_state(&name, RoleState::Finished);
                 return;
             }
         };
+        // Whatever is left of it goes before another one starts.
+        stop(&*executor, &campaign, &mut step).await;
         if *shutdown.borrow() {
             return;
+        }
+        if started.elapsed() >= STABLE_AFTER
+            && let Some(entry) = campaign.roles().get_mut(&name)
+        {
+            entry.restarts = 0;
         }
         if instance.role == Role::Judge {
             campaign.scheduler().judge_down(&name);
@@ -114,6 +121,17 @@ async fn keep_running<E: Executor>(
             return;
         }
     }
+}
+
+/// Stops a launched instance, by the Slurm step it registered from when it did.
+async fn stop<E: Executor>(executor: &E, campaign: &Campaign, step: &mut Step) {
+    if step.step_id.is_none() {
+        step.step_id = campaign
+            .roles()
+            .get(&step.name)
+            .and_then(|e| e.slurm_step.clone());
+    }
+    executor.stop(step, STOP_GRACE).await;
 }
 
 /// Resolves when the main loop marks the instance dead (missed heartbeats).

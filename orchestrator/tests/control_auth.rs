@@ -1,6 +1,6 @@
 //! The control plane's authentication, over real gRPC on loopback: a call
-//! without a token, with an unknown token, or with another role's token for
-//! what only judges may do, is refused.
+//! without a token, with an unknown token, with another role's token for
+//! what only judges may do, or with another instance's token, is refused.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -24,7 +24,13 @@ struct Running {
 async fn start() -> Running {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path(), false).unwrap();
-    let tokens = Tokens::generate();
+    let instances = [
+        ("agent-0", Role::Agent),
+        ("agent-1", Role::Agent),
+        ("judge-0", Role::Judge),
+        ("judge-1", Role::Judge),
+    ];
+    let tokens = Tokens::generate(instances);
     let task = Task {
         spec: TaskSpec {
             id: "gemm.c.fp64".into(),
@@ -44,7 +50,7 @@ async fn start() -> Running {
         },
         vec![task],
     );
-    let roles: BTreeMap<String, RoleEntry> = [("agent-0", Role::Agent), ("judge-0", Role::Judge)]
+    let roles: BTreeMap<String, RoleEntry> = instances
         .into_iter()
         .map(|(name, role)| {
             let entry = RoleEntry {
@@ -54,6 +60,7 @@ async fn start() -> Running {
                 state: RoleState::Launching,
                 restarts: 0,
                 last_seen: Instant::now(),
+                slurm_step: None,
             };
             (name.to_string(), entry)
         })
@@ -129,7 +136,7 @@ async fn only_judges_record_results_and_every_call_needs_a_token() {
     assert_eq!(err.code(), tonic::Code::Unauthenticated);
 
     // The judge registers and is ready; the agent takes the lease.
-    let mut judge = client::connect(&running.url, &running.tokens.judge)
+    let mut judge = client::connect(&running.url, running.tokens.of("judge-0").unwrap())
         .await
         .unwrap();
     judge
@@ -150,7 +157,7 @@ async fn only_judges_record_results_and_every_call_needs_a_token() {
         })
         .await
         .unwrap();
-    let mut agent = client::connect(&running.url, &running.tokens.agent)
+    let mut agent = client::connect(&running.url, running.tokens.of("agent-0").unwrap())
         .await
         .unwrap();
     let lease = agent
@@ -220,7 +227,7 @@ async fn only_judges_record_results_and_every_call_needs_a_token() {
 #[tokio::test]
 async fn a_verdict_for_another_task_is_refused() {
     let running = start().await;
-    let mut judge = client::connect(&running.url, &running.tokens.judge)
+    let mut judge = client::connect(&running.url, running.tokens.of("judge-0").unwrap())
         .await
         .unwrap();
     judge
@@ -240,7 +247,7 @@ async fn a_verdict_for_another_task_is_refused() {
         })
         .await
         .unwrap();
-    let mut agent = client::connect(&running.url, &running.tokens.agent)
+    let mut agent = client::connect(&running.url, running.tokens.of("agent-0").unwrap())
         .await
         .unwrap();
     let lease = agent
@@ -257,4 +264,103 @@ async fn a_verdict_for_another_task_is_refused() {
     wrong.verdict.as_mut().unwrap().task_id = "dense_linear_algebra/atax".into();
     let err = judge.record_result(wrong).await.unwrap_err();
     assert_eq!(err.code(), tonic::Code::InvalidArgument);
+}
+
+#[tokio::test]
+async fn an_instance_acts_only_as_itself() {
+    let running = start().await;
+    let connect = |name: &str| client::connect(&running.url, running.tokens.of(name).unwrap());
+    let mut judge = connect("judge-0").await.unwrap();
+    judge
+        .register(pb::RegisterRequest {
+            role: pb::Role::Judge as i32,
+            instance: "judge-0".into(),
+            endpoint: "n1:8800".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    judge
+        .heartbeat(pb::HeartbeatRequest {
+            instance: "judge-0".into(),
+            state: pb::RoleState::Ready as i32,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let mut other_judge = connect("judge-1").await.unwrap();
+    let err = other_judge
+        .heartbeat(pb::HeartbeatRequest {
+            instance: "judge-0".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.code(),
+        tonic::Code::PermissionDenied,
+        "judge-1 heartbeats for judge-0"
+    );
+
+    let mut agent = connect("agent-0").await.unwrap();
+    let mut other_agent = connect("agent-1").await.unwrap();
+    let pull_as_0 = pb::PullTaskRequest {
+        instance: "agent-0".into(),
+        worker: 0,
+    };
+    let err = other_agent.pull_task(pull_as_0.clone()).await.unwrap_err();
+    assert_eq!(
+        err.code(),
+        tonic::Code::PermissionDenied,
+        "agent-1 pulls as agent-0"
+    );
+    let lease = agent
+        .pull_task(pull_as_0)
+        .await
+        .unwrap()
+        .into_inner()
+        .lease
+        .unwrap();
+    let err = other_agent
+        .complete_task(pb::CompleteTaskRequest {
+            lease_id: lease.lease_id.clone(),
+            outcome: "gave_up".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.code(),
+        tonic::Code::PermissionDenied,
+        "agent-1 ends agent-0's lease"
+    );
+    let err = other_agent
+        .renew_lease(pb::RenewLeaseRequest {
+            lease_id: lease.lease_id.clone(),
+            judge_failed: true,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.code(),
+        tonic::Code::PermissionDenied,
+        "agent-1 moves agent-0's lease"
+    );
+    let err = other_judge
+        .record_result(record(&lease.lease_id))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.code(),
+        tonic::Code::PermissionDenied,
+        "judge-1 records a verdict for a lease judge-0 judges"
+    );
+    assert!(
+        judge
+            .record_result(record(&lease.lease_id))
+            .await
+            .unwrap()
+            .into_inner()
+            .settled
+    );
 }

@@ -10,6 +10,7 @@ use hpcagent_judge::corpus::Corpus;
 use hpcagent_judge::service::{Recorder, Recording, Service};
 use hpcagent_judge::{Judge, JudgeConfig};
 use hpcagent_orchestrator::client::{Client, RoleContext, start_heartbeats};
+use hpcagent_orchestrator::control::auth;
 use hpcagent_proto::v1 as pb;
 
 use super::judge::runtime;
@@ -74,6 +75,12 @@ impl Recorder for ToOrchestrator {
 }
 
 async fn judge(args: Instance) -> anyhow::Result<()> {
+    let judge_token = std::env::var(auth::JUDGE_TOKEN_VAR).map_err(|_| {
+        anyhow::anyhow!(
+            "{} is not set: campaign judges run inside `hpcagent up` (use `hpcagent judge serve` alone)",
+            auth::JUDGE_TOKEN_VAR
+        )
+    })?;
     let mut ctx = RoleContext::load(&args.run_dir, &args.instance).await?;
     let settings = &ctx.config.settings;
     let corpus = std::env::var_os("HPCAGENT_BENCHMARKS")
@@ -130,8 +137,13 @@ async fn judge(args: Instance) -> anyhow::Result<()> {
         judge: args.instance.clone(),
     });
     let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+    // Only the campaign's agents may have grades (and its held-out cases' answers).
+    let service = tonic::service::interceptor::InterceptedService::new(
+        Service::new(judge, Some(recorder)),
+        auth::require_token(judge_token),
+    );
     let server = tonic::transport::Server::builder()
-        .add_service(Service::new(judge, Some(recorder)))
+        .add_service(service)
         .serve_with_incoming_shutdown(incoming, stop_signal());
     heartbeat.set_ready(true);
     tracing::info!(instance = %args.instance, %endpoint, "judge ready");

@@ -13,7 +13,6 @@ pub mod state;
 pub mod tasks;
 
 use std::collections::BTreeMap;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -26,12 +25,13 @@ use tokio::sync::{mpsc, watch};
 use crate::allocation::{Allocation, Sourced};
 use crate::client::{ORCHESTRATOR_VAR, TOKEN_VAR};
 use crate::config::Config;
-use crate::control::{self, Control, auth::Tokens};
+use crate::control::auth::{JUDGE_TOKEN_VAR, Tokens};
+use crate::control::{self, Control};
 use crate::executor::{Executor, local::LocalExecutor, slurm::SlurmExecutor};
 use crate::placement::{self, Layout};
 use crate::plan::{Plan, Role};
 use crate::scheduler::{Scheduler, Settings, Task, TaskState};
-use crate::store::{Reader, Store, TaskRow};
+use crate::store::{AgentReport, Reader, Store, TaskRow};
 use crate::supervisor::{self, Critical};
 use state::{Campaign, RoleEntry, RoleState};
 
@@ -60,6 +60,8 @@ pub struct Up {
     /// The hpcagent binary every role runs.
     pub exe: PathBuf,
     pub corpus_root: PathBuf,
+    /// Continue the campaign the run directory holds (otherwise it must hold none).
+    pub resume: bool,
 }
 
 /// How a campaign ended.
@@ -85,6 +87,14 @@ pub async fn up(up: Up) -> anyhow::Result<Outcome> {
     let specs = tasks::task_set(&up.config, &corpus)?;
     std::fs::create_dir_all(&up.run_dir)
         .with_context(|| format!("cannot create {}", up.run_dir.display()))?;
+    let _lock = lock_run_dir(&up.run_dir)?;
+    if !up.resume && up.run_dir.join(crate::store::FILE_NAME).exists() {
+        anyhow::bail!(
+            "{} holds a campaign already; continue it with `hpcagent up --resume {0}`, \
+             or choose another run directory",
+            up.run_dir.display()
+        );
+    }
     write_file(
         &up.run_dir.join("plan.json"),
         &(serde_json::to_string_pretty(&plan)? + "\n"),
@@ -120,7 +130,7 @@ pub async fn up(up: Up) -> anyhow::Result<Outcome> {
         );
     }
 
-    let tokens = Tokens::generate();
+    let tokens = Tokens::generate(plan.instances.iter().map(|i| (i.name.as_str(), i.role)));
     let roles: BTreeMap<String, RoleEntry> = plan
         .instances
         .iter()
@@ -132,6 +142,7 @@ pub async fn up(up: Up) -> anyhow::Result<Outcome> {
                 state: RoleState::Launching,
                 restarts: 0,
                 last_seen: Instant::now(),
+                slurm_step: None,
             };
             (i.name.clone(), entry)
         })
@@ -323,14 +334,10 @@ fn role_environments(
     plan.instances
         .iter()
         .map(|instance| {
-            let token = match instance.role {
-                Role::Agent => &tokens.agent,
-                Role::Judge => &tokens.judge,
-                Role::Inference => &tokens.inference,
-            };
+            let token = tokens.of(&instance.name).expect("a token per instance");
             let mut env = vec![
                 (ORCHESTRATOR_VAR.to_string(), address.to_string()),
-                (TOKEN_VAR.to_string(), token.clone()),
+                (TOKEN_VAR.to_string(), token.to_string()),
                 (
                     "HPCAGENT_BENCHMARKS".to_string(),
                     up.corpus_root.display().to_string(),
@@ -339,6 +346,9 @@ fn role_environments(
             if instance.role == Role::Judge {
                 // Every judge of the campaign draws the same held-out cases.
                 env.push(("HPCAGENT_JUDGE_SECRET".to_string(), secret.clone()));
+            }
+            if matches!(instance.role, Role::Judge | Role::Agent) {
+                env.push((JUDGE_TOKEN_VAR.to_string(), tokens.judge_access.clone()));
             }
             (instance.clone(), env)
         })
@@ -366,7 +376,7 @@ async fn run<E: Executor>(
         tokio::select! {
             _ = tick.tick() => {}
             _ = usr1.recv() => {
-                let window = Duration::from_secs(up.config.settings.drain_seconds.saturating_sub(30).max(5) as u64);
+                let window = drain_window(up.config.settings.drain_seconds);
                 eprintln!("\nUSR1: draining; running tasks get {window:?} to finish");
                 campaign.scheduler().drain();
                 campaign.store.event("", "drain", "USR1");
@@ -378,6 +388,9 @@ async fn run<E: Executor>(
                 eprintln!("\n{} failed for good: {}\n--- last lines of its log ---\n{}\n---", c.instance, c.reason, c.log_tail);
                 break Outcome::Failed(format!("{}: {}", c.instance, c.reason));
             }
+        }
+        if let Some(why) = campaign.store.failure() {
+            break Outcome::Failed(format!("the results store failed: {why}"));
         }
         expire_leases(&campaign);
         detect_silent_roles(&campaign);
@@ -411,14 +424,23 @@ async fn run<E: Executor>(
 
 /// Ends leases past their deadline and records what became of their tasks.
 fn expire_leases(campaign: &Campaign) {
-    let ended = campaign.scheduler().expire(Instant::now());
-    for end in ended {
-        tracing::warn!(task = %end.task, attempt = end.attempt, "lease expired");
-        let message = "the lease expired: no heartbeat from its agent";
-        campaign
-            .store
-            .attempt_ended(&end.task, end.attempt, "expired", 0, "", message);
-        campaign.attempt_ended(&end, None);
+    let ended = {
+        let mut sched = campaign.scheduler();
+        let ended = sched.expire(Instant::now());
+        for end in &ended {
+            let report = AgentReport {
+                outcome: end.outcome.clone(),
+                message: "the lease ran out: no heartbeat from its agent, or its budget is spent"
+                    .into(),
+                ..AgentReport::default()
+            };
+            campaign.record_end(end, Some(report), None);
+        }
+        ended
+    };
+    for end in &ended {
+        tracing::warn!(task = %end.task, attempt = end.attempt, "lease ended: {}", end.outcome);
+        campaign.write_outcome(end);
     }
 }
 
@@ -451,10 +473,85 @@ fn detect_silent_roles(campaign: &Campaign) {
     }
 }
 
+/// How long running tasks get after USR1: what is left before the time
+/// limit, less what stopping the roles and flushing the store take.
+fn drain_window(drain_seconds: u32) -> Duration {
+    let reserve = supervisor::STOP_GRACE * 2 + Duration::from_secs(15);
+    Duration::from_secs(drain_seconds as u64)
+        .saturating_sub(reserve)
+        .max(Duration::from_secs(5))
+}
+
+/// Holds the run directory for this campaign: a second `up` on it (a resume
+/// started while the first still runs) is refused instead of sharing the store.
+fn lock_run_dir(run_dir: &Path) -> anyhow::Result<std::fs::File> {
+    let path = run_dir.join(".lock");
+    let file = std::fs::File::create(&path)
+        .with_context(|| format!("cannot create {}", path.display()))?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => anyhow::bail!(
+            "another hpcagent up is running on {} (it holds {})",
+            run_dir.display(),
+            path.display()
+        ),
+        Err(std::fs::TryLockError::Error(e)) => {
+            Err(e).with_context(|| format!("cannot lock {}", path.display()))
+        }
+    }
+}
+
+/// Writes `path` whole (through a temporary file and a rename), created with
+/// `mode` so a secret is never readable by others, not even for a moment.
 fn write_file(path: &Path, text: &str, mode: u32) -> anyhow::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
     let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, text).with_context(|| format!("cannot write {}", tmp.display()))?;
-    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(mode))?;
+    let _ = std::fs::remove_file(&tmp);
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(mode)
+        .open(&tmp)
+        .with_context(|| format!("cannot write {}", tmp.display()))?;
+    file.write_all(text.as_bytes())
+        .with_context(|| format!("cannot write {}", tmp.display()))?;
     std::fs::rename(&tmp, path).with_context(|| format!("cannot write {}", path.display()))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn the_drain_window_leaves_time_to_stop() {
+        assert_eq!(drain_window(300), Duration::from_secs(265));
+        assert_eq!(
+            drain_window(20),
+            Duration::from_secs(5),
+            "never less than 5 s"
+        );
+    }
+
+    #[test]
+    fn a_run_directory_has_one_campaign_at_a_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let held = lock_run_dir(dir.path()).unwrap();
+        let err = lock_run_dir(dir.path()).unwrap_err();
+        assert!(err.to_string().contains("another hpcagent up"), "{err}");
+        drop(held);
+        assert!(lock_run_dir(dir.path()).is_ok());
+    }
+
+    #[test]
+    fn secrets_are_written_private() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("orchestrator.json");
+        write_file(&path, "{}", 0o600).unwrap();
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "{}");
+    }
 }

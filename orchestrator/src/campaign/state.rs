@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use crate::control::auth::Tokens;
 use crate::plan::Role;
 use crate::scheduler::{AttemptEnd, Scheduler, TaskState};
-use crate::store::Store;
+use crate::store::{AgentReport, AttemptRecord, Store, VerdictRecord};
 
 /// Where a role instance is in its life.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -54,6 +54,8 @@ pub struct RoleEntry {
     pub state: RoleState,
     pub restarts: u32,
     pub last_seen: Instant,
+    /// The Slurm step it said it runs in, when it registered from one.
+    pub slurm_step: Option<String>,
 }
 
 /// A running campaign.
@@ -110,7 +112,9 @@ impl Campaign {
         let mut roles = self.roles();
         if let Some(entry) = roles.get_mut(instance) {
             if state == RoleState::Launching {
+                // A new incarnation: nothing of the last one's registration holds.
                 entry.last_seen = Instant::now();
+                entry.slurm_step = None;
             }
             if entry.state != state {
                 let detail = match &state {
@@ -131,27 +135,39 @@ impl Campaign {
         }
     }
 
-    /// Records how an attempt ended: in the store (and, when it ended its
-    /// task, the task with its settling verdict), and as `outcome.json` in the
-    /// attempt's directory, next to what the agent left there.
-    pub fn attempt_ended(&self, end: &AttemptEnd, verdict: Option<String>) {
-        let store = &self.store;
-        store.task_state(
-            &end.task,
-            end.state.name(),
-            end.attempts,
-            end.budget_used.as_secs_f64(),
-        );
-        match &end.state {
-            TaskState::Settled(status, speedup) => {
-                store.task_finished(&end.task, "settled", status, *speedup, verdict)
-            }
+    /// Records in the store how an attempt ended and what became of its
+    /// task. Called under the scheduler lock, so the store sees ends in the
+    /// order the scheduler decided them.
+    pub fn record_end(
+        &self,
+        end: &AttemptEnd,
+        agent: Option<AgentReport>,
+        verdict: Option<VerdictRecord>,
+    ) {
+        let (status, speedup) = match &end.state {
+            TaskState::Settled(status, speedup) => (Some(status.clone()), *speedup),
             TaskState::Failed(why) => {
-                store.task_finished(&end.task, "failed", why, None, None);
                 tracing::warn!(task = %end.task, "task failed: {why}");
+                (Some(why.clone()), None)
             }
-            _ => {}
-        }
+            _ => (None, None),
+        };
+        self.store.attempt_ended(AttemptRecord {
+            task: end.task.clone(),
+            attempt: end.attempt,
+            state: end.state.name().to_string(),
+            attempts: end.attempts,
+            budget_used_s: end.budget_used.as_secs_f64(),
+            status,
+            speedup,
+            agent,
+            verdict,
+        });
+    }
+
+    /// Writes `outcome.json` into the attempt's directory, next to what the
+    /// agent left there.
+    pub fn write_outcome(&self, end: &AttemptEnd) {
         let dir = self.attempt_dir(&end.task, end.attempt);
         let evidence = serde_json::json!({
             "task": end.task,
@@ -161,8 +177,10 @@ impl Campaign {
             "attempts": end.attempts,
             "budget_used_s": end.budget_used.as_secs_f64(),
         });
-        if std::fs::create_dir_all(&dir).is_ok() {
-            let _ = std::fs::write(dir.join("outcome.json"), evidence.to_string() + "\n");
+        let written = std::fs::create_dir_all(&dir)
+            .and_then(|()| std::fs::write(dir.join("outcome.json"), evidence.to_string() + "\n"));
+        if let Err(e) = written {
+            tracing::warn!("{}: {e}", dir.display());
         }
     }
 

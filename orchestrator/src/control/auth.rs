@@ -1,59 +1,134 @@
-//! Per-run role tokens: who may call what on the control plane.
+//! Per-instance tokens: who may call what on the control plane.
 //!
-//! The orchestrator makes one random token per role when a campaign starts
-//! and hands each step its role's token in the environment
-//! (`HPCAGENT_TOKEN`): never on a command line, never in a file others can
-//! read. `hpcagent status` uses the status token from the run directory's
+//! The orchestrator makes one random token per role instance when a campaign
+//! starts and hands each step its own in the environment (`HPCAGENT_TOKEN`):
+//! never on a command line, never in a file others can read. A token names
+//! its instance, so a caller can act only as itself: heartbeat for itself,
+//! renew and complete its own leases, record verdicts for leases it judges.
+//! `hpcagent status` uses the observer token from the run directory's
 //! `orchestrator.json` (mode 0600).
+//!
+//! Judges serve agents, not the orchestrator: their gRPC service takes one
+//! more token of the campaign ([`Tokens::judge_access`], `HPCAGENT_JUDGE_TOKEN`),
+//! which agents and judges get and nobody else does.
 
 use tonic::{Request, Status};
 
+use crate::plan::Role;
+
+/// Environment variable with the token the campaign's judges accept.
+pub const JUDGE_TOKEN_VAR: &str = "HPCAGENT_JUDGE_TOKEN";
+
 /// Who a caller is, as its token says.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Principal {
-    Agent,
-    Judge,
-    Inference,
+    /// One role instance of the plan.
+    Instance { role: Role, name: String },
     /// Read-only: `hpcagent status`.
     Observer,
+}
+
+impl Principal {
+    pub fn role(&self) -> Option<Role> {
+        match self {
+            Principal::Instance { role, .. } => Some(*role),
+            Principal::Observer => None,
+        }
+    }
+
+    /// The instance name, "" for an observer.
+    pub fn name(&self) -> &str {
+        match self {
+            Principal::Instance { name, .. } => name,
+            Principal::Observer => "",
+        }
+    }
+
+    /// Refuses the call unless the caller is `instance`.
+    pub fn must_be(&self, instance: &str, what: &str) -> Result<(), Status> {
+        if self.name() == instance {
+            Ok(())
+        } else {
+            Err(Status::permission_denied(format!(
+                "{} may not {what} for {instance}",
+                self.describe()
+            )))
+        }
+    }
+
+    fn describe(&self) -> String {
+        match self {
+            Principal::Instance { name, .. } => name.clone(),
+            Principal::Observer => "an observer".into(),
+        }
+    }
 }
 
 /// The campaign's tokens.
 #[derive(Debug, Clone)]
 pub struct Tokens {
-    pub agent: String,
-    pub judge: String,
-    pub inference: String,
+    /// (token, instance, role) per role instance.
+    instances: Vec<(String, String, Role)>,
     pub observer: String,
+    /// What the campaign's judges accept from agents.
+    pub judge_access: String,
+}
+
+fn token() -> String {
+    format!("{:032x}", rand::random::<u128>())
 }
 
 impl Tokens {
-    pub fn generate() -> Tokens {
-        let token = || format!("{:032x}", rand::random::<u128>());
+    /// One token per instance of `instances` (name, role), and the shared ones.
+    pub fn generate<'a>(instances: impl IntoIterator<Item = (&'a str, Role)>) -> Tokens {
         Tokens {
-            agent: token(),
-            judge: token(),
-            inference: token(),
+            instances: instances
+                .into_iter()
+                .map(|(name, role)| (token(), name.to_string(), role))
+                .collect(),
             observer: token(),
+            judge_access: token(),
         }
     }
 
-    /// The principal a presented token belongs to.
+    /// The token of `instance`.
+    pub fn of(&self, instance: &str) -> Option<&str> {
+        self.instances
+            .iter()
+            .find(|(_, name, _)| name == instance)
+            .map(|(token, ..)| token.as_str())
+    }
+
+    /// The principal a presented token belongs to. Every token is compared
+    /// in constant time, so timing tells nothing about which one came close.
     pub fn principal(&self, presented: &str) -> Option<Principal> {
-        [
-            (&self.agent, Principal::Agent),
-            (&self.judge, Principal::Judge),
-            (&self.inference, Principal::Inference),
-            (&self.observer, Principal::Observer),
-        ]
-        .into_iter()
-        .find(|(token, _)| constant_time_eq(token.as_bytes(), presented.as_bytes()))
-        .map(|(_, principal)| principal)
+        let mut found = None;
+        for (token, name, role) in &self.instances {
+            if constant_time_eq(token.as_bytes(), presented.as_bytes()) {
+                found = Some(Principal::Instance {
+                    role: *role,
+                    name: name.clone(),
+                });
+            }
+        }
+        if constant_time_eq(self.observer.as_bytes(), presented.as_bytes()) {
+            found = Some(Principal::Observer);
+        }
+        found
     }
 }
 
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// The bearer token of a request's metadata.
+pub fn bearer<T>(request: &Request<T>) -> Option<&str> {
+    request
+        .metadata()
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
 }
 
 /// Checks the bearer token and attaches the caller's [`Principal`] to the request.
@@ -61,14 +136,9 @@ pub fn interceptor(
     tokens: Tokens,
 ) -> impl FnMut(Request<()>) -> Result<Request<()>, Status> + Clone {
     move |mut request: Request<()>| {
-        let presented = request
-            .metadata()
-            .get("authorization")
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .ok_or_else(|| {
-                Status::unauthenticated("no role token (authorization: Bearer <token>)")
-            })?;
+        let presented = bearer(&request).ok_or_else(|| {
+            Status::unauthenticated("no role token (authorization: Bearer <token>)")
+        })?;
         let principal = tokens
             .principal(presented)
             .ok_or_else(|| Status::unauthenticated("unknown role token"))?;
@@ -77,21 +147,36 @@ pub fn interceptor(
     }
 }
 
-/// Refuses the call unless the caller is one of `allowed`.
+/// Accepts only requests bearing `token` (a judge's service in a campaign).
+pub fn require_token(
+    token: String,
+) -> impl FnMut(Request<()>) -> Result<Request<()>, Status> + Clone {
+    move |request: Request<()>| match bearer(&request) {
+        Some(presented) if constant_time_eq(presented.as_bytes(), token.as_bytes()) => Ok(request),
+        _ => Err(Status::unauthenticated(
+            "this judge serves its campaign's agents only (authorization: Bearer <judge token>)",
+        )),
+    }
+}
+
+/// Refuses the call unless the caller has one of the `allowed` roles
+/// (`None`: an observer).
 pub fn require<T>(
     request: &Request<T>,
-    allowed: &[Principal],
+    allowed: &[Option<Role>],
     what: &str,
 ) -> Result<Principal, Status> {
-    let principal = *request
+    let principal = request
         .extensions()
         .get::<Principal>()
+        .cloned()
         .ok_or_else(|| Status::unauthenticated("no role token"))?;
-    if allowed.contains(&principal) {
+    if allowed.contains(&principal.role()) {
         Ok(principal)
     } else {
         Err(Status::permission_denied(format!(
-            "a {principal:?} token may not call {what}"
+            "{} may not call {what}",
+            principal.describe()
         )))
     }
 }
@@ -101,12 +186,39 @@ mod tests {
     use super::*;
 
     #[test]
-    fn tokens_identify_their_role_only() {
-        let t = Tokens::generate();
-        assert_eq!(t.principal(&t.judge), Some(Principal::Judge));
-        assert_eq!(t.principal(&t.agent), Some(Principal::Agent));
+    fn tokens_identify_their_instance_only() {
+        let t = Tokens::generate([("judge-0", Role::Judge), ("agent-0", Role::Agent)]);
+        let judge = t.of("judge-0").unwrap();
+        assert_eq!(
+            t.principal(judge),
+            Some(Principal::Instance {
+                role: Role::Judge,
+                name: "judge-0".into()
+            })
+        );
+        assert_eq!(
+            t.principal(t.of("agent-0").unwrap()).unwrap().name(),
+            "agent-0"
+        );
+        assert_eq!(t.principal(&t.observer), Some(Principal::Observer));
+        assert_eq!(
+            t.principal(&t.judge_access),
+            None,
+            "not a control-plane token"
+        );
         assert_eq!(t.principal("guess"), None);
         assert_eq!(t.principal(""), None);
-        assert_ne!(t.agent, t.judge);
+        assert_ne!(t.of("agent-0"), t.of("judge-0"));
+    }
+
+    #[test]
+    fn an_instance_acts_only_as_itself() {
+        let p = Principal::Instance {
+            role: Role::Agent,
+            name: "agent-0".into(),
+        };
+        assert!(p.must_be("agent-0", "pull").is_ok());
+        let refused = p.must_be("agent-1", "pull").unwrap_err();
+        assert_eq!(refused.code(), tonic::Code::PermissionDenied);
     }
 }

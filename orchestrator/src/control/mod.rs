@@ -19,8 +19,8 @@ use tonic::{Request, Response, Status};
 
 use crate::campaign::state::{Campaign, RoleState};
 use crate::plan::Role;
-use crate::scheduler::{Pull, RecordError, TaskState};
-use crate::store::VerdictRecord;
+use crate::scheduler::{Completion, Pull, RecordError, Scheduler, TaskSpec};
+use crate::store::{AgentReport, AttemptStart, VerdictRecord};
 use auth::Principal;
 
 /// The service over a running campaign.
@@ -39,15 +39,52 @@ impl Control {
         let tokens = campaign.tokens.clone();
         OrchestratorServer::with_interceptor(Control { campaign }, auth::interceptor(tokens))
     }
+
+    /// Pulls a lease for `agent`'s `worker`, with its attempt directory made
+    /// and its start recorded, all under the scheduler lock: the store sees
+    /// grants and ends in the order they happened.
+    fn grant(&self, agent: &str, worker: u32) -> Result<Pull, Status> {
+        let mut sched = self.campaign.scheduler();
+        let pull = sched.pull(agent, worker, Instant::now());
+        let Pull::Lease(g) = &pull else {
+            return Ok(pull);
+        };
+        let dir = self.campaign.attempt_dir(&g.task.id, g.attempt);
+        if let Err(e) = std::fs::create_dir_all(&dir) {
+            sched.revoke(&g.lease_id);
+            return Err(Status::internal(format!("{}: {e}", dir.display())));
+        }
+        self.campaign.store.attempt_started(AttemptStart {
+            task: g.task.id.clone(),
+            attempt: g.attempt,
+            lease_id: g.lease_id.clone(),
+            agent: agent.to_string(),
+            worker,
+            judge: g.judge.clone(),
+            budget_used_s: g.budget_used.as_secs_f64(),
+        });
+        Ok(pull)
+    }
 }
 
-fn role_of(principal: Principal) -> Option<Role> {
-    match principal {
-        Principal::Agent => Some(Role::Agent),
-        Principal::Judge => Some(Role::Judge),
-        Principal::Inference => Some(Role::Inference),
-        Principal::Observer => None,
+/// A verdict must be for the task of the lease it is recorded under.
+fn check_verdict_matches(verdict: &pb::Verdict, spec: &TaskSpec) -> Result<(), Status> {
+    let kernel_of_verdict = verdict.task_id.rsplit('/').next().unwrap_or("");
+    if kernel_of_verdict == spec.kernel
+        && verdict.language == spec.language
+        && verdict.precision == spec.precision
+    {
+        return Ok(());
     }
+    Err(Status::invalid_argument(format!(
+        "the verdict is for {} {} {}, the lease for {} {} {}",
+        verdict.task_id,
+        verdict.language,
+        verdict.precision,
+        spec.kernel,
+        spec.language,
+        spec.precision
+    )))
 }
 
 fn pb_role(role: Role) -> pb::Role {
@@ -72,18 +109,14 @@ fn unix_ms(at: Instant) -> i64 {
     }
 }
 
-const ROLES: &[Principal] = &[Principal::Agent, Principal::Judge, Principal::Inference];
+const ROLES: &[Option<Role>] = &[Some(Role::Agent), Some(Role::Judge), Some(Role::Inference)];
+const AGENTS: &[Option<Role>] = &[Some(Role::Agent)];
 
-impl Control {
-    /// The instance an agent's or role's request names must be known.
-    fn known(&self, instance: &str) -> Result<(), Status> {
-        if self.campaign.roles().contains_key(instance) {
-            Ok(())
-        } else {
-            Err(Status::invalid_argument(format!(
-                "no role instance {instance:?} in this campaign's plan"
-            )))
-        }
+/// Refuses a call about a lease its caller does not hold.
+fn must_hold(sched: &Scheduler, lease_id: &str, agent: &Principal) -> Result<(), Status> {
+    match sched.any_lease(lease_id) {
+        Some(lease) => agent.must_be(&lease.agent, &format!("act on lease {lease_id}")),
+        None => Err(Status::not_found(format!("no lease {lease_id}"))),
     }
 }
 
@@ -95,11 +128,13 @@ impl Orchestrator for Control {
     ) -> Result<Response<pb::Assignment>, Status> {
         let principal = auth::require(&request, ROLES, "Register")?;
         let r = request.into_inner();
+        principal.must_be(&r.instance, "register")?;
+        let role = principal.role().expect("role principals");
         let claimed = pb::Role::try_from(r.role).unwrap_or(pb::Role::Unspecified);
-        let role = role_of(principal).expect("role principals");
         if claimed != pb_role(role) {
             return Err(Status::permission_denied(format!(
-                "a {principal:?} token cannot register as {claimed:?}"
+                "{} is a {role} instance, not {claimed:?}",
+                r.instance
             )));
         }
         {
@@ -107,22 +142,17 @@ impl Orchestrator for Control {
             let entry = roles.get_mut(&r.instance).ok_or_else(|| {
                 Status::invalid_argument(format!("no role instance {:?} in the plan", r.instance))
             })?;
-            if entry.role != role {
-                return Err(Status::permission_denied(format!(
-                    "{} is not a {role} instance",
-                    r.instance
-                )));
-            }
             entry.node = r.node.clone();
             entry.endpoint = r.endpoint.clone();
             entry.last_seen = Instant::now();
+            entry.slurm_step = (!r.slurm_step.is_empty()).then(|| r.slurm_step.clone());
         }
         self.campaign
             .set_role_state(&r.instance, RoleState::Starting);
         if role == Role::Judge {
             self.campaign
                 .scheduler()
-                .judge(&r.instance, &format!("http://{}", r.endpoint), false);
+                .judge_registered(&r.instance, &format!("http://{}", r.endpoint));
         }
         let caps: Vec<String> = r
             .capabilities
@@ -132,7 +162,13 @@ impl Orchestrator for Control {
         self.campaign.store.event(
             &r.instance,
             "registered",
-            &format!("{} pid {} {}", r.node, r.pid, caps.join(" ")),
+            &format!(
+                "{} pid {} {} {}",
+                r.node,
+                r.pid,
+                r.slurm_step,
+                caps.join(" ")
+            ),
         );
         tracing::info!(instance = %r.instance, node = %r.node, endpoint = %r.endpoint, "registered");
         Ok(Response::new(pb::Assignment {
@@ -148,40 +184,29 @@ impl Orchestrator for Control {
     ) -> Result<Response<pb::HeartbeatReply>, Status> {
         let principal = auth::require(&request, ROLES, "Heartbeat")?;
         let r = request.into_inner();
-        let (role, endpoint) = {
+        principal.must_be(&r.instance, "heartbeat")?;
+        let role = principal.role().expect("role principals");
+        let ready = pb::RoleState::try_from(r.state) == Ok(pb::RoleState::Ready);
+        let live = {
             let mut roles = self.campaign.roles();
             let entry = roles.get_mut(&r.instance).ok_or_else(|| {
                 Status::invalid_argument(format!("no role instance {:?}", r.instance))
             })?;
-            if Some(entry.role) != role_of(principal) {
-                return Err(Status::permission_denied(format!(
-                    "{} is not yours to heartbeat",
-                    r.instance
-                )));
-            }
             entry.last_seen = Instant::now();
-            (entry.role, entry.endpoint.clone())
+            entry.state.is_live()
         };
-        let ready = pb::RoleState::try_from(r.state) == Ok(pb::RoleState::Ready);
-        let current = self
-            .campaign
-            .roles()
-            .get(&r.instance)
-            .map(|e| e.state.clone());
         // A role the supervisor gave up on (or restarts) does not come back by heartbeating.
-        if matches!(current, Some(RoleState::Starting | RoleState::Ready)) {
-            self.campaign.set_role_state(
-                &r.instance,
-                if ready {
-                    RoleState::Ready
-                } else {
-                    RoleState::Starting
-                },
-            );
+        if live {
+            let state = if ready {
+                RoleState::Ready
+            } else {
+                RoleState::Starting
+            };
+            self.campaign.set_role_state(&r.instance, state);
         }
         let mut sched = self.campaign.scheduler();
-        if role == Role::Judge {
-            sched.judge(&r.instance, &format!("http://{endpoint}"), ready);
+        if role == Role::Judge && live {
+            sched.judge_ready(&r.instance, ready);
         }
         let lost = if role == Role::Agent {
             sched.renew_agent(&r.instance, &r.leases, Instant::now())
@@ -198,14 +223,10 @@ impl Orchestrator for Control {
         &self,
         request: Request<pb::PullTaskRequest>,
     ) -> Result<Response<pb::PullTaskReply>, Status> {
-        auth::require(&request, &[Principal::Agent], "PullTask")?;
+        let principal = auth::require(&request, AGENTS, "PullTask")?;
         let r = request.into_inner();
-        self.known(&r.instance)?;
-        let pull = self
-            .campaign
-            .scheduler()
-            .pull(&r.instance, r.worker, Instant::now());
-        let reply = match pull {
+        principal.must_be(&r.instance, "pull tasks")?;
+        let reply = match self.grant(&r.instance, r.worker)? {
             Pull::Done => pb::PullTaskReply {
                 done: true,
                 ..Default::default()
@@ -215,20 +236,7 @@ impl Orchestrator for Control {
                 ..Default::default()
             },
             Pull::Lease(g) => {
-                let g = *g;
                 let dir = self.campaign.attempt_dir(&g.task.id, g.attempt);
-                std::fs::create_dir_all(&dir)
-                    .map_err(|e| Status::internal(format!("{}: {e}", dir.display())))?;
-                let store = &self.campaign.store;
-                store.attempt_started(
-                    &g.task.id,
-                    g.attempt,
-                    &g.lease_id,
-                    &r.instance,
-                    r.worker,
-                    &g.judge,
-                );
-                store.task_state(&g.task.id, "leased", g.attempt, 0.0);
                 pb::PullTaskReply {
                     lease: Some(pb::Lease {
                         lease_id: g.lease_id,
@@ -254,25 +262,29 @@ impl Orchestrator for Control {
         &self,
         request: Request<pb::RenewLeaseRequest>,
     ) -> Result<Response<pb::RenewLeaseReply>, Status> {
-        auth::require(&request, &[Principal::Agent], "RenewLease")?;
+        let principal = auth::require(&request, AGENTS, "RenewLease")?;
         let r = request.into_inner();
+        let now = Instant::now();
         let mut sched = self.campaign.scheduler();
-        let judge_url = if r.judge_failed {
-            let url = sched
-                .judge_failed(&r.lease_id)
-                .ok_or_else(|| Status::not_found(format!("no active lease {}", r.lease_id)))?;
+        must_hold(&sched, &r.lease_id, &principal)?;
+        let judge = if r.judge_failed {
+            let failed = sched.lease(&r.lease_id).map(|l| l.judge.clone());
+            let judge = sched.judge_failed(&r.lease_id, now);
             self.campaign.store.event(
-                "",
+                failed.as_deref().unwrap_or(""),
                 "judge_failed",
-                &format!("lease {} moved to {url}", r.lease_id),
+                &format!("reported by the agent of lease {}", r.lease_id),
             );
-            url
+            judge
         } else {
-            String::new()
+            sched.judge_for(&r.lease_id, now)
         };
+        let judge_url = judge
+            .ok_or_else(|| Status::not_found(format!("lease {} has ended", r.lease_id)))?
+            .unwrap_or_default();
         let deadline = sched
-            .renew(&r.lease_id, Instant::now())
-            .ok_or_else(|| Status::not_found(format!("no active lease {}", r.lease_id)))?;
+            .renew(&r.lease_id, now)
+            .ok_or_else(|| Status::not_found(format!("lease {} has ended", r.lease_id)))?;
         Ok(Response::new(pb::RenewLeaseReply {
             deadline_unix_ms: unix_ms(deadline),
             judge_url,
@@ -283,27 +295,35 @@ impl Orchestrator for Control {
         &self,
         request: Request<pb::CompleteTaskRequest>,
     ) -> Result<Response<pb::CompleteTaskReply>, Status> {
-        auth::require(&request, &[Principal::Agent], "CompleteTask")?;
+        let principal = auth::require(&request, AGENTS, "CompleteTask")?;
         let r = request.into_inner();
-        let (end, task_id, attempt, settled) = {
-            let mut sched = self.campaign.scheduler();
-            let end = sched.complete(&r.lease_id, &r.outcome, Instant::now());
-            let (task, attempt) = sched
-                .attempt_of(&r.lease_id)
-                .ok_or_else(|| Status::not_found(format!("no lease {}", r.lease_id)))?;
-            let settled = matches!(task.state, TaskState::Settled(..));
-            (end, task.spec.id.clone(), attempt, settled)
+        let report = AgentReport {
+            outcome: r.outcome.clone(),
+            tokens: r.tokens,
+            transcript: r.transcript_path.clone(),
+            message: r.message.clone(),
         };
-        self.campaign.store.attempt_ended(
-            &task_id,
-            attempt,
-            &r.outcome,
-            r.tokens,
-            &r.transcript_path,
-            &r.message,
-        );
-        if let Some(end) = &end {
-            self.campaign.attempt_ended(end, None);
+        let (ended, settled) = {
+            let mut sched = self.campaign.scheduler();
+            must_hold(&sched, &r.lease_id, &principal)?;
+            let completion = sched
+                .complete(&r.lease_id, &r.outcome, Instant::now())
+                .ok_or_else(|| Status::not_found(format!("no lease {}", r.lease_id)))?;
+            match completion {
+                Completion::Ended(end) => {
+                    self.campaign.record_end(&end, Some(report), None);
+                    (Some(end), false)
+                }
+                Completion::Settled { task, attempt } => {
+                    self.campaign.store.agent_report(&task, attempt, report);
+                    (None, true)
+                }
+                // It expired first: the record of its end stands.
+                Completion::Late => (None, false),
+            }
+        };
+        if let Some(end) = &ended {
+            self.campaign.write_outcome(end);
         }
         Ok(Response::new(pb::CompleteTaskReply { settled }))
     }
@@ -312,7 +332,7 @@ impl Orchestrator for Control {
         &self,
         request: Request<pb::RecordResultRequest>,
     ) -> Result<Response<pb::RecordResultReply>, Status> {
-        auth::require(&request, &[Principal::Judge], "RecordResult")?;
+        let principal = auth::require(&request, &[Some(Role::Judge)], "RecordResult")?;
         let r = request.into_inner();
         let verdict = r
             .verdict
@@ -326,31 +346,34 @@ impl Orchestrator for Control {
         let speedup = (verdict.speedup > 0.0).then_some(verdict.speedup);
         let now = Instant::now();
         self.campaign.grade_recorded(now);
-        let (task_id, attempt, settled) = {
+        let mut record = VerdictRecord {
+            kind: kind
+                .as_str_name()
+                .trim_start_matches("GRADE_KIND_")
+                .to_ascii_lowercase(),
+            judge: principal.name().to_string(),
+            status: status_name.clone(),
+            speedup,
+            median_ns: verdict.timing.as_ref().map(|t| t.median_ns),
+            message: verdict.message.clone(),
+            verdict: verdict_json(&verdict, &status_name),
+            lease_id: r.lease_id.clone(),
+            ..VerdictRecord::default()
+        };
+        let settled = {
             let mut sched = self.campaign.scheduler();
-            let Some((task, attempt)) = sched.attempt_of(&r.lease_id) else {
-                return Err(Status::failed_precondition(format!(
-                    "no lease {}",
-                    r.lease_id
-                )));
-            };
-            let spec = task.spec.clone();
-            let kernel_of_verdict = verdict.task_id.rsplit('/').next().unwrap_or("");
-            if kernel_of_verdict != spec.kernel
-                || verdict.language != spec.language
-                || verdict.precision != spec.precision
-            {
-                return Err(Status::invalid_argument(format!(
-                    "the verdict is for {} {} {}, the lease for {} {} {}",
-                    verdict.task_id,
-                    verdict.language,
-                    verdict.precision,
-                    spec.kernel,
-                    spec.language,
-                    spec.precision
-                )));
-            }
-            let settled = if kind == pb::GradeKind::Submit {
+            let lease = sched
+                .any_lease(&r.lease_id)
+                .ok_or_else(|| Status::failed_precondition(format!("no lease {}", r.lease_id)))?;
+            principal.must_be(
+                &lease.judge,
+                &format!("record verdicts of lease {}", r.lease_id),
+            )?;
+            let (task, attempt) = sched.attempt_of(&r.lease_id).expect("the lease exists");
+            check_verdict_matches(&verdict, &task.spec)?;
+            record.task_id = task.spec.id.clone();
+            record.attempt = attempt;
+            let end = if kind == pb::GradeKind::Submit {
                 match sched.record(&r.lease_id, &status_name, speedup, now) {
                     Ok(end) => end,
                     Err(e @ RecordError::AlreadySettled(_)) => {
@@ -363,38 +386,25 @@ impl Orchestrator for Control {
             } else {
                 None
             };
-            (spec.id, attempt, settled)
+            record.settled = end.is_some();
+            match &end {
+                Some(end) => self.campaign.record_end(end, None, Some(record)),
+                None => self.campaign.store.verdict(record),
+            }
+            end
         };
-        let verdict_json = verdict_json(&verdict, &status_name);
-        let store = &self.campaign.store;
-        store.verdict(VerdictRecord {
-            task_id: task_id.clone(),
-            attempt,
-            lease_id: r.lease_id.clone(),
-            kind: kind
-                .as_str_name()
-                .trim_start_matches("GRADE_KIND_")
-                .to_ascii_lowercase(),
-            judge: r.judge.clone(),
-            status: status_name.clone(),
-            speedup,
-            median_ns: verdict.timing.as_ref().map(|t| t.median_ns),
-            message: verdict.message.clone(),
-            settled: settled.is_some(),
-            verdict: verdict_json.clone(),
-        });
-        if let Some(end) = &settled {
-            self.campaign.attempt_ended(end, Some(verdict_json));
-            // The judge tells the agent only once the settle is on disk.
-            store
-                .flush()
-                .await
-                .map_err(|e| Status::internal(e.to_string()))?;
-            tracing::info!(task = %task_id, status = %status_name, "settled");
-        }
-        Ok(Response::new(pb::RecordResultReply {
-            settled: settled.is_some(),
-        }))
+        let Some(end) = settled else {
+            return Ok(Response::new(pb::RecordResultReply { settled: false }));
+        };
+        self.campaign.write_outcome(&end);
+        // The judge tells the agent only once the settle is on disk.
+        self.campaign
+            .store
+            .flush()
+            .await
+            .map_err(|e| Status::internal(e.to_string()))?;
+        tracing::info!(task = %end.task, status = %status_name, "settled");
+        Ok(Response::new(pb::RecordResultReply { settled: true }))
     }
 
     type WatchStatusStream = ReceiverStream<Result<pb::StatusSnapshot, Status>>;
@@ -406,10 +416,10 @@ impl Orchestrator for Control {
         auth::require(
             &request,
             &[
-                Principal::Observer,
-                Principal::Agent,
-                Principal::Judge,
-                Principal::Inference,
+                None,
+                Some(Role::Agent),
+                Some(Role::Judge),
+                Some(Role::Inference),
             ],
             "WatchStatus",
         )?;

@@ -2,16 +2,18 @@
 //!
 //! The plan's srun line is run as a child of the orchestrator, with the role
 //! environment (tokens included) in its environment, never on its command
-//! line. The step is found by its `--job-name` (`squeue -s`): Slurm numbers
-//! steps in the order its controller creates them, not the order they were
-//! launched. Stopping sends TERM through the controller (`scancel --ctld
+//! line. A role reports its step (`SLURM_JOB_ID.SLURM_STEP_ID`) when it
+//! registers, so launching asks the controller nothing; only stopping an
+//! instance that never registered looks its steps up by `--job-name`
+//! (`squeue -s`). Stopping sends TERM through the controller (`scancel --ctld
 //! --signal=TERM J.S`: plain `scancel J.S` SIGKILLs at once in 22.05, and
 //! without `--ctld` the signal call fails when the job has other nodes), then
-//! cancels the step after the grace period.
+//! cancels the step after the grace period. Every Slurm command has a
+//! timeout: a slow controller delays a stop, it does not hang the campaign.
 
 use std::path::PathBuf;
 use std::process::Stdio;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::{Executor, Step, log_file};
 use crate::plan::RoleInstance;
@@ -41,33 +43,38 @@ impl Executor for SlurmExecutor {
             .stdout(log_file(&dir, "srun.log")?)
             .stderr(log_file(&dir, "srun.log")?)
             .kill_on_drop(true);
-        let known = self.steps_named(&instance.name).await;
         let child = command
             .spawn()
             .map_err(|e| format!("cannot run srun: {e}"))?;
         let pid = child.id().ok_or("srun vanished at start")?;
-        let step_id = self.wait_for_step(&instance.name, &known).await;
-        if step_id.is_none() {
-            tracing::warn!(instance = %instance.name, "step not seen in squeue yet");
-        }
         Ok(Step {
             name: instance.name.clone(),
             child,
             pid,
-            step_id,
+            step_id: None,
         })
     }
 
     async fn stop(&self, step: &mut Step, grace: Duration) {
-        if step.step_id.is_none() {
-            step.step_id = self.steps_named(&step.name).await.pop();
-        }
-        if let Some(id) = &step.step_id {
+        let exited = matches!(step.child.try_wait(), Ok(Some(_)));
+        let steps = match &step.step_id {
+            Some(id) if exited => self.live_steps(std::slice::from_ref(id)).await,
+            Some(id) => vec![id.clone()],
+            None => self.steps_named(&step.name).await,
+        };
+        for id in &steps {
             scancel(&["--ctld", "--signal=TERM", id]).await;
-            if tokio::time::timeout(grace, step.child.wait()).await.is_ok() {
-                return;
+        }
+        let stopped = if exited {
+            // srun is gone already (it crashed, or its tasks ended): watch the steps.
+            self.steps_gone(&steps, grace).await
+        } else {
+            tokio::time::timeout(grace, step.child.wait()).await.is_ok()
+        };
+        if !stopped {
+            for id in self.live_steps(&steps).await {
+                scancel(&[&id]).await;
             }
-            scancel(&[id]).await;
         }
         if tokio::time::timeout(Duration::from_secs(10), step.child.wait())
             .await
@@ -83,51 +90,85 @@ impl Executor for SlurmExecutor {
 }
 
 impl SlurmExecutor {
-    /// Step ids of this job's steps with this name.
-    async fn steps_named(&self, name: &str) -> Vec<String> {
-        let out = tokio::process::Command::new("squeue")
-            .args(["-s", "-j", &self.job_id, "-h", "-o", "%i %j"])
-            .output()
-            .await;
-        let Ok(out) = out else { return Vec::new() };
-        String::from_utf8_lossy(&out.stdout)
-            .lines()
+    /// This job's steps: (id, name).
+    async fn steps(&self) -> Vec<(String, String)> {
+        let Some(out) =
+            slurm_command("squeue", &["-s", "-j", &self.job_id, "-h", "-o", "%i %j"]).await
+        else {
+            return Vec::new();
+        };
+        out.lines()
             .filter_map(|l| l.split_once(' '))
-            .filter(|(_, n)| n.trim() == name)
-            .map(|(id, _)| id.to_string())
+            .map(|(id, name)| (id.to_string(), name.trim().to_string()))
             .collect()
     }
 
-    /// The new step of this name (not in `known`), once Slurm lists it.
-    async fn wait_for_step(&self, name: &str, known: &[String]) -> Option<String> {
-        let start = Instant::now();
-        while start.elapsed() < Duration::from_secs(30) {
-            if let Some(id) = self
-                .steps_named(name)
-                .await
-                .into_iter()
-                .find(|id| !known.contains(id))
-            {
-                return Some(id);
+    /// Step ids of this job's steps with this name.
+    async fn steps_named(&self, name: &str) -> Vec<String> {
+        self.steps()
+            .await
+            .into_iter()
+            .filter(|(_, n)| n == name)
+            .map(|(id, _)| id)
+            .collect()
+    }
+
+    /// Whether all of `ids` end within `grace`.
+    async fn steps_gone(&self, ids: &[String], grace: Duration) -> bool {
+        let start = std::time::Instant::now();
+        while !self.live_steps(ids).await.is_empty() {
+            if start.elapsed() >= grace {
+                return false;
             }
-            tokio::time::sleep(Duration::from_millis(200)).await;
+            tokio::time::sleep(Duration::from_secs(1)).await;
         }
-        None
+        true
+    }
+
+    /// Those of `ids` that Slurm still lists.
+    async fn live_steps(&self, ids: &[String]) -> Vec<String> {
+        let listed = self.steps().await;
+        ids.iter()
+            .filter(|id| listed.iter().any(|(l, _)| l == *id))
+            .cloned()
+            .collect()
+    }
+}
+
+/// How long one squeue or scancel may take.
+const SLURM_COMMAND_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// Runs a Slurm client command; its stdout, or `None` (logged) if it failed
+/// or took longer than [`SLURM_COMMAND_TIMEOUT`].
+async fn slurm_command(program: &str, args: &[&str]) -> Option<String> {
+    let run = tokio::process::Command::new(program)
+        .args(args)
+        .kill_on_drop(true)
+        .output();
+    match tokio::time::timeout(SLURM_COMMAND_TIMEOUT, run).await {
+        Err(_) => {
+            tracing::warn!(
+                "{program} {}: no answer in {SLURM_COMMAND_TIMEOUT:?}",
+                args.join(" ")
+            );
+            None
+        }
+        Ok(Err(e)) => {
+            tracing::warn!("{program}: {e}");
+            None
+        }
+        Ok(Ok(out)) if !out.status.success() => {
+            tracing::warn!(
+                "{program} {}: {}",
+                args.join(" "),
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+            None
+        }
+        Ok(Ok(out)) => Some(String::from_utf8_lossy(&out.stdout).into_owned()),
     }
 }
 
 async fn scancel(args: &[&str]) {
-    let result = tokio::process::Command::new("scancel")
-        .args(args)
-        .output()
-        .await;
-    if let Ok(out) = result
-        && !out.status.success()
-    {
-        tracing::warn!(
-            "scancel {}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-    }
+    slurm_command("scancel", args).await;
 }

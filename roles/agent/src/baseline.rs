@@ -6,72 +6,37 @@
 //! precision, and wraps it for C++. Other languages it cannot write: it says
 //! so and the attempt ends unsupported.
 
-use std::time::Duration;
-
-use hpcagent_orchestrator::client::Client;
 use hpcagent_proto::v1 as pb;
-use hpcagent_proto::v1::judge_client::JudgeClient;
 
+use crate::judge_link::{JudgeLink, LinkError};
 use crate::pool::Attempt;
 
-/// Tries per attempt when the judge does not answer (each on another judge).
-const JUDGE_TRIES: usize = 3;
-
-pub async fn attempt(orchestrator: &mut Client, lease: &pb::Lease, instance: &str) -> Attempt {
-    let mut judge_url = lease.judge_url.clone();
-    let mut last_error = String::new();
-    for _ in 0..JUDGE_TRIES {
-        match submit(&judge_url, lease, instance).await {
-            Ok(attempt) => return attempt,
-            Err(Unreachable(why)) => {
-                tracing::warn!(judge = %judge_url, "judge failed: {why}");
-                last_error = why;
-                match orchestrator
-                    .renew_lease(pb::RenewLeaseRequest {
-                        lease_id: lease.lease_id.clone(),
-                        judge_failed: true,
-                    })
-                    .await
-                {
-                    Ok(reply) => judge_url = reply.into_inner().judge_url,
-                    Err(status) => {
-                        return Attempt {
-                            outcome: "error",
-                            message: format!("the lease is gone: {}", status.message()),
-                        };
-                    }
-                }
-                tokio::time::sleep(Duration::from_secs(1)).await;
-            }
-        }
-    }
-    Attempt {
-        outcome: "error",
-        message: format!("no judge answered after {JUDGE_TRIES} tries: {last_error}"),
+pub async fn attempt(judge: &mut JudgeLink, lease: &pb::Lease, instance: &str) -> Attempt {
+    match submit(judge, lease, instance).await {
+        Ok(attempt) => attempt,
+        Err(e) => Attempt {
+            outcome: "error",
+            message: e.to_string(),
+        },
     }
 }
 
-/// The judge could not be reached or could not grade: try another.
-struct Unreachable(String);
-
 async fn submit(
-    judge_url: &str,
+    judge: &mut JudgeLink,
     lease: &pb::Lease,
     instance: &str,
-) -> Result<Attempt, Unreachable> {
-    let mut judge = JudgeClient::connect(judge_url.to_string())
-        .await
-        .map_err(|e| Unreachable(e.to_string()))?
-        .max_decoding_message_size(64 << 20);
+) -> Result<Attempt, LinkError> {
+    let request = pb::TaskRequest {
+        task_id: lease.kernel.clone(),
+        language: lease.language.clone(),
+        precision: lease.precision.clone(),
+    };
     let task = judge
-        .task(pb::TaskRequest {
-            task_id: lease.kernel.clone(),
-            language: lease.language.clone(),
-            precision: lease.precision.clone(),
+        .call(|mut j| {
+            let request = request.clone();
+            async move { j.task(request).await }
         })
-        .await
-        .map_err(|s| Unreachable(s.message().to_string()))?
-        .into_inner();
+        .await?;
     let Some(source) = wrap(
         &task.baseline_source,
         &lease.language,
@@ -91,33 +56,30 @@ async fn submit(
         dir.join(format!("submission.{}", extension(&lease.language))),
         &source,
     );
-    let reply = judge
-        .submit(pb::GradeRequest {
-            task_id: lease.kernel.clone(),
-            language: lease.language.clone(),
-            precision: lease.precision.clone(),
-            code: Some(pb::grade_request::Code::Source(source)),
-            flags: Vec::new(),
-            client: instance.to_string(),
-            lease_id: lease.lease_id.clone(),
+    let request = pb::GradeRequest {
+        task_id: lease.kernel.clone(),
+        language: lease.language.clone(),
+        precision: lease.precision.clone(),
+        code: Some(pb::grade_request::Code::Source(source)),
+        flags: Vec::new(),
+        client: instance.to_string(),
+        lease_id: lease.lease_id.clone(),
+    };
+    let verdict = match judge
+        .call(|mut j| {
+            let request = request.clone();
+            async move { j.submit(request).await }
         })
-        .await;
-    let verdict = match reply {
-        Ok(v) => v.into_inner(),
-        Err(status)
-            if matches!(
-                status.code(),
-                tonic::Code::Unavailable | tonic::Code::Unknown
-            ) =>
-        {
-            return Err(Unreachable(status.message().to_string()));
-        }
-        Err(status) => {
+        .await
+    {
+        Ok(verdict) => verdict,
+        Err(LinkError::Refused(status)) => {
             return Ok(Attempt {
                 outcome: "error",
                 message: format!("the judge refused the submission: {}", status.message()),
             });
         }
+        Err(e) => return Err(e),
     };
     let status = pb::Status::try_from(verdict.status).unwrap_or(pb::Status::Unspecified);
     let summary = serde_json::json!({

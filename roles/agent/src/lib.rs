@@ -6,4 +6,5 @@
 //! verdict comes from a judge, which reports it to the orchestrator.
 
 pub mod baseline;
+pub mod judge_link;
 pub mod pool;
