@@ -21,6 +21,10 @@ fi
 # NumPy for the judge's reference oracle, in the python3 the judge will run.
 python3 -c 'import numpy' 2>/dev/null || python3 -m pip install --quiet numpy
 
+# A real vLLM (the CPU build) and a tiny model made locally, for the LLM
+# agents' tests: about 1.5 min and 6 GB the first time, skipped afterwards.
+scripts/local-llm/install.sh
+
 # A real multi-node Slurm on this machine (idempotent: reused when already up).
 as_root scripts/local-slurm/up.sh
 . /tmp/hpcagent-slurm/env.sh

@@ -28,6 +28,7 @@ fn main() -> ExitCode {
         Command::Results(args) => commands::results::run(args).map(|()| ExitCode::SUCCESS),
         Command::Judge(args) => commands::judge::run(args).map(|()| ExitCode::SUCCESS),
         Command::Role(args) => commands::role::run(args).map(|()| ExitCode::SUCCESS),
+        Command::Mcp(args) => commands::mcp::run(args).map(|()| ExitCode::SUCCESS),
         Command::Corpus(args) => commands::corpus::run(args).map(|()| ExitCode::SUCCESS),
     };
     match result {

@@ -19,9 +19,13 @@ use serde_json::Value;
 /// Submits examples/local.env with `sets`; returns the job, its run directory
 /// and the directory holding it.
 fn submit(sets: &[&str]) -> (String, PathBuf, tempfile::TempDir) {
+    submit_example("local.env", sets)
+}
+
+fn submit_example(example_name: &str, sets: &[&str]) -> (String, PathBuf, tempfile::TempDir) {
     require_slurm();
     let root = tempfile::tempdir().unwrap();
-    let env = example("local.env");
+    let env = example(example_name);
     let mut cmd = hpcagent();
     cmd.args(["submit", "--env", env.to_str().unwrap(), "--set"])
         .arg(format!("RUN_ROOT={}", root.path().display()))
@@ -252,4 +256,50 @@ fn usr1_drains_the_job_and_a_resume_finishes_the_rest() {
     assert!(done < total, "drained before the end ({done}/{total})");
     resume(&run_dir);
     assert_settled_exactly_once(&run_dir);
+}
+
+#[test]
+fn llm_agents_on_slurm_talk_to_an_inference_step_on_its_own_node() {
+    let (job, run_dir, _root) = submit_example("local-vllm.env", &[]);
+    assert_eq!(
+        wait_for_job(&job, Duration::from_secs(600)),
+        "COMPLETED",
+        "{}",
+        sbatch_log(&run_dir)
+    );
+    assert_settled_exactly_once(&run_dir);
+    let plan: Value =
+        serde_json::from_str(&std::fs::read_to_string(run_dir.join("plan.json")).unwrap()).unwrap();
+    let node_of = |role: &str| -> Vec<String> {
+        plan["instances"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|i| i["role"] == role)
+            .map(|i| i["nodes"][0].as_str().unwrap().to_string())
+            .collect()
+    };
+    let inference = node_of("inference");
+    assert_eq!(inference.len(), 1);
+    assert!(
+        !node_of("agent").contains(&inference[0]) && !node_of("judge").contains(&inference[0]),
+        "vLLM has its node to itself: {plan}"
+    );
+    let log = std::fs::read_to_string(run_dir.join("roles/inference-0/stderr")).unwrap();
+    assert!(log.contains("inference ready"), "{log}");
+    let attempts = hpcagent_orchestrator::store::Reader::open(&run_dir)
+        .unwrap()
+        .attempts()
+        .unwrap();
+    for a in &attempts {
+        assert!(a.tokens > 0 && Path::new(&a.transcript).is_file(), "{a:?}");
+        assert!(
+            std::fs::read_to_string(&a.transcript)
+                .unwrap()
+                .contains(&format!("http://{}:", inference[0])),
+            "the agent on another node talked to {}: {}",
+            inference[0],
+            a.transcript
+        );
+    }
 }

@@ -58,14 +58,14 @@ fn beverin_plan_covers_the_four_nodes_as_configured() {
     assert_eq!(
         roles,
         [
-            ("inference", "nid001", 4),
-            ("inference", "nid002", 4),
+            ("inference", "nid[001-002]", 4),
             ("agent", "nid003", 0),
             ("judge", "nid004", 4)
         ]
     );
-    assert_eq!(instances[2]["workers"], 4);
+    assert_eq!(instances[1]["workers"], 4);
     assert_eq!(instances[0]["parallelism"]["tensor_parallel"], 4);
+    assert_eq!(instances[0]["parallelism"]["pipeline_parallel"], 2);
     assert_eq!(plan["site"], "beverin");
     let srun: Vec<&str> = instances[0]["srun"]
         .as_array()
@@ -76,6 +76,52 @@ fn beverin_plan_covers_the_four_nodes_as_configured() {
     assert!(
         srun.contains(&"--job-name=inference-0")
             && srun.contains(&"--environment=hpcagent-vllm-mi300a")
+            && srun.contains(&"--ntasks=2")
+    );
+}
+
+#[test]
+fn a_multi_node_replica_shows_its_vllm_lines_as_they_will_run() {
+    let env = example("beverin.env");
+    let out = hpcagent()
+        .args([
+            "plan",
+            "--env",
+            env.to_str().unwrap(),
+            "--nodelist",
+            "nid[001-004]",
+        ])
+        .args(["--gpus-per-node", "4"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    let line = |prefix: &str| {
+        text.lines()
+            .find(|l| l.starts_with(prefix))
+            .unwrap_or_else(|| panic!("no line {prefix:?} in\n{text}"))
+            .to_string()
+    };
+    let rank0 = line("inference-0 rank 0 on nid001: vllm serve ");
+    let rank1 = line("inference-0 rank 1 on nid002: vllm serve ");
+    for rank in [&rank0, &rank1] {
+        assert!(
+            rank.contains("--tensor-parallel-size 4 --pipeline-parallel-size 2 --distributed-executor-backend mp --nnodes 2")
+                && rank.contains("--master-addr nid001 --master-port 8100"),
+            "{rank}"
+        );
+    }
+    assert!(
+        rank0.contains("--node-rank 0") && !rank0.contains("--headless"),
+        "{rank0}"
+    );
+    assert!(
+        rank1.contains("--node-rank 1") && rank1.contains("--headless"),
+        "{rank1}"
+    );
+    assert!(
+        rank0.ends_with("--tool-call-parser qwen3_coder"),
+        "VLLM_EXTRA_ARGS last: {rank0}"
     );
 }
 
@@ -176,7 +222,7 @@ fn impossible_plans_fail_at_the_key_with_the_numbers() {
     assert_eq!(out.status.code(), Some(2));
     let err = stderr(&out);
     assert!(
-        err.contains("beverin.env:16: JUDGE_NODES: the plan needs 4 nodes (inference 2 + agents 1 + judges 1) but the allocation has 3 (nid[001-003])"),
+        err.contains("beverin.env:20: JUDGE_NODES: the plan needs 4 nodes (inference 2 + agents 1 + judges 1) but the allocation has 3 (nid[001-003])"),
         "{err}"
     );
 }
@@ -207,7 +253,7 @@ fn config_shows_each_value_and_its_origin() {
         line("GPUS_PER_NODE").ends_with("site profile beverin"),
         "{text}"
     );
-    assert!(line("AGENT_NODES").contains("beverin.env:14"), "{text}");
+    assert!(line("AGENT_NODES").contains("beverin.env:17"), "{text}");
     assert!(
         line("AGENTS_PER_NODE").ends_with("environment HPCAGENT_AGENTS_PER_NODE"),
         "{text}"

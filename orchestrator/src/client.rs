@@ -66,6 +66,18 @@ pub async fn channel(url: &str) -> anyhow::Result<Channel> {
         .await?)
 }
 
+/// A client of `url` with `token` that connects on first use (for callers
+/// that may never need the orchestrator).
+pub fn connect_lazy(url: &str, token: &str) -> anyhow::Result<Client> {
+    let channel = Channel::from_shared(url.to_string())?
+        .connect_timeout(Duration::from_secs(10))
+        .connect_lazy();
+    Ok(
+        OrchestratorClient::with_interceptor(channel, Bearer::new(token)?)
+            .max_decoding_message_size(16 << 20),
+    )
+}
+
 /// Connects to `url` with `token`.
 pub async fn connect(url: &str, token: &str) -> anyhow::Result<Client> {
     let channel = channel(url)
@@ -165,6 +177,8 @@ pub struct Pulse {
     pub ready: bool,
     pub leases: BTreeSet<String>,
     pub load: u32,
+    /// What the role is doing, for `hpcagent status`.
+    pub detail: String,
 }
 
 /// A running heartbeat: the shared pulse, and whether to drain.
@@ -191,6 +205,10 @@ impl Heartbeat {
         self.pulse.lock().expect("pulse").leases.remove(lease);
     }
 
+    pub fn set_detail(&self, detail: impl Into<String>) {
+        self.pulse.lock().expect("pulse").detail = detail.into();
+    }
+
     pub fn set_load(&self, load: u32) {
         self.pulse.lock().expect("pulse").load = load;
     }
@@ -203,7 +221,18 @@ impl Heartbeat {
 
 /// Starts heartbeating every `interval`. If the orchestrator cannot be reached
 /// for 30 s, the process exits: its campaign is gone.
-pub fn start_heartbeats(mut client: Client, instance: String, interval: Duration) -> Heartbeat {
+pub fn start_heartbeats(client: Client, instance: String, interval: Duration) -> Heartbeat {
+    start_heartbeats_then(client, instance, interval, || {})
+}
+
+/// As [`start_heartbeats`], running `on_orphan` before the process exits
+/// (to stop what the role started that would outlive it).
+pub fn start_heartbeats_then(
+    mut client: Client,
+    instance: String,
+    interval: Duration,
+    on_orphan: impl FnOnce() + Send + 'static,
+) -> Heartbeat {
     let pulse = Arc::new(Mutex::new(Pulse::default()));
     let (drain_tx, drain) = tokio::sync::watch::channel(false);
     let shared = pulse.clone();
@@ -221,7 +250,7 @@ pub fn start_heartbeats(mut client: Client, instance: String, interval: Duration
                     } as i32,
                     leases: p.leases.iter().cloned().collect(),
                     load: p.load,
-                    detail: String::new(),
+                    detail: p.detail.clone(),
                 }
             };
             // A hung orchestrator must not hang the orphan check.
@@ -247,6 +276,7 @@ pub fn start_heartbeats(mut client: Client, instance: String, interval: Duration
                         ORPHAN_AFTER,
                         status.message()
                     );
+                    on_orphan();
                     std::process::exit(3);
                 }
                 Err(status) => tracing::warn!("heartbeat: {}", status.message()),

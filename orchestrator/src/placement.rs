@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use crate::allocation::Allocation;
 use crate::config::{Config, ConfigError, Diagnostic};
 use crate::hostlist;
-use crate::plan::{OrchestratorEndpoint, Parallelism, Plan, Role, RoleInstance};
+use crate::plan::{OrchestratorEndpoint, Parallelism, Plan, Role, RoleInstance, VllmLaunch};
 use crate::slurm::{StepSpec, srun_argv};
 
 /// Where the run lives and which binary the steps run.
@@ -256,6 +256,44 @@ fn colocated_judge_cpus(config: &Config, node: Node) -> u32 {
         .unwrap_or((node.cpus / 2 / jpn).max(1))
 }
 
+/// The `vllm serve` command line of each rank of one server on `nodes`.
+fn vllm_launch(
+    config: &Config,
+    nodes: &[String],
+    ports: &BTreeMap<String, u16>,
+    tp: u32,
+) -> VllmLaunch {
+    let s = &config.settings;
+    let served = config.served_model().to_string();
+    let ranks = nodes.len();
+    let argv = |rank: usize| {
+        let mut argv = s.vllm_command.0.clone();
+        argv.extend(["serve".into(), s.vllm_model.clone()]);
+        let mut flag = |name: &str, value: String| argv.extend([name.to_string(), value]);
+        flag("--host", "0.0.0.0".into());
+        flag("--port", ports["http"].to_string());
+        flag("--served-model-name", served.clone());
+        flag("--tensor-parallel-size", tp.to_string());
+        if ranks > 1 {
+            flag("--pipeline-parallel-size", ranks.to_string());
+            flag("--distributed-executor-backend", "mp".into());
+            flag("--nnodes", ranks.to_string());
+            flag("--node-rank", rank.to_string());
+            flag("--master-addr", nodes[0].clone());
+            flag("--master-port", ports["master"].to_string());
+            if rank > 0 {
+                argv.push("--headless".into());
+            }
+        }
+        argv.extend(s.vllm_extra_args.0.iter().cloned());
+        argv
+    };
+    VllmLaunch {
+        served_model: served.clone(),
+        ranks: (0..ranks).map(argv).collect(),
+    }
+}
+
 struct Builder<'a> {
     config: &'a Config,
     layout: &'a Layout,
@@ -272,6 +310,7 @@ struct Assignment {
     ports: BTreeMap<String, u16>,
     workers: Option<u32>,
     parallelism: Option<Parallelism>,
+    vllm: Option<VllmLaunch>,
     env: BTreeMap<String, String>,
 }
 
@@ -293,6 +332,7 @@ impl Builder<'_> {
                 if shape.nodes_per_replica > 1 {
                     ports.insert("master".into(), s.vllm_master_port.0);
                 }
+                let vllm = vllm_launch(self.config, &replica, &ports, tp);
                 self.push(Assignment {
                     role: Role::Inference,
                     nodes: replica.clone(),
@@ -304,6 +344,7 @@ impl Builder<'_> {
                         tensor_parallel: tp,
                         pipeline_parallel: shape.nodes_per_replica,
                     }),
+                    vllm: Some(vllm),
                     env: env.clone(),
                 });
             }
@@ -336,6 +377,7 @@ impl Builder<'_> {
                 ports: BTreeMap::new(),
                 workers: Some(s.agents_per_node),
                 parallelism: None,
+                vllm: None,
                 env: BTreeMap::new(),
             });
         }
@@ -359,6 +401,7 @@ impl Builder<'_> {
                     ports: BTreeMap::from([("grpc".to_string(), s.judge_port.0 + local as u16)]),
                     workers: None,
                     parallelism: None,
+                    vllm: None,
                     env: BTreeMap::new(),
                 });
             }
@@ -405,6 +448,7 @@ impl Builder<'_> {
             edf,
             workers: a.workers,
             parallelism: a.parallelism,
+            vllm: a.vllm,
             env: a.env,
             log_dir,
             srun,

@@ -52,6 +52,16 @@ pub struct Parallelism {
     pub pipeline_parallel: u32,
 }
 
+/// How an inference instance runs vLLM: one command line per rank, rank `r`
+/// on the instance's `r`-th node. Rank 0 serves HTTP; in a replica of several
+/// nodes the other ranks run `--headless` and join rank 0's rendezvous.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VllmLaunch {
+    /// The name clients ask for (`--served-model-name`).
+    pub served_model: String,
+    pub ranks: Vec<Vec<String>>,
+}
+
 /// One role instance: one Slurm step (or one local process group).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RoleInstance {
@@ -72,6 +82,8 @@ pub struct RoleInstance {
     /// Agents run by this instance (agent role only).
     pub workers: Option<u32>,
     pub parallelism: Option<Parallelism>,
+    /// The vLLM command lines (inference role only).
+    pub vllm: Option<VllmLaunch>,
     /// Environment the step gets on top of the orchestrator's (no secrets).
     pub env: BTreeMap<String, String>,
     /// Directory of the step's stdout and stderr, under the run directory.
@@ -168,6 +180,22 @@ impl Plan {
                 out.push_str(&format!("{argv}\n"));
             } else {
                 out.push_str(&format!("env {} {argv}\n", env.join(" ")));
+            }
+        }
+        let servers: Vec<&RoleInstance> =
+            self.instances.iter().filter(|i| i.vllm.is_some()).collect();
+        if !servers.is_empty() {
+            out.push_str("\nvLLM (each inference step runs its rank's line on its node):\n");
+        }
+        for i in servers {
+            let launch = i.vllm.as_ref().expect("filtered");
+            for (rank, argv) in launch.ranks.iter().enumerate() {
+                let node = i.nodes.get(rank).map_or("?", String::as_str);
+                out.push_str(&format!(
+                    "{} rank {rank} on {node}: {}\n",
+                    i.name,
+                    words::join(argv)
+                ));
             }
         }
         out

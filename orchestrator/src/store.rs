@@ -471,6 +471,19 @@ pub struct CampaignRow {
     pub ended_at: Option<f64>,
 }
 
+/// One attempt as the store keeps it ("" outcome: still running).
+#[derive(Debug, Clone, Serialize)]
+pub struct AttemptRow {
+    pub task: String,
+    pub attempt: u32,
+    pub agent: String,
+    pub judge: String,
+    pub outcome: String,
+    pub tokens: u64,
+    pub transcript: String,
+    pub message: String,
+}
+
 /// A task's outcome, for `hpcagent results`.
 #[derive(Debug, Clone, Serialize)]
 pub struct TaskResult {
@@ -554,6 +567,27 @@ impl Reader {
     }
 
     /// How many Submit verdicts settled each task (exactly one for a settled task).
+    /// Every attempt that has begun, in task and attempt order.
+    pub fn attempts(&self) -> rusqlite::Result<Vec<AttemptRow>> {
+        let mut stmt = self.conn.prepare(
+            "SELECT task_id, attempt, agent, judge, COALESCE(outcome, ''), COALESCE(tokens, 0),
+             COALESCE(transcript, ''), COALESCE(message, '') FROM attempts ORDER BY task_id, attempt",
+        )?;
+        stmt.query_map([], |r| {
+            Ok(AttemptRow {
+                task: r.get(0)?,
+                attempt: r.get(1)?,
+                agent: r.get(2)?,
+                judge: r.get(3)?,
+                outcome: r.get(4)?,
+                tokens: r.get::<_, i64>(5)? as u64,
+                transcript: r.get(6)?,
+                message: r.get(7)?,
+            })
+        })?
+        .collect()
+    }
+
     pub fn settlements(&self) -> rusqlite::Result<Vec<(String, u32)>> {
         let mut stmt = self.conn.prepare(
             "SELECT t.id, COALESCE(SUM(v.settled), 0) FROM tasks t

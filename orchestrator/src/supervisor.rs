@@ -113,9 +113,7 @@ async fn keep_running<E: Executor>(
         {
             entry.restarts = 0;
         }
-        if instance.role == Role::Judge {
-            campaign.scheduler().judge_down(&name);
-        }
+        campaign.endpoint_down(&name);
         tracing::warn!(instance = %name, "{why}");
         if !restart_or_fail(&campaign, &instance, &why, &critical).await {
             return;

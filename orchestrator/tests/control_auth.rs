@@ -47,6 +47,7 @@ async fn start() -> Running {
             max_attempts: 3,
             task_budget: Duration::from_secs(600),
             lease_ttl: Duration::from_secs(30),
+            needs_inference: false,
         },
         vec![task],
     );
@@ -61,6 +62,7 @@ async fn start() -> Running {
                 restarts: 0,
                 last_seen: Instant::now(),
                 slurm_step: None,
+                detail: String::new(),
             };
             (name.to_string(), entry)
         })

@@ -3,6 +3,7 @@
 pub mod config;
 pub mod corpus;
 pub mod judge;
+pub mod mcp;
 pub mod plan;
 pub mod results;
 pub mod role;
@@ -36,6 +37,8 @@ pub enum Command {
     /// Run one role instance of a campaign (started by `up`).
     #[command(hide = true)]
     Role(role::RoleArgs),
+    /// Serve one lease's tools over MCP on stdin/stdout (for external agent CLIs).
+    Mcp(mcp::McpArgs),
     /// List or check the task corpus.
     Corpus(corpus::CorpusArgs),
 }

@@ -27,6 +27,8 @@ enum RoleCommand {
     Judge(Instance),
     /// Work the campaign's tasks.
     Agent(Instance),
+    /// Run this rank of a vLLM server of the plan.
+    Inference(Instance),
 }
 
 #[derive(Debug, Args)]
@@ -45,6 +47,9 @@ pub fn run(args: RoleArgs) -> anyhow::Result<()> {
         RoleCommand::Judge(i) => runtime()?.block_on(judge(i)),
         RoleCommand::Agent(i) => {
             runtime()?.block_on(hpcagent_agent::pool::run(&i.run_dir, &i.instance))
+        }
+        RoleCommand::Inference(i) => {
+            runtime()?.block_on(hpcagent_inference::run(&i.run_dir, &i.instance))
         }
     }
 }

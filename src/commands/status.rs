@@ -62,7 +62,7 @@ fn print_live(s: &pb::StatusSnapshot, json: bool) -> anyhow::Result<()> {
         let roles: Vec<serde_json::Value> = s
             .roles
             .iter()
-            .map(|r| serde_json::json!({"instance": r.instance, "node": r.node, "state": r.state, "restarts": r.restarts, "endpoint": r.endpoint}))
+            .map(|r| serde_json::json!({"instance": r.instance, "node": r.node, "state": r.state, "restarts": r.restarts, "endpoint": r.endpoint, "detail": r.detail}))
             .collect();
         let value = serde_json::json!({
             "campaign": s.campaign, "run_dir": s.run_dir, "running": true,
@@ -87,8 +87,8 @@ fn print_live(s: &pb::StatusSnapshot, json: bool) -> anyhow::Result<()> {
     println!("grades per minute: {:.1}", s.grades_per_minute);
     for r in &s.roles {
         println!(
-            "  {:14} {:10} {:10} restarts {} {}",
-            r.instance, r.node, r.state, r.restarts, r.endpoint
+            "  {:14} {:10} {:10} restarts {} {} {}",
+            r.instance, r.node, r.state, r.restarts, r.endpoint, r.detail
         );
     }
     Ok(())

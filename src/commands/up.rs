@@ -80,6 +80,7 @@ pub fn run(args: UpArgs) -> anyhow::Result<ExitCode> {
         executor,
         exe: std::env::current_exe().context("cannot find the hpcagent executable")?,
         corpus_root: std::path::absolute(Corpus::default_root())?,
+        skills_root: std::path::absolute(hpcagent_agent::prompt::default_root())?,
         resume: args.resume.is_some(),
     };
     let outcome = runtime()?.block_on(campaign::up(up))?;

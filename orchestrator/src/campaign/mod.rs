@@ -30,7 +30,7 @@ use crate::control::{self, Control};
 use crate::executor::{Executor, local::LocalExecutor, slurm::SlurmExecutor};
 use crate::placement::{self, Layout};
 use crate::plan::{Plan, Role};
-use crate::scheduler::{Scheduler, Settings, Task, TaskState};
+use crate::scheduler::{Scheduler, Service, Settings, Task, TaskState};
 use crate::store::{AgentReport, Reader, Store, TaskRow};
 use crate::supervisor::{self, Critical};
 use state::{Campaign, RoleEntry, RoleState};
@@ -38,8 +38,12 @@ use state::{Campaign, RoleEntry, RoleState};
 /// File in the run directory telling clients where the orchestrator listens.
 pub const ENDPOINT_FILE: &str = "orchestrator.json";
 const HEARTBEAT: Duration = Duration::from_secs(2);
+/// The inference pool's name for `INFERENCE_URL`.
+const EXTERNAL_INFERENCE: &str = "external";
 /// A live role silent for this many heartbeats is dead.
 const MISSED_HEARTBEATS: u32 = 4;
+/// How long a finished campaign waits for agents to report settled attempts.
+const REPORT_GRACE: Duration = Duration::from_secs(30);
 /// A launched role must register within this.
 const REGISTER_TIMEOUT: Duration = Duration::from_secs(180);
 
@@ -60,6 +64,8 @@ pub struct Up {
     /// The hpcagent binary every role runs.
     pub exe: PathBuf,
     pub corpus_root: PathBuf,
+    /// The agents' skills pages.
+    pub skills_root: PathBuf,
     /// Continue the campaign the run directory holds (otherwise it must hold none).
     pub resume: bool,
 }
@@ -143,6 +149,7 @@ pub async fn up(up: Up) -> anyhow::Result<Outcome> {
                 restarts: 0,
                 last_seen: Instant::now(),
                 slurm_step: None,
+                detail: String::new(),
             };
             (i.name.clone(), entry)
         })
@@ -275,14 +282,22 @@ fn resume_scheduler(up: &Up, specs: &[crate::scheduler::TaskSpec]) -> anyhow::Re
         })
         .collect();
     let s = &up.config.settings;
-    Ok(Scheduler::new(
+    let mut scheduler = Scheduler::new(
         Settings {
             max_attempts: s.max_attempts,
             task_budget: Duration::from_secs(s.task_budget.seconds),
             lease_ttl: Duration::from_secs(s.lease_seconds as u64),
+            needs_inference: s.agent_policy.needs_inference(),
         },
         tasks,
-    ))
+    );
+    if let Some(url) = &s.inference_url {
+        // An endpoint outside the allocation: usable from the start, set aside like any other.
+        let pool = scheduler.pool_mut(Service::Inference);
+        pool.registered(EXTERNAL_INFERENCE, url.trim_end_matches('/'));
+        pool.ready(EXTERNAL_INFERENCE, true);
+    }
+    Ok(scheduler)
 }
 
 /// Starts the control plane; returns its address and a switch to stop it.
@@ -342,6 +357,10 @@ fn role_environments(
                     "HPCAGENT_BENCHMARKS".to_string(),
                     up.corpus_root.display().to_string(),
                 ),
+                (
+                    "HPCAGENT_SKILLS".to_string(),
+                    up.skills_root.display().to_string(),
+                ),
             ];
             if instance.role == Role::Judge {
                 // Every judge of the campaign draws the same held-out cases.
@@ -371,6 +390,7 @@ async fn run<E: Executor>(
     let mut int = signal(SignalKind::interrupt()).expect("INT handler");
     let mut progress = progress::Progress::new();
     let mut drain_deadline: Option<Instant> = None;
+    let mut finished_at: Option<Instant> = None;
     let mut tick = tokio::time::interval(Duration::from_millis(500));
     let outcome = loop {
         tokio::select! {
@@ -395,12 +415,16 @@ async fn run<E: Executor>(
         expire_leases(&campaign);
         detect_silent_roles(&campaign);
         progress.update(&control::snapshot(&campaign));
-        let (finished, active) = {
+        let (finished, active, unreported) = {
             let s = campaign.scheduler();
-            (s.finished(), s.active_leases())
+            (s.finished(), s.active_leases(), s.unreported())
         };
         if finished {
-            break Outcome::Finished;
+            // The last agents report their attempts (transcripts, tokens) before the end.
+            let since = *finished_at.get_or_insert_with(Instant::now);
+            if unreported == 0 || since.elapsed() >= REPORT_GRACE {
+                break Outcome::Finished;
+            }
         }
         if let Some(deadline) = drain_deadline
             && (active == 0 || Instant::now() >= deadline)
@@ -468,7 +492,7 @@ fn detect_silent_roles(campaign: &Campaign) {
         })
         .collect();
     for (name, why) in silent {
-        campaign.scheduler().judge_down(&name);
+        campaign.endpoint_down(&name);
         campaign.set_role_state(&name, RoleState::Dead(why));
     }
 }

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use crate::control::auth::Tokens;
 use crate::plan::Role;
-use crate::scheduler::{AttemptEnd, Scheduler, TaskState};
+use crate::scheduler::{AttemptEnd, Scheduler, Service, TaskState};
 use crate::store::{AgentReport, AttemptRecord, Store, VerdictRecord};
 
 /// Where a role instance is in its life.
@@ -45,6 +45,15 @@ impl RoleState {
     }
 }
 
+/// The endpoint pool a role's instances belong to, if it serves one.
+pub fn service_of(role: Role) -> Option<Service> {
+    match role {
+        Role::Judge => Some(Service::Judge),
+        Role::Inference => Some(Service::Inference),
+        Role::Agent => None,
+    }
+}
+
 /// One role instance as the orchestrator sees it.
 #[derive(Debug, Clone)]
 pub struct RoleEntry {
@@ -56,6 +65,8 @@ pub struct RoleEntry {
     pub last_seen: Instant,
     /// The Slurm step it said it runs in, when it registered from one.
     pub slurm_step: Option<String>,
+    /// What it last said it is doing (loading a model, …).
+    pub detail: String,
 }
 
 /// A running campaign.
@@ -115,6 +126,7 @@ impl Campaign {
                 // A new incarnation: nothing of the last one's registration holds.
                 entry.last_seen = Instant::now();
                 entry.slurm_step = None;
+                entry.detail.clear();
             }
             if entry.state != state {
                 let detail = match &state {
@@ -182,6 +194,15 @@ impl Campaign {
         if let Err(e) = written {
             tracing::warn!("{}: {e}", dir.display());
         }
+    }
+
+    /// The endpoint an instance serves (if it is a judge or an inference
+    /// replica) is no longer usable: its step died or went silent.
+    pub fn endpoint_down(&self, instance: &str) {
+        let Some(service) = self.roles().get(instance).and_then(|e| service_of(e.role)) else {
+            return;
+        };
+        self.scheduler().pool_mut(service).down(instance);
     }
 
     /// `<run>/tasks/<task>/attempt-<k>/`: an attempt's evidence.

@@ -9,8 +9,8 @@ use hpcagent_judge::corpus::Preset;
 use serde::Serialize;
 
 use super::values::{
-    AbsPath, Args, Assignments, ConfigValue, Languages, List, Policy, Port, Precision, Site,
-    TimeLimit,
+    AbsPath, Args, Assignments, ConfigValue, Languages, List, Policy, Port, Precision, Ratio,
+    SearchProvider, Site, TimeLimit, ToolChoice,
 };
 
 /// One configuration key as the docs and the parser see it.
@@ -136,6 +136,17 @@ config_keys! {
     ["Inference"] net_ifname / NET_IFNAME: Option<String> = "";
     /// More `NAME=value` environment for inference steps (NCCL, libfabric).
     ["Inference"] inference_env / INFERENCE_ENV: Assignments = "";
+    /// The program that runs vLLM, with any leading arguments (a venv's
+    /// `bin/vllm`, or `python -m vllm.entrypoints.cli.main`); `serve …` follows.
+    ["Inference"] vllm_command / VLLM_COMMAND: Args = "vllm";
+    /// How long a vLLM server may take to load its model and answer `/health`
+    /// (large models take many minutes).
+    ["Inference"] inference_ready_timeout / INFERENCE_READY_TIMEOUT: TimeLimit = "00:30:00";
+    /// An OpenAI-compatible endpoint outside the allocation (`http://host:port/v1`),
+    /// used instead of planned vLLM servers; needs `INFERENCE_NODES=0`. A key,
+    /// if the endpoint wants one, is read from `OPENAI_API_KEY` in the
+    /// environment, never from this file.
+    ["Inference"] inference_url / INFERENCE_URL: Option<String> = "";
 
     /// Container Engine environment (EDF name or path) for agent and judge steps.
     ["Roles"] role_ce_env / ROLE_CE_ENV: Option<String> = "";
@@ -168,9 +179,39 @@ config_keys! {
     ["Campaign"] task_budget / TASK_BUDGET: TimeLimit = "00:30:00";
     /// Seconds a lease lives without a heartbeat from its agent.
     ["Campaign"] lease_seconds / LEASE_SECONDS: u32 = "30";
-    /// What agents do with a task. `baseline` submits the kernel's own
-    /// baseline: no LLM, proves the pipeline, calibrates a cluster (speedup ≈ 1).
-    ["Campaign"] agent_policy / AGENT_POLICY: Policy = "baseline";
+    /// What agents do with a task. `builtin`: the built-in LLM agent (a
+    /// tool-calling loop against the inference endpoint). `command`: an
+    /// external agent CLI per task (`AGENT_COMMAND`), with `hpcagent mcp` as its
+    /// tools. `baseline`: submit the kernel's own baseline: no LLM, proves the
+    /// pipeline, calibrates a cluster (speedup ≈ 1).
+    ["Agents"] agent_policy / AGENT_POLICY: Policy = "baseline";
+    /// The model agents ask for; default: the served name of the planned vLLM
+    /// (`VLLM_SERVED_MODEL`, else `VLLM_MODEL`). Needed with `INFERENCE_URL`.
+    ["Agents"] llm_model / LLM_MODEL: Option<String> = "";
+    /// Model turns (requests) an attempt may take.
+    ["Agents"] max_turns / MAX_TURNS: u32 = "40";
+    /// Tokens (prompt and completion, summed over turns) an attempt may use.
+    ["Agents"] max_tokens / MAX_TOKENS: u32 = "1000000";
+    /// Completion tokens one turn may produce.
+    ["Agents"] turn_tokens / TURN_TOKENS: u32 = "4096";
+    /// `auto`: the model decides whether to call a tool; `required`: every turn
+    /// must call one (for models that drift into prose).
+    ["Agents"] tool_choice / TOOL_CHOICE: ToolChoice = "auto";
+    /// Sampling temperature of the built-in agent.
+    ["Agents"] temperature / TEMPERATURE: Ratio = "0.2";
+    /// Show agents the profiling pages of `skills/` (instruments, counters).
+    ["Agents"] profiling_guidance / PROFILING_GUIDANCE: bool = "false";
+    /// The agent CLI the `command` policy runs per task, as a command line.
+    /// Placeholders: `{workspace}`, `{prompt_file}`, `{prompt}`, `{model}`,
+    /// `{endpoint}` (the OpenAI-compatible base URL), `{mcp_config}` (a JSON
+    /// file naming `hpcagent mcp` as an MCP server).
+    ["Agents"] agent_command / AGENT_COMMAND: Args = "";
+    /// Web search for agents: `searxng` (a SearXNG-compatible JSON endpoint at
+    /// `WEB_SEARCH_URL`), `brave` (the Brave Search API, its key from
+    /// `BRAVE_API_KEY` in the environment), or `off`.
+    ["Agents"] web_search / WEB_SEARCH: SearchProvider = "off";
+    /// Base URL of the SearXNG-compatible endpoint (`…/search?format=json`).
+    ["Agents"] web_search_url / WEB_SEARCH_URL: Option<String> = "";
 
     /// Slurm partition.
     ["Slurm"] partition / PARTITION: Option<String> = "";

@@ -24,7 +24,7 @@ use figment::{Figment, Metadata, Profile, Provider};
 pub use diagnostic::{ConfigError, Diagnostic, Origin};
 pub use envfile::EnvFile;
 pub use keys::{KEYS, KeySpec, Settings};
-pub use values::Site;
+pub use values::{Policy, SearchProvider, Site, ToolChoice};
 
 /// Prefix of process variables that override keys: `HPCAGENT_AGENT_NODES=3`.
 pub const ENV_PREFIX: &str = "HPCAGENT_";
@@ -109,6 +109,20 @@ impl Config {
             out.push_str(&format!("{}={}  # {}\n", r.key, quote(&r.text), r.origin));
         }
         out
+    }
+
+    /// The name vLLM serves the model under.
+    pub fn served_model(&self) -> &str {
+        let s = &self.settings;
+        s.vllm_served_model.as_deref().unwrap_or(&s.vllm_model)
+    }
+
+    /// The model agents ask for.
+    pub fn llm_model(&self) -> &str {
+        self.settings
+            .llm_model
+            .as_deref()
+            .unwrap_or_else(|| self.served_model())
     }
 
     /// Inference nodes in total, replicas and nodes per replica, as validated.
@@ -290,6 +304,54 @@ fn validate(config: &Config) -> Vec<Diagnostic> {
         "VLLM_MODEL",
         format!(
             "is empty but {inference_nodes} inference node(s) are planned; name the model to serve"
+        ),
+    );
+    require(
+        s.inference_url.is_none() || inference_nodes == 0,
+        "INFERENCE_URL",
+        format!(
+            "names an outside endpoint but {inference_nodes} inference node(s) are planned; \
+             set INFERENCE_NODES=0, or leave INFERENCE_URL empty"
+        ),
+    );
+    require(
+        s.inference_url
+            .as_deref()
+            .is_none_or(|u| u.starts_with("http://") || u.starts_with("https://")),
+        "INFERENCE_URL",
+        "must start with http:// or https:// (e.g. http://host:8000/v1)".into(),
+    );
+    require(
+        !s.agent_policy.needs_inference() || inference_nodes > 0 || s.inference_url.is_some(),
+        "AGENT_POLICY",
+        format!(
+            "{} agents need an LLM: plan inference nodes (INFERENCE_NODES) or name an endpoint \
+             (INFERENCE_URL)",
+            s.agent_policy
+        ),
+    );
+    require(
+        s.inference_url.is_none() || s.llm_model.is_some(),
+        "LLM_MODEL",
+        "is empty; with INFERENCE_URL, name the model agents ask the endpoint for".into(),
+    );
+    require(
+        s.agent_policy != Policy::Command || !s.agent_command.0.is_empty(),
+        "AGENT_COMMAND",
+        "is empty; AGENT_POLICY=command runs it for every task".into(),
+    );
+    require(
+        s.web_search != SearchProvider::Searxng || s.web_search_url.is_some(),
+        "WEB_SEARCH_URL",
+        "is empty; WEB_SEARCH=searxng needs the endpoint's base URL".into(),
+    );
+    require(s.max_turns > 0, "MAX_TURNS", "must be at least 1".into());
+    require(
+        s.turn_tokens >= 16,
+        "TURN_TOKENS",
+        format!(
+            "{} tokens cannot hold a tool call; use 16 or more",
+            s.turn_tokens
         ),
     );
     require(

@@ -205,7 +205,39 @@ choice! {
 
 choice! {
     /// What agents do with a task.
-    Policy { Baseline = "baseline" }
+    Policy { Builtin = "builtin", Command = "command", Baseline = "baseline" }
+}
+
+impl Policy {
+    /// Whether agents of this policy talk to an LLM.
+    pub fn needs_inference(self) -> bool {
+        !matches!(self, Policy::Baseline)
+    }
+}
+
+choice! {
+    /// Whether each model turn must call a tool.
+    ToolChoice { Auto = "auto", Required = "required" }
+}
+
+choice! {
+    /// Where agents' web searches go.
+    SearchProvider { Off = "off", Searxng = "searxng", Brave = "brave" }
+}
+
+/// A number from 0 to 2 (a sampling temperature).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Ratio(pub f32);
+
+impl ConfigValue for Ratio {
+    const SYNTAX: &'static str = "number from 0 to 2";
+    fn parse(raw: &str) -> Result<Self, String> {
+        match raw.trim().parse::<f32>() {
+            Ok(x) if (0.0..=2.0).contains(&x) => Ok(Ratio(x)),
+            Ok(x) => Err(format!("{x} is outside 0 to 2")),
+            Err(_) => Err(format!("{:?} is not a number", raw.trim())),
+        }
+    }
 }
 
 choice! {

@@ -17,9 +17,9 @@ use hpcagent_proto::v1::orchestrator_server::{Orchestrator, OrchestratorServer};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
 
-use crate::campaign::state::{Campaign, RoleState};
+use crate::campaign::state::{Campaign, RoleState, service_of};
 use crate::plan::Role;
-use crate::scheduler::{Completion, Pull, RecordError, Scheduler, TaskSpec};
+use crate::scheduler::{Completion, Pull, RecordError, Scheduler, Service, TaskSpec};
 use crate::store::{AgentReport, AttemptStart, VerdictRecord};
 use auth::Principal;
 
@@ -38,6 +38,35 @@ impl Control {
     > {
         let tokens = campaign.tokens.clone();
         OrchestratorServer::with_interceptor(Control { campaign }, auth::interceptor(tokens))
+    }
+
+    /// The lease's usable `service` endpoint ("" if none now), after setting
+    /// its current one aside when the agent reports it `failed`.
+    fn lease_endpoint(
+        &self,
+        sched: &mut Scheduler,
+        service: Service,
+        lease_id: &str,
+        failed: bool,
+    ) -> Result<String, Status> {
+        let now = Instant::now();
+        let endpoint = if failed {
+            let current = sched.lease(lease_id).map(|l| match service {
+                Service::Judge => l.judge.clone(),
+                Service::Inference => l.inference.clone().unwrap_or_default(),
+            });
+            self.campaign.store.event(
+                current.as_deref().unwrap_or(""),
+                "endpoint_failed",
+                &format!("reported by the agent of lease {lease_id}"),
+            );
+            sched.endpoint_failed(service, lease_id, now)
+        } else {
+            sched.endpoint_for(service, lease_id, now)
+        };
+        Ok(endpoint
+            .ok_or_else(|| Status::not_found(format!("lease {lease_id} has ended")))?
+            .unwrap_or_default())
     }
 
     /// Pulls a lease for `agent`'s `worker`, with its attempt directory made
@@ -149,10 +178,15 @@ impl Orchestrator for Control {
         }
         self.campaign
             .set_role_state(&r.instance, RoleState::Starting);
-        if role == Role::Judge {
+        if let Some(service) = service_of(role) {
+            let url = match service {
+                Service::Judge => format!("http://{}", r.endpoint),
+                Service::Inference => format!("http://{}/v1", r.endpoint),
+            };
             self.campaign
                 .scheduler()
-                .judge_registered(&r.instance, &format!("http://{}", r.endpoint));
+                .pool_mut(service)
+                .registered(&r.instance, &url);
         }
         let caps: Vec<String> = r
             .capabilities
@@ -193,6 +227,7 @@ impl Orchestrator for Control {
                 Status::invalid_argument(format!("no role instance {:?}", r.instance))
             })?;
             entry.last_seen = Instant::now();
+            entry.detail = r.detail.clone();
             entry.state.is_live()
         };
         // A role the supervisor gave up on (or restarts) does not come back by heartbeating.
@@ -205,8 +240,10 @@ impl Orchestrator for Control {
             self.campaign.set_role_state(&r.instance, state);
         }
         let mut sched = self.campaign.scheduler();
-        if role == Role::Judge && live {
-            sched.judge_ready(&r.instance, ready);
+        if let Some(service) = service_of(role)
+            && live
+        {
+            sched.pool_mut(service).ready(&r.instance, ready);
         }
         let lost = if role == Role::Agent {
             sched.renew_agent(&r.instance, &r.leases, Instant::now())
@@ -248,7 +285,7 @@ impl Orchestrator for Control {
                         deadline_unix_ms: unix_ms(g.deadline),
                         budget_s: g.budget_left.as_secs_f64(),
                         judge_url: g.judge_url,
-                        inference_url: String::new(),
+                        inference_url: g.inference_url.unwrap_or_default(),
                         attempt_dir: dir.display().to_string(),
                     }),
                     ..Default::default()
@@ -267,27 +304,21 @@ impl Orchestrator for Control {
         let now = Instant::now();
         let mut sched = self.campaign.scheduler();
         must_hold(&sched, &r.lease_id, &principal)?;
-        let judge = if r.judge_failed {
-            let failed = sched.lease(&r.lease_id).map(|l| l.judge.clone());
-            let judge = sched.judge_failed(&r.lease_id, now);
-            self.campaign.store.event(
-                failed.as_deref().unwrap_or(""),
-                "judge_failed",
-                &format!("reported by the agent of lease {}", r.lease_id),
-            );
-            judge
-        } else {
-            sched.judge_for(&r.lease_id, now)
-        };
-        let judge_url = judge
-            .ok_or_else(|| Status::not_found(format!("lease {} has ended", r.lease_id)))?
-            .unwrap_or_default();
+        let judge_url =
+            self.lease_endpoint(&mut sched, Service::Judge, &r.lease_id, r.judge_failed)?;
+        let inference_url = self.lease_endpoint(
+            &mut sched,
+            Service::Inference,
+            &r.lease_id,
+            r.inference_failed,
+        )?;
         let deadline = sched
             .renew(&r.lease_id, now)
             .ok_or_else(|| Status::not_found(format!("lease {} has ended", r.lease_id)))?;
         Ok(Response::new(pb::RenewLeaseReply {
             deadline_unix_ms: unix_ms(deadline),
             judge_url,
+            inference_url,
         }))
     }
 
@@ -470,6 +501,7 @@ pub fn snapshot(campaign: &Campaign) -> pb::StatusSnapshot {
             state: e.state.name().to_string(),
             restarts: e.restarts,
             endpoint: e.endpoint.clone(),
+            detail: e.detail.clone(),
         })
         .collect();
     pb::StatusSnapshot {

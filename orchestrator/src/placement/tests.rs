@@ -123,6 +123,48 @@ fn multi_node_replicas_take_consecutive_nodes_and_a_master_port() {
         })
     );
     assert!(replicas[0].srun.contains(&"--ntasks=2".to_string()));
+    let vllm = replicas[1].vllm.as_ref().unwrap();
+    let line = |rank: usize| vllm.ranks[rank].join(" ");
+    assert_eq!(
+        line(0),
+        "vllm serve m --host 0.0.0.0 --port 8000 --served-model-name m --tensor-parallel-size 4 \
+         --pipeline-parallel-size 2 --distributed-executor-backend mp --nnodes 2 --node-rank 0 \
+         --master-addr nid003 --master-port 8100"
+    );
+    assert_eq!(
+        line(1),
+        "vllm serve m --host 0.0.0.0 --port 8000 --served-model-name m --tensor-parallel-size 4 \
+         --pipeline-parallel-size 2 --distributed-executor-backend mp --nnodes 2 --node-rank 1 \
+         --master-addr nid003 --master-port 8100 --headless"
+    );
+}
+
+#[test]
+fn vllm_lines_keep_the_extra_arguments_quoting() {
+    let p = plan(
+        "VLLM_MODEL=/models/tiny\nVLLM_SERVED_MODEL=tiny\nINFERENCE_NODES=1\n\
+         VLLM_COMMAND=/venv/bin/vllm\n\
+         VLLM_EXTRA_ARGS=--dtype float32 --structured-outputs-config '{\"backend\": \"xgrammar\"}'\n",
+        "n[1-3]",
+        None,
+    );
+    let vllm = p.instances[0].vllm.as_ref().unwrap();
+    assert_eq!(vllm.served_model, "tiny");
+    assert_eq!(vllm.ranks.len(), 1);
+    assert_eq!(
+        vllm.ranks[0][..3],
+        ["/venv/bin/vllm", "serve", "/models/tiny"]
+    );
+    assert_eq!(
+        vllm.ranks[0].last().unwrap(),
+        "{\"backend\": \"xgrammar\"}",
+        "one argument, spaces and all"
+    );
+    assert!(!vllm.ranks[0].contains(&"--headless".to_string()));
+    assert!(
+        p.render()
+            .contains("inference-0 rank 0 on n1: /venv/bin/vllm serve /models/tiny")
+    );
 }
 
 #[test]

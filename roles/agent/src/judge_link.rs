@@ -126,6 +126,7 @@ impl JudgeLink {
                 .renew_lease(pb::RenewLeaseRequest {
                     lease_id: self.lease_id.clone(),
                     judge_failed: report,
+                    ..Default::default()
                 })
                 .await
                 .map_err(|s| LinkError::LeaseGone(s.message().to_string()))?

@@ -8,22 +8,105 @@
 //! worker stops.
 
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
+use anyhow::Context;
 use hpcagent_orchestrator::client::{Client, RoleContext, start_heartbeats};
+use hpcagent_orchestrator::config::{Config, Policy};
+use hpcagent_orchestrator::control::auth::JUDGE_TOKEN_VAR;
 use hpcagent_proto::v1 as pb;
 
 use crate::baseline;
+use crate::builtin::{self, Limits};
+use crate::command::{self, CommandPolicy};
 use crate::judge_link::JudgeLink;
-use hpcagent_orchestrator::control::auth::JUDGE_TOKEN_VAR;
+use crate::llm::InferenceLink;
+use crate::prompt::{self, Skill};
+use crate::search::Search;
+use crate::tools::Toolbox;
+use crate::workspace::Workspace;
 
 /// The longest wait between pulls the orchestrator did not answer.
 const MAX_PULL_BACKOFF: Duration = Duration::from_secs(5);
 
 /// How one attempt ended, as the agent reports it.
 pub struct Attempt {
-    pub outcome: &'static str,
+    pub outcome: String,
     pub message: String,
+    /// Model tokens the attempt used (prompt and completion).
+    pub tokens: u64,
+    /// Where its transcript is, "" when it has none.
+    pub transcript: String,
+}
+
+impl Attempt {
+    pub fn ended(outcome: &str, message: impl Into<String>) -> Attempt {
+        Attempt {
+            outcome: outcome.to_string(),
+            message: message.into(),
+            tokens: 0,
+            transcript: String::new(),
+        }
+    }
+}
+
+/// What the instance's workers do with a lease, and what they need for it.
+enum Work {
+    Baseline,
+    Builtin {
+        limits: Limits,
+        skills: Vec<Skill>,
+        search: Option<Search>,
+    },
+    Command {
+        policy: CommandPolicy,
+        skills: Vec<Skill>,
+        search: Option<Search>,
+    },
+}
+
+impl Work {
+    /// The configured policy, refused at start when it cannot work (no
+    /// skills, a search provider without its key).
+    fn from_config(config: &Config, run_dir: &Path, instance: &str) -> anyhow::Result<Work> {
+        let s = &config.settings;
+        if s.agent_policy == Policy::Baseline {
+            return Ok(Work::Baseline);
+        }
+        let skills_root = prompt::default_root();
+        let skills = prompt::load(&skills_root)
+            .map_err(anyhow::Error::msg)
+            .context("the agents' skills pages")?;
+        let search = Search::from_settings(s).map_err(anyhow::Error::msg)?;
+        Ok(match s.agent_policy {
+            Policy::Command => Work::Command {
+                policy: CommandPolicy {
+                    template: s.agent_command.0.clone(),
+                    model: config.llm_model().to_string(),
+                    exe: std::env::current_exe()?,
+                    run_dir: run_dir.to_path_buf(),
+                    instance: instance.to_string(),
+                    profiling: s.profiling_guidance,
+                },
+                skills,
+                search,
+            },
+            _ => Work::Builtin {
+                limits: Limits {
+                    model: config.llm_model().to_string(),
+                    max_turns: s.max_turns,
+                    max_tokens: s.max_tokens as u64,
+                    turn_tokens: s.turn_tokens,
+                    temperature: s.temperature.0,
+                    tool_choice: s.tool_choice.to_string(),
+                    profiling: s.profiling_guidance,
+                },
+                skills,
+                search,
+            },
+        })
+    }
 }
 
 /// Runs the agent instance `instance` of the campaign in `run_dir`.
@@ -33,6 +116,7 @@ pub async fn run(run_dir: &Path, instance: &str) -> anyhow::Result<()> {
     })?;
     let mut ctx = RoleContext::load(run_dir, instance).await?;
     let policy = ctx.config.settings.agent_policy;
+    let work = Arc::new(Work::from_config(&ctx.config, run_dir, instance)?);
     let capabilities = [("policy".to_string(), policy.to_string())]
         .into_iter()
         .collect();
@@ -52,6 +136,7 @@ pub async fn run(run_dir: &Path, instance: &str) -> anyhow::Result<()> {
             instance: instance.to_string(),
             judge_token: judge_token.clone(),
             index: worker,
+            work: work.clone(),
         };
         workers.spawn(worker.work());
     }
@@ -71,6 +156,7 @@ struct Worker {
     instance: String,
     judge_token: String,
     index: u32,
+    work: Arc<Work>,
 }
 
 impl Worker {
@@ -78,15 +164,15 @@ impl Worker {
         while let Some(lease) = self.pull().await? {
             self.heartbeat.hold(&lease.lease_id);
             tracing::info!(task = %lease.task_id, attempt = lease.attempt, judge = %lease.judge_url, "working");
-            let mut judge = JudgeLink::new(self.client.clone(), &lease, &self.judge_token);
-            let attempt = baseline::attempt(&mut judge, &lease, &self.instance).await;
+            let attempt = self.attempt(&lease).await;
+            tracing::info!(task = %lease.task_id, attempt = lease.attempt, outcome = %attempt.outcome, "{}", attempt.message);
             let completed = self
                 .client
                 .complete_task(pb::CompleteTaskRequest {
                     lease_id: lease.lease_id.clone(),
-                    outcome: attempt.outcome.to_string(),
-                    tokens: 0,
-                    transcript_path: String::new(),
+                    outcome: attempt.outcome,
+                    tokens: attempt.tokens,
+                    transcript_path: attempt.transcript,
                     message: attempt.message,
                 })
                 .await;
@@ -96,6 +182,38 @@ impl Worker {
             }
         }
         Ok(())
+    }
+
+    /// Works one lease with the instance's policy.
+    async fn attempt(&self, lease: &pb::Lease) -> Attempt {
+        let mut judge = JudgeLink::new(self.client.clone(), lease, &self.judge_token);
+        let toolbox = |judge: JudgeLink, search: &Option<Search>| {
+            Workspace::create(Path::new(&lease.attempt_dir))
+                .map(|ws| Toolbox::new(lease.clone(), judge, ws, &self.instance, search.clone()))
+                .map_err(|e| Attempt::ended("error", format!("{}: {e}", lease.attempt_dir)))
+        };
+        match &*self.work {
+            Work::Baseline => baseline::attempt(&mut judge, lease, &self.instance).await,
+            Work::Builtin {
+                limits,
+                skills,
+                search,
+            } => match toolbox(judge, search) {
+                Ok(tools) => {
+                    let llm = InferenceLink::new(self.client.clone(), lease);
+                    builtin::attempt(lease, tools, llm, limits, skills).await
+                }
+                Err(failed) => failed,
+            },
+            Work::Command {
+                policy,
+                skills,
+                search,
+            } => match toolbox(judge, search) {
+                Ok(tools) => command::attempt(policy, lease, tools, skills).await,
+                Err(failed) => failed,
+            },
+        }
     }
 
     /// The next lease; `None` once there is no more work.

@@ -119,7 +119,7 @@ impl Profilers {
             "libpapi.so.6.0",
         ]
         .iter()
-        .any(|n| unsafe { libloading::Library::new(n) }.is_ok());
+        .any(|n| unsafe { libloading::Library::new(*n) }.is_ok());
         if !papi {
             missing.insert("papi", "PAPI (libpapi.so) is not installed".to_string());
         }

@@ -27,7 +27,7 @@ impl Papi {
             "libpapi.so.6.0",
         ]
         .iter()
-        .find_map(|name| unsafe { libloading::Library::new(name) }.ok())
+        .find_map(|name| unsafe { libloading::Library::new(*name) }.ok())
         .ok_or("PAPI (libpapi.so) is not installed on this node")?;
         let mut papi = Papi {
             lib,

@@ -1,5 +1,5 @@
 //! The task scheduler: which task goes to which agent, judged by which judge,
-//! and what happens when an attempt ends.
+//! served by which inference replica, and what happens when an attempt ends.
 //!
 //! Pure state, driven by the control plane with the current time, so every
 //! decision is unit-tested without clocks or networks:
@@ -10,18 +10,27 @@
 //! - an attempt that ends without a settling verdict requeues its task while
 //!   attempts and the task's wall-clock budget (shared by its attempts) last,
 //!   and fails it otherwise;
-//! - the judge of a lease is the ready judge with the fewest active leases; a
-//!   judge an agent reports as failing is set aside (until it registers again,
-//!   or for [`SET_ASIDE`]) and the lease moved to a usable one when there is
-//!   one, or when one becomes usable;
+//! - a lease names a judge, and an inference replica when its agents need an
+//!   LLM: from each [`Pool`], the usable endpoint with the fewest active
+//!   leases. No lease is given before both are usable. An endpoint an agent
+//!   reports as failing is set aside (until it registers again, or for
+//!   [`SET_ASIDE`]) and the lease moved to a usable one when there is one, or
+//!   when one becomes usable;
 //! - a task settles once, by its current lease's Submit verdict, never twice.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::{Duration, Instant};
 
-/// How long a judge reported as failing gets no leases (unless it registers
-/// again: a restarted judge is a new process).
-pub const SET_ASIDE: Duration = Duration::from_secs(30);
+mod pool;
+
+pub use pool::{Pool, SET_ASIDE};
+
+/// The endpoints a lease is given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Service {
+    Judge,
+    Inference,
+}
 
 /// One task of the campaign.
 #[derive(Debug, Clone, PartialEq)]
@@ -74,24 +83,12 @@ pub struct Lease {
     pub agent: String,
     pub worker: u32,
     pub judge: String,
+    /// The inference replica, when the campaign's agents need one.
+    pub inference: Option<String>,
     pub started: Instant,
     pub deadline: Instant,
     /// The end of the task's budget: no renewal goes past it.
     pub budget_end: Instant,
-}
-
-#[derive(Debug, Clone, Default)]
-struct Judge {
-    url: String,
-    ready: bool,
-    load: u32,
-    set_aside_until: Option<Instant>,
-}
-
-impl Judge {
-    fn usable(&self, now: Instant) -> bool {
-        self.ready && self.set_aside_until.is_none_or(|t| now >= t)
-    }
 }
 
 #[derive(Debug, Clone)]
@@ -99,6 +96,8 @@ pub struct Settings {
     pub max_attempts: u32,
     pub task_budget: Duration,
     pub lease_ttl: Duration,
+    /// Whether leases need an inference replica (LLM agents).
+    pub needs_inference: bool,
 }
 
 /// What a pull gets.
@@ -119,6 +118,7 @@ pub struct Grant {
     pub attempt: u32,
     pub judge: String,
     pub judge_url: String,
+    pub inference_url: Option<String>,
     pub budget_left: Duration,
     pub deadline: Instant,
     /// The task's attempts and budget used so far (for the store).
@@ -165,7 +165,11 @@ pub struct Scheduler {
     /// Leases that ended, and whether they settled their task, so a late
     /// call can still be placed (and checked against its holder).
     ended: HashMap<String, (Lease, bool)>,
-    judges: BTreeMap<String, Judge>,
+    /// Leases that settled their task whose agent has not reported the
+    /// attempt yet (its transcript, tokens and outcome are still to come).
+    unreported: HashSet<String>,
+    judges: Pool,
+    inference: Pool,
     draining: bool,
 }
 
@@ -208,7 +212,9 @@ impl Scheduler {
             queue,
             leases: HashMap::new(),
             ended: HashMap::new(),
-            judges: BTreeMap::new(),
+            unreported: HashSet::new(),
+            judges: Pool::default(),
+            inference: Pool::default(),
             draining: false,
         }
     }
@@ -267,43 +273,39 @@ impl Scheduler {
         self.leases.len()
     }
 
-    /// A judge (re)registered: a new process, trusted afresh.
-    pub fn judge_registered(&mut self, instance: &str, url: &str) {
-        let judge = self.judges.entry(instance.to_string()).or_default();
-        judge.url = url.to_string();
-        judge.ready = false;
-        judge.set_aside_until = None;
+    /// Settled attempts whose agents have not reported them yet.
+    pub fn unreported(&self) -> usize {
+        self.unreported.len()
     }
 
-    /// A judge reported whether it is ready.
-    pub fn judge_ready(&mut self, instance: &str, ready: bool) {
-        if let Some(judge) = self.judges.get_mut(instance) {
-            judge.ready = ready;
+    pub fn pool(&self, service: Service) -> &Pool {
+        match service {
+            Service::Judge => &self.judges,
+            Service::Inference => &self.inference,
         }
     }
 
-    /// A judge is gone (its step died or stopped heartbeating).
-    pub fn judge_down(&mut self, instance: &str) {
-        if let Some(j) = self.judges.get_mut(instance) {
-            j.ready = false;
+    pub fn pool_mut(&mut self, service: Service) -> &mut Pool {
+        match service {
+            Service::Judge => &mut self.judges,
+            Service::Inference => &mut self.inference,
         }
-    }
-
-    /// The least loaded usable judge.
-    fn pick_judge(&self, now: Instant) -> Option<String> {
-        self.judges
-            .iter()
-            .filter(|(_, j)| j.usable(now))
-            .min_by_key(|(name, j)| (j.load, (*name).clone()))
-            .map(|(name, _)| name.clone())
     }
 
     pub fn pull(&mut self, agent: &str, worker: u32, now: Instant) -> Pull {
         if self.draining || self.finished() {
             return Pull::Done;
         }
-        let Some(judge) = self.pick_judge(now) else {
+        let Some(judge) = self.judges.pick(now) else {
             return Pull::Wait;
+        };
+        let inference = if self.settings.needs_inference {
+            match self.inference.pick(now) {
+                Some(replica) => Some(replica),
+                None => return Pull::Wait,
+            }
+        } else {
+            None
         };
         let Some(index) = self.queue.pop_front() else {
             return Pull::Wait;
@@ -320,6 +322,7 @@ impl Scheduler {
             agent: agent.to_string(),
             worker,
             judge: judge.clone(),
+            inference: inference.clone(),
             started: now,
             deadline: (now + self.settings.lease_ttl).min(now + budget_left),
             budget_end: now + budget_left,
@@ -329,13 +332,13 @@ impl Scheduler {
             task: task.spec.clone(),
             attempt: task.attempts,
             judge: judge.clone(),
-            judge_url: self.judges[&judge].url.clone(),
+            judge_url: self.judges.acquire(&judge),
+            inference_url: inference.as_ref().map(|r| self.inference.acquire(r)),
             budget_left,
             deadline: lease.deadline,
             attempts: task.attempts,
             budget_used: task.budget_used,
         };
-        self.judges.get_mut(&judge).expect("picked").load += 1;
         self.leases.insert(lease_id, lease);
         Pull::Lease(Box::new(grant))
     }
@@ -353,9 +356,7 @@ impl Scheduler {
         let Some(lease) = self.leases.remove(lease_id) else {
             return;
         };
-        if let Some(j) = self.judges.get_mut(&lease.judge) {
-            j.load = j.load.saturating_sub(1);
-        }
+        self.release(&lease);
         let task = &mut self.tasks[lease.task];
         task.attempts = task.attempts.saturating_sub(1);
         task.state = TaskState::Pending;
@@ -377,36 +378,64 @@ impl Scheduler {
             .collect()
     }
 
-    /// The lease's judge failed its agent: set it aside (a repeated report of
-    /// the same failure does not extend that), then as [`Self::judge_for`].
-    pub fn judge_failed(&mut self, lease_id: &str, now: Instant) -> Option<Option<String>> {
-        let failed = self.leases.get(lease_id)?.judge.clone();
-        if let Some(j) = self.judges.get_mut(&failed)
-            && j.usable(now)
-        {
-            j.set_aside_until = Some(now + SET_ASIDE);
+    /// The lease's `service` endpoint failed its agent: set it aside (a
+    /// repeated report of the same failure does not extend that), then as
+    /// [`Self::endpoint_for`].
+    pub fn endpoint_failed(
+        &mut self,
+        service: Service,
+        lease_id: &str,
+        now: Instant,
+    ) -> Option<Option<String>> {
+        if let Some(failed) = self.endpoint_of(service, lease_id)? {
+            self.pool_mut(service).set_aside(&failed, now);
         }
-        self.judge_for(lease_id, now)
+        self.endpoint_for(service, lease_id, now)
     }
 
-    /// A usable judge's URL for the lease, moving the lease off a judge that
-    /// is not usable. `None`: no such lease; `Some(None)`: no usable judge now.
-    pub fn judge_for(&mut self, lease_id: &str, now: Instant) -> Option<Option<String>> {
-        let current = self.leases.get(lease_id)?.judge.clone();
-        if let Some(j) = self.judges.get(&current)
-            && j.usable(now)
-        {
-            return Some(Some(j.url.clone()));
-        }
-        let Some(next) = self.pick_judge(now) else {
+    /// A usable `service` endpoint's URL for the lease, moving the lease off
+    /// one that is not usable. `None`: no such lease; `Some(None)`: no usable
+    /// endpoint now (or the lease needs none).
+    pub fn endpoint_for(
+        &mut self,
+        service: Service,
+        lease_id: &str,
+        now: Instant,
+    ) -> Option<Option<String>> {
+        let Some(current) = self.endpoint_of(service, lease_id)? else {
             return Some(None);
         };
-        if let Some(j) = self.judges.get_mut(&current) {
-            j.load = j.load.saturating_sub(1);
+        let pool = self.pool_mut(service);
+        if pool.usable(&current, now) {
+            return Some(pool.url(&current).map(str::to_string));
         }
-        self.judges.get_mut(&next).expect("picked").load += 1;
-        self.leases.get_mut(lease_id).expect("checked").judge = next.clone();
-        Some(Some(self.judges[&next].url.clone()))
+        let Some(next) = pool.pick(now) else {
+            return Some(None);
+        };
+        pool.release(&current);
+        let url = pool.acquire(&next);
+        let lease = self.leases.get_mut(lease_id).expect("checked");
+        match service {
+            Service::Judge => lease.judge = next,
+            Service::Inference => lease.inference = Some(next),
+        }
+        Some(Some(url))
+    }
+
+    /// The lease's endpoint of `service`; `None` if there is no such lease.
+    fn endpoint_of(&self, service: Service, lease_id: &str) -> Option<Option<String>> {
+        let lease = self.leases.get(lease_id)?;
+        Some(match service {
+            Service::Judge => Some(lease.judge.clone()),
+            Service::Inference => lease.inference.clone(),
+        })
+    }
+
+    fn release(&mut self, lease: &Lease) {
+        self.judges.release(&lease.judge);
+        if let Some(replica) = &lease.inference {
+            self.inference.release(replica);
+        }
     }
 
     /// The judge's Submit verdict for a lease: settles the task unless the
@@ -439,6 +468,7 @@ impl Scheduler {
         if let Some(e) = self.ended.get_mut(lease_id) {
             e.1 = true;
         }
+        self.unreported.insert(lease_id.to_string());
         Ok(Some(end))
     }
 
@@ -448,6 +478,7 @@ impl Scheduler {
         if let Some(lease) = self.leases.remove(lease_id) {
             return Some(Completion::Ended(self.fail_attempt(lease, outcome, now)));
         }
+        self.unreported.remove(lease_id);
         let (lease, settled) = self.ended.get(lease_id)?;
         Some(if *settled {
             Completion::Settled {
@@ -506,9 +537,7 @@ impl Scheduler {
     }
 
     fn end(&mut self, lease: Lease, outcome: &str, state: TaskState, now: Instant) -> AttemptEnd {
-        if let Some(j) = self.judges.get_mut(&lease.judge) {
-            j.load = j.load.saturating_sub(1);
-        }
+        self.release(&lease);
         let task = &mut self.tasks[lease.task];
         task.budget_used += now.saturating_duration_since(lease.started);
         task.state = state.clone();
@@ -530,283 +559,4 @@ fn new_lease_id() -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn tasks(n: usize) -> Vec<Task> {
-        (0..n)
-            .map(|i| Task {
-                spec: TaskSpec {
-                    id: format!("k{i}.c.fp64"),
-                    kernel: format!("k{i}"),
-                    language: "c".into(),
-                    precision: "fp64".into(),
-                },
-                state: TaskState::Pending,
-                attempts: 0,
-                budget_used: Duration::ZERO,
-            })
-            .collect()
-    }
-
-    fn scheduler(n: usize, max_attempts: u32) -> Scheduler {
-        Scheduler::new(
-            Settings {
-                max_attempts,
-                task_budget: Duration::from_secs(600),
-                lease_ttl: Duration::from_secs(30),
-            },
-            tasks(n),
-        )
-    }
-
-    fn ready(s: &mut Scheduler, name: &str, url: &str) {
-        s.judge_registered(name, url);
-        s.judge_ready(name, true);
-    }
-
-    fn grant(p: Pull) -> Grant {
-        match p {
-            Pull::Lease(g) => *g,
-            other => panic!("expected a lease, got {other:?}"),
-        }
-    }
-
-    #[test]
-    fn no_lease_before_a_judge_is_ready() {
-        let mut s = scheduler(2, 3);
-        let t = Instant::now();
-        assert_eq!(s.pull("agent-0", 0, t), Pull::Wait);
-        s.judge_registered("judge-0", "http://j0");
-        assert_eq!(s.pull("agent-0", 0, t), Pull::Wait);
-        s.judge_ready("judge-0", true);
-        assert_eq!(grant(s.pull("agent-0", 0, t)).judge_url, "http://j0");
-    }
-
-    #[test]
-    fn judges_are_assigned_by_least_load() {
-        let mut s = scheduler(4, 3);
-        let t = Instant::now();
-        ready(&mut s, "judge-0", "j0");
-        ready(&mut s, "judge-1", "j1");
-        let judges: Vec<String> = (0..4).map(|w| grant(s.pull("a", w, t)).judge).collect();
-        assert_eq!(judges, ["judge-0", "judge-1", "judge-0", "judge-1"]);
-    }
-
-    #[test]
-    fn a_task_settles_once() {
-        let mut s = scheduler(1, 3);
-        let t = Instant::now();
-        ready(&mut s, "judge-0", "j0");
-        let g = grant(s.pull("a", 0, t));
-        let end = s.record(&g.lease_id, "ok", Some(1.1), t).unwrap().unwrap();
-        assert_eq!(end.state, TaskState::Settled("ok".into(), Some(1.1)));
-        assert!(
-            s.record(&g.lease_id, "ok", Some(1.1), t).is_err(),
-            "a second verdict is refused"
-        );
-        assert_eq!(
-            s.complete(&g.lease_id, "submitted", t),
-            Some(Completion::Settled {
-                task: "k0.c.fp64".into(),
-                attempt: 1
-            }),
-            "completing after the settle is bookkeeping"
-        );
-        assert!(s.finished());
-        assert_eq!(s.pull("a", 0, t), Pull::Done);
-    }
-
-    #[test]
-    fn expired_leases_requeue_until_attempts_run_out() {
-        let mut s = scheduler(1, 2);
-        let t0 = Instant::now();
-        ready(&mut s, "judge-0", "j0");
-        let first = grant(s.pull("a", 0, t0));
-        let late = t0 + Duration::from_secs(31);
-        let ended = s.expire(late);
-        assert_eq!(ended[0].state, TaskState::Pending);
-        let second = grant(s.pull("b", 0, late));
-        assert_eq!(second.attempt, 2);
-        assert!(
-            s.record(&first.lease_id, "ok", None, late).is_err(),
-            "a verdict for the expired lease is stale"
-        );
-        let ended = s.expire(late + Duration::from_secs(31));
-        assert!(
-            matches!(ended[0].state, TaskState::Failed(ref why) if why.contains("expired on attempt 2 of 2"))
-        );
-        assert!(s.finished());
-    }
-
-    #[test]
-    fn heartbeats_renew_leases_and_report_lost_ones() {
-        let mut s = scheduler(1, 3);
-        let t0 = Instant::now();
-        ready(&mut s, "judge-0", "j0");
-        let g = grant(s.pull("a", 0, t0));
-        let lost = s.renew_agent(
-            "a",
-            &[g.lease_id.clone(), "nope".into()],
-            t0 + Duration::from_secs(20),
-        );
-        assert_eq!(lost, ["nope"]);
-        assert!(
-            s.expire(t0 + Duration::from_secs(40)).is_empty(),
-            "renewed at 20 s, alive until 50 s"
-        );
-        let lost = s.renew_agent("someone-else", std::slice::from_ref(&g.lease_id), t0);
-        assert_eq!(lost, std::slice::from_ref(&g.lease_id));
-    }
-
-    #[test]
-    fn a_failing_judge_is_set_aside_and_the_lease_moves() {
-        let mut s = scheduler(2, 3);
-        let t = Instant::now();
-        ready(&mut s, "judge-0", "j0");
-        ready(&mut s, "judge-1", "j1");
-        let g = grant(s.pull("a", 0, t));
-        assert_eq!(g.judge, "judge-0");
-        assert_eq!(s.judge_failed(&g.lease_id, t), Some(Some("j1".to_string())));
-        assert_eq!(s.lease(&g.lease_id).unwrap().judge, "judge-1");
-        assert_eq!(
-            grant(s.pull("a", 1, t)).judge,
-            "judge-1",
-            "judge-0 gets nothing while set aside"
-        );
-    }
-
-    #[test]
-    fn a_lone_failing_judge_is_waited_for_and_taken_back_once_restarted() {
-        let mut s = scheduler(1, 3);
-        let t = Instant::now();
-        ready(&mut s, "judge-0", "old");
-        let g = grant(s.pull("a", 0, t));
-        assert_eq!(s.judge_failed(&g.lease_id, t), Some(None), "no other judge");
-        let later = t + Duration::from_secs(5);
-        assert_eq!(
-            s.judge_failed(&g.lease_id, later),
-            Some(None),
-            "a repeated report changes nothing"
-        );
-        s.judge_registered("judge-0", "new");
-        assert_eq!(s.judge_for(&g.lease_id, later), Some(None), "not ready yet");
-        s.judge_ready("judge-0", true);
-        assert_eq!(
-            s.judge_for(&g.lease_id, later),
-            Some(Some("new".to_string())),
-            "registering again clears the set-aside"
-        );
-    }
-
-    #[test]
-    fn a_set_aside_judge_is_usable_again_after_a_while() {
-        let mut s = scheduler(2, 3);
-        let t = Instant::now();
-        ready(&mut s, "judge-0", "j0");
-        let g = grant(s.pull("a", 0, t));
-        s.judge_failed(&g.lease_id, t);
-        assert_eq!(s.pull("a", 1, t + Duration::from_secs(1)), Pull::Wait);
-        assert_eq!(grant(s.pull("a", 1, t + SET_ASIDE)).judge, "judge-0");
-    }
-
-    #[test]
-    fn renewals_never_pass_the_task_budget() {
-        let mut s = Scheduler::new(
-            Settings {
-                max_attempts: 3,
-                task_budget: Duration::from_secs(40),
-                lease_ttl: Duration::from_secs(30),
-            },
-            tasks(1),
-        );
-        let t = Instant::now();
-        ready(&mut s, "judge-0", "j0");
-        let g = grant(s.pull("a", 0, t));
-        let deadline = s.renew(&g.lease_id, t + Duration::from_secs(25)).unwrap();
-        assert_eq!(deadline, t + Duration::from_secs(40));
-        let ended = s.expire(t + Duration::from_secs(40));
-        assert_eq!(ended[0].outcome, "over budget");
-        assert!(matches!(ended[0].state, TaskState::Failed(ref why) if why.contains("budget")));
-    }
-
-    #[test]
-    fn a_revoked_lease_does_not_count_as_an_attempt() {
-        let mut s = scheduler(1, 3);
-        let t = Instant::now();
-        ready(&mut s, "judge-0", "j0");
-        let g = grant(s.pull("a", 0, t));
-        s.revoke(&g.lease_id);
-        assert_eq!(grant(s.pull("a", 0, t)).attempt, 1);
-    }
-
-    #[test]
-    fn harness_errors_do_not_settle_and_gave_up_requeues() {
-        let mut s = scheduler(1, 3);
-        let t = Instant::now();
-        ready(&mut s, "judge-0", "j0");
-        let g = grant(s.pull("a", 0, t));
-        assert_eq!(s.record(&g.lease_id, "harness_error", None, t), Ok(None));
-        let Some(Completion::Ended(end)) = s.complete(&g.lease_id, "gave_up", t) else {
-            panic!("the attempt ends")
-        };
-        assert_eq!(end.state, TaskState::Pending);
-        assert_eq!(grant(s.pull("a", 0, t)).attempt, 2);
-    }
-
-    #[test]
-    fn the_budget_is_shared_across_attempts() {
-        let mut s = Scheduler::new(
-            Settings {
-                max_attempts: 10,
-                task_budget: Duration::from_secs(50),
-                lease_ttl: Duration::from_secs(30),
-            },
-            tasks(1),
-        );
-        let t0 = Instant::now();
-        ready(&mut s, "judge-0", "j0");
-        let g = grant(s.pull("a", 0, t0));
-        s.complete(&g.lease_id, "error", t0 + Duration::from_secs(30));
-        let g = grant(s.pull("a", 0, t0 + Duration::from_secs(30)));
-        assert_eq!(g.budget_left, Duration::from_secs(20));
-        let Some(Completion::Ended(end)) =
-            s.complete(&g.lease_id, "error", t0 + Duration::from_secs(51))
-        else {
-            panic!("the attempt ends")
-        };
-        assert!(matches!(end.state, TaskState::Failed(ref why) if why.contains("budget")));
-    }
-
-    #[test]
-    fn resumed_tasks_keep_their_outcome_and_lose_their_leases() {
-        let mut all = tasks(4);
-        all[0].state = TaskState::Settled("ok".into(), Some(1.0));
-        all[1].state = TaskState::Leased("old".into());
-        all[1].attempts = 1;
-        all[3].state = TaskState::Leased("old".into());
-        all[3].attempts = 3;
-        let mut s = Scheduler::new(
-            Settings {
-                max_attempts: 3,
-                task_budget: Duration::from_secs(60),
-                lease_ttl: Duration::from_secs(30),
-            },
-            all,
-        );
-        assert_eq!(
-            s.counts(),
-            Counts {
-                total: 4,
-                pending: 2,
-                running: 0,
-                settled: 1,
-                failed: 1
-            },
-            "a task interrupted on its last attempt is failed"
-        );
-        ready(&mut s, "judge-0", "j0");
-        let g = grant(s.pull("a", 0, Instant::now()));
-        assert_eq!((g.task.id.as_str(), g.attempt), ("k1.c.fp64", 2));
-    }
-}
+mod tests;

@@ -1,0 +1,272 @@
+//! The `builtin` policy: a tool-calling loop against the lease's model.
+//!
+//! The model gets the system prompt (job, tools, skills) and the task, and
+//! answers turn by turn with tool calls, which the [`Toolbox`] runs. What real
+//! models do is part of the design: prose instead of a call gets a nudge, a
+//! reply cut at the turn's token limit gets told so, malformed arguments and
+//! unknown tools get an error reply, and a conversation that outgrows the
+//! context ends the attempt with that reason. Budgets: turns, tokens, and the
+//! lease's wall-clock budget (less a reserve for the final submit). However
+//! the loop ends, a solution that was not submitted is submitted for the
+//! agent, so the task settles on what the workspace holds.
+
+use std::time::Duration;
+
+use hpcagent_proto::v1 as pb;
+use serde_json::{Value, json};
+
+use crate::llm::{InferenceLink, LlmError, Reply};
+use crate::pool::Attempt;
+use crate::prompt::Skill;
+use crate::starter;
+use crate::tools::Toolbox;
+use crate::transcript::Transcript;
+
+/// What the built-in agent may spend, and how it samples.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    pub model: String,
+    pub max_turns: u32,
+    pub max_tokens: u64,
+    pub turn_tokens: u32,
+    pub temperature: f32,
+    /// `required`: every turn must call a tool.
+    pub tool_choice: String,
+    pub profiling: bool,
+}
+
+/// The most of the lease's budget kept back for the final submit.
+const SUBMIT_RESERVE: Duration = Duration::from_secs(60);
+
+/// Works one lease.
+pub async fn attempt(
+    lease: &pb::Lease,
+    mut tools: Toolbox,
+    mut llm: InferenceLink,
+    limits: &Limits,
+    skills: &[Skill],
+) -> Attempt {
+    let mut transcript = Transcript::open(std::path::Path::new(&lease.attempt_dir));
+    let mut session = Session {
+        limits,
+        tokens: 0,
+        turns: 0,
+        reserve: SUBMIT_RESERVE.min(Duration::from_secs_f64(lease.budget_s / 4.0)),
+    };
+    let (outcome, message) = match session.prepare(&mut tools, skills).await {
+        Ok(messages) => {
+            session
+                .run(messages, &mut tools, &mut llm, &mut transcript)
+                .await
+        }
+        Err(why) => ("error".to_string(), why),
+    };
+    let (outcome, message) = finish(&mut tools, outcome, message).await;
+    transcript.record(
+        "end",
+        json!({"outcome": outcome, "message": message, "tokens": session.tokens, "turns": session.turns}),
+    );
+    Attempt {
+        outcome,
+        message,
+        tokens: session.tokens,
+        transcript: transcript.path().display().to_string(),
+    }
+}
+
+/// Submits what the workspace holds unless the agent submitted (or nothing
+/// can be graded any more); the outcome says how the loop ended.
+async fn finish(tools: &mut Toolbox, outcome: String, message: String) -> (String, String) {
+    if tools.submitted().is_some() || matches!(outcome.as_str(), "lease lost" | "judge unavailable")
+    {
+        return (outcome, message);
+    }
+    match tools.final_submit().await {
+        Some(reply) if reply.ends.as_deref() == Some("submitted") => {
+            let status = tools.submitted().unwrap_or("unknown").to_string();
+            (
+                outcome,
+                format!("{message}; the solution file was submitted: {status}"),
+            )
+        }
+        Some(reply) => (
+            outcome,
+            format!("{message}; the final submit failed: {}", reply.text),
+        ),
+        None => (outcome, message),
+    }
+}
+
+struct Session<'a> {
+    limits: &'a Limits,
+    tokens: u64,
+    turns: u32,
+    /// Wall-clock kept back for the final submit.
+    reserve: Duration,
+}
+
+impl Session<'_> {
+    /// The workspace with its starting point and skills; the first messages.
+    async fn prepare(&self, tools: &mut Toolbox, skills: &[Skill]) -> Result<Vec<Value>, String> {
+        let briefing = starter::prepare(tools, skills, self.limits.profiling).await?;
+        Ok(vec![
+            json!({"role": "system", "content": briefing.system}),
+            json!({"role": "user", "content": briefing.task}),
+        ])
+    }
+
+    /// Turns until the agent ends the attempt or a budget does: (outcome, message).
+    async fn run(
+        &mut self,
+        mut messages: Vec<Value>,
+        tools: &mut Toolbox,
+        llm: &mut InferenceLink,
+        transcript: &mut Transcript,
+    ) -> (String, String) {
+        for m in &messages {
+            transcript.record("message", m.clone());
+        }
+        let specs: Vec<Value> = tools.specs().iter().map(|s| s.openai()).collect();
+        loop {
+            if let Some(end) = self.over_budget(tools) {
+                return end;
+            }
+            let reply = match llm.chat(&self.request(&messages, &specs)).await {
+                Ok(reply) => reply,
+                Err(e) => return llm_ended(e),
+            };
+            self.turns += 1;
+            self.tokens += reply.usage.prompt + reply.usage.completion;
+            transcript.record("reply", reply_record(&reply, llm.url()));
+            messages.push(assistant_message(&reply));
+            if reply.tool_calls.is_empty() {
+                let nudge = self.nudge(&reply);
+                transcript.record("message", nudge.clone());
+                messages.push(nudge);
+                continue;
+            }
+            for call in &reply.tool_calls {
+                let result = tools.call(&call.name, &call.arguments).await;
+                let content = if result.is_error {
+                    format!("error: {}", result.text)
+                } else {
+                    result.text.clone()
+                };
+                transcript.record(
+                    "tool",
+                    json!({"name": call.name, "arguments": call.arguments, "error": result.is_error, "result": content}),
+                );
+                messages.push(json!({"role": "tool", "tool_call_id": call.id, "content": content}));
+                if let Some(why) = result.ends {
+                    return ended_by_tool(&why, &result.text);
+                }
+            }
+        }
+    }
+
+    fn over_budget(&self, tools: &Toolbox) -> Option<(String, String)> {
+        let l = self.limits;
+        if self.turns >= l.max_turns {
+            return Some((
+                "turn budget".into(),
+                format!("{} turns (MAX_TURNS)", l.max_turns),
+            ));
+        }
+        if self.tokens >= l.max_tokens {
+            return Some((
+                "token budget".into(),
+                format!("{} tokens used (MAX_TOKENS={})", self.tokens, l.max_tokens),
+            ));
+        }
+        if tools.budget_left() <= self.reserve {
+            return Some((
+                "time budget".into(),
+                "the task's wall-clock budget is spent, but for the final submit".into(),
+            ));
+        }
+        None
+    }
+
+    fn request(&self, messages: &[Value], specs: &[Value]) -> Value {
+        let l = self.limits;
+        json!({
+            "model": l.model,
+            "messages": messages,
+            "tools": specs,
+            "tool_choice": l.tool_choice,
+            "parallel_tool_calls": false,
+            "max_tokens": l.turn_tokens,
+            "temperature": l.temperature,
+        })
+    }
+
+    /// What the model is told when it answered without a tool call.
+    fn nudge(&self, reply: &Reply) -> Value {
+        let text = if reply.finish_reason == "length" {
+            format!(
+                "Your reply was cut off at {} tokens before it made a tool call. Make one \
+                 tool call, with shorter arguments (write a big file in parts).",
+                self.limits.turn_tokens
+            )
+        } else {
+            "Answer with a tool call. Use score to grade your code, submit when it is \
+             done, or finish to stop."
+                .to_string()
+        };
+        json!({"role": "user", "content": text})
+    }
+}
+
+/// The assistant turn as the conversation keeps it. Arguments that are not
+/// a JSON object are kept as `{}`: servers parse the history's arguments to
+/// render it, and the tool reply already told the model what was wrong.
+fn assistant_message(reply: &Reply) -> Value {
+    let mut message = json!({"role": "assistant", "content": reply.content});
+    if !reply.tool_calls.is_empty() {
+        let calls: Vec<Value> = reply
+            .tool_calls
+            .iter()
+            .map(|c| {
+                let arguments = match serde_json::from_str::<Value>(&c.arguments) {
+                    Ok(Value::Object(_)) => c.arguments.clone(),
+                    _ => "{}".to_string(),
+                };
+                json!({"id": c.id, "type": "function", "function": {"name": c.name, "arguments": arguments}})
+            })
+            .collect();
+        message["tool_calls"] = Value::Array(calls);
+    }
+    message
+}
+
+fn reply_record(reply: &Reply, replica: &str) -> Value {
+    let calls: Vec<Value> = reply
+        .tool_calls
+        .iter()
+        .map(|c| json!({"id": c.id, "name": c.name, "arguments": c.arguments}))
+        .collect();
+    json!({
+        "content": reply.content, "tool_calls": calls, "finish_reason": reply.finish_reason,
+        "prompt_tokens": reply.usage.prompt, "completion_tokens": reply.usage.completion,
+        "replica": replica,
+    })
+}
+
+fn llm_ended(e: LlmError) -> (String, String) {
+    let outcome = match &e {
+        LlmError::ContextOverflow(_) => "context overflow",
+        LlmError::Refused(_) => "inference refused",
+        LlmError::Unavailable(_) => "inference unavailable",
+        LlmError::OutOfBudget => "time budget",
+        LlmError::LeaseGone(_) => "lease lost",
+    };
+    (outcome.to_string(), e.to_string())
+}
+
+fn ended_by_tool(why: &str, text: &str) -> (String, String) {
+    match why {
+        "submitted" | "finished" => (why.to_string(), text.to_string()),
+        other if other.starts_with("the lease is gone") => ("lease lost".into(), other.to_string()),
+        other => ("judge unavailable".into(), other.to_string()),
+    }
+}

@@ -1,0 +1,72 @@
+#!/usr/bin/env python3
+"""A scripted external agent CLI for tests of the `command` policy.
+
+    mcp_agent.py MCP_CONFIG [--crash-on KERNEL]
+
+Like a real agent CLI it reads the MCP configuration it was given, starts the
+server named there, and talks MCP (JSON-RPC, one message per line, on the
+server's stdin/stdout): initialize, list the tools, read the task, score the
+workspace's solution file, submit it. With --crash-on KERNEL it exits 3 right
+after reading a task for KERNEL, before submitting anything.
+"""
+import json
+import os
+import subprocess
+import sys
+
+
+def main() -> int:
+    config = json.load(open(sys.argv[1]))
+    crash_on = sys.argv[sys.argv.index("--crash-on") + 1] if "--crash-on" in sys.argv else None
+    server = config["mcpServers"]["hpcagent"]
+    proc = subprocess.Popen(
+        [server["command"], *server["args"]],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        env={**os.environ, **server["env"]},
+        text=True,
+    )
+
+    def send(message):
+        proc.stdin.write(json.dumps(message) + "\n")
+        proc.stdin.flush()
+
+    def request(ident, method, params):
+        send({"jsonrpc": "2.0", "id": ident, "method": method, "params": params})
+        while True:
+            line = proc.stdout.readline()
+            if not line:
+                raise SystemExit(f"the MCP server closed its output (waiting for {method})")
+            message = json.loads(line)
+            if message.get("id") == ident:
+                if "error" in message:
+                    raise SystemExit(f"{method}: {message['error']}")
+                return message["result"]
+
+    def call(ident, tool, arguments):
+        result = request(ident, "tools/call", {"name": tool, "arguments": arguments})
+        text = result["content"][0]["text"]
+        print(f"{tool}: {text[:300]}", flush=True)
+        return text
+
+    request(1, "initialize", {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "mcp_agent.py", "version": "1"},
+    })
+    send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    tools = [t["name"] for t in request(2, "tools/list", {})["tools"]]
+    print("tools:", " ".join(tools), flush=True)
+    task = call(3, "task", {})
+    if crash_on and f"Task: {crash_on} " in task:
+        print("crashing on purpose", file=sys.stderr, flush=True)
+        return 3
+    call(4, "score", {})
+    call(5, "submit", {})
+    proc.stdin.close()
+    proc.wait(timeout=30)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,214 @@
+//! Campaigns with real LLM agents: the inference role launches a real vLLM
+//! (the CPU build serving a tiny random-weight model made locally, installed
+//! by scripts/local-llm/install.sh), built-in agents work against it, and a
+//! real judge grades. A random model writes nonsense: these tests check that
+//! the loop survives it (every attempt ends with a recorded reason and a
+//! transcript, every task settles, nothing hangs), and that a vLLM killed
+//! mid-campaign is restarted while agents move to the other replica without
+//! losing their task.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{assert_settled_exactly_once, example, hpcagent, only_run_dir, repo, stderr, stdout};
+use hpcagent_orchestrator::store::{AttemptRow, Reader};
+use serde_json::Value;
+
+/// The test command installs vLLM; a run without it says how to get it.
+fn require_vllm() {
+    let venv = std::env::var("HPCAGENT_LLM_VENV")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| {
+            PathBuf::from(std::env::var("HOME").unwrap()).join(".cache/hpcagent/venv-llm")
+        });
+    assert!(
+        venv.join("bin/vllm").is_file() && venv.join("tiny-llama/model.safetensors").is_file(),
+        "no vLLM in {}: run scripts/local-llm/install.sh (scripts/test.sh does)",
+        venv.display()
+    );
+}
+
+fn up(root: &Path, sets: &[&str]) -> Command {
+    require_vllm();
+    let mut cmd = hpcagent();
+    cmd.args(["up", "--env", example("local-vllm.env").to_str().unwrap()])
+        .arg("--set")
+        .arg(format!("RUN_ROOT={}", root.display()))
+        .current_dir(repo());
+    for set in sets {
+        cmd.args(["--set", set]);
+    }
+    cmd
+}
+
+fn attempts(run_dir: &Path) -> Vec<AttemptRow> {
+    Reader::open(run_dir).unwrap().attempts().unwrap()
+}
+
+/// The transcript's events of one kind.
+fn events(transcript: &Path, kind: &str) -> Vec<Value> {
+    std::fs::read_to_string(transcript)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|e| e["kind"] == kind)
+        .collect()
+}
+
+#[test]
+fn builtin_agents_against_a_real_vllm_settle_every_task() {
+    let root = tempfile::tempdir().unwrap();
+    let out = up(root.path(), &[]).output().unwrap();
+    assert!(out.status.success(), "{}\n{}", stdout(&out), stderr(&out));
+    let run_dir = only_run_dir(root.path());
+    assert_settled_exactly_once(&run_dir);
+    let rows = attempts(&run_dir);
+    assert!(rows.len() >= 3, "{rows:?}");
+    for a in &rows {
+        assert!(
+            !a.outcome.is_empty(),
+            "every attempt ends with a reason: {a:?}"
+        );
+        assert!(a.tokens > 0, "the model's tokens are counted: {a:?}");
+        let replies = events(Path::new(&a.transcript), "reply");
+        assert!(!replies.is_empty(), "{} has no model reply", a.transcript);
+        assert_eq!(events(Path::new(&a.transcript), "end").len(), 1);
+    }
+    let log = std::fs::read_to_string(run_dir.join("roles/inference-0/stderr")).unwrap();
+    assert!(log.contains("inference ready"), "{log}");
+}
+
+/// The running campaign's status, from its orchestrator.
+fn live_status(run_dir: &Path) -> Option<Value> {
+    let out = hpcagent()
+        .args(["status", run_dir.to_str().unwrap(), "--json"])
+        .output()
+        .ok()?;
+    serde_json::from_slice::<Value>(&out.stdout)
+        .ok()
+        .filter(|v| v["running"] == true)
+}
+
+/// The pid of the vLLM server listening on `port`.
+fn vllm_pid(port: &str) -> Option<i32> {
+    std::fs::read_dir("/proc")
+        .ok()?
+        .filter_map(Result::ok)
+        .find_map(|entry| {
+            let pid: i32 = entry.file_name().to_str()?.parse().ok()?;
+            let cmdline = std::fs::read(entry.path().join("cmdline")).ok()?;
+            let args: Vec<String> = cmdline
+                .split(|b| *b == 0)
+                .map(|a| String::from_utf8_lossy(a).into_owned())
+                .collect();
+            let serves = args.iter().any(|a| a == "serve")
+                && args.windows(2).any(|w| w[0] == "--port" && w[1] == port);
+            serves.then_some(pid)
+        })
+}
+
+/// Waits for `done`, polling; fails with `what` after `limit`.
+fn wait_until<T>(limit: Duration, what: &str, mut done: impl FnMut() -> Option<T>) -> T {
+    let start = Instant::now();
+    loop {
+        if let Some(value) = done() {
+            return value;
+        }
+        assert!(start.elapsed() < limit, "{what} within {limit:?}");
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+struct Campaign(Child);
+
+impl Drop for Campaign {
+    fn drop(&mut self) {
+        // SAFETY: SIGTERM to the campaign this test started, so it stops its roles.
+        unsafe { libc::kill(self.0.id() as i32, libc::SIGTERM) };
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn a_killed_vllm_is_restarted_while_agents_fail_over_without_losing_their_task() {
+    let root = tempfile::tempdir().unwrap();
+    let child = up(
+        root.path(),
+        &["INFERENCE_NODES=2", "KERNELS=gemm,atax", "MAX_TURNS=25"],
+    )
+    .stdout(Stdio::null())
+    .stderr(Stdio::null())
+    .spawn()
+    .unwrap();
+    let mut campaign = Campaign(child);
+    let run_dir = wait_until(Duration::from_secs(60), "a run directory", || {
+        std::fs::read_dir(root.path())
+            .ok()?
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .find(|p| p.join("orchestrator.json").is_file())
+    });
+    // Both tasks are being worked, each agent some turns into its attempt.
+    let transcripts = wait_until(Duration::from_secs(400), "two attempts under way", || {
+        let rows = attempts(&run_dir);
+        let busy: Vec<PathBuf> = rows
+            .iter()
+            .map(|a| {
+                run_dir
+                    .join("tasks")
+                    .join(&a.task)
+                    .join("attempt-1/transcript.jsonl")
+            })
+            .filter(|t| events(t, "reply").len() >= 3)
+            .collect();
+        (busy.len() == 2).then_some(busy)
+    });
+    let status = live_status(&run_dir).expect("the campaign runs");
+    let endpoint = status["roles"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["instance"] == "inference-0")
+        .and_then(|r| r["endpoint"].as_str())
+        .unwrap()
+        .to_string();
+    let port = endpoint.rsplit(':').next().unwrap().to_string();
+    let pid = vllm_pid(&port).unwrap_or_else(|| panic!("no vLLM serving on port {port}"));
+    // SAFETY: SIGKILL to the vLLM server this campaign started.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0);
+
+    let status = campaign.0.wait().unwrap();
+    assert!(status.success(), "the campaign ends well: {status}");
+    std::mem::forget(campaign);
+    assert_settled_exactly_once(&run_dir);
+    for a in attempts(&run_dir) {
+        assert_eq!(a.attempt, 1, "no task lost its attempt: {a:?}");
+    }
+    let replica_of = |t: &PathBuf| -> Vec<String> {
+        let mut urls: Vec<String> = events(t, "reply")
+            .iter()
+            .filter_map(|r| r["replica"].as_str().map(str::to_string))
+            .collect();
+        urls.dedup();
+        urls
+    };
+    let moved: Vec<Vec<String>> = transcripts
+        .iter()
+        .map(replica_of)
+        .filter(|u| u.len() > 1)
+        .collect();
+    assert_eq!(
+        moved.len(),
+        1,
+        "the agent on the killed replica moved to the other one: {:?}",
+        transcripts.iter().map(replica_of).collect::<Vec<_>>()
+    );
+    let log = std::fs::read_to_string(run_dir.join("roles/inference-0/stderr")).unwrap();
+    assert!(
+        log.matches("starting vLLM").count() >= 2,
+        "the orchestrator restarted the killed replica: {log}"
+    );
+}
