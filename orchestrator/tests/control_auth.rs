@@ -340,6 +340,7 @@ async fn an_instance_acts_only_as_itself() {
         .renew_lease(pb::RenewLeaseRequest {
             lease_id: lease.lease_id.clone(),
             judge_failed: true,
+            ..Default::default()
         })
         .await
         .unwrap_err();
