@@ -13,6 +13,7 @@ use std::sync::{Arc, Mutex};
 use common::{JudgeServer, repo};
 use hpcagent_agent::builtin::{self, Limits};
 use hpcagent_agent::judge_link::JudgeLink;
+use hpcagent_agent::lease;
 use hpcagent_agent::llm::InferenceLink;
 use hpcagent_agent::pool::Attempt;
 use hpcagent_agent::prompt;
@@ -144,7 +145,15 @@ async fn run(stand_in: &StandIn, judge: &JudgeServer, dir: &Path, max_turns: u32
     let tools = Toolbox::new(lease.clone(), judge_link, workspace, "agent-0", None);
     let llm = InferenceLink::new(orchestrator, &lease);
     let skills = prompt::load(&repo().join("skills")).unwrap();
-    builtin::attempt(&lease, tools, llm, &limits(max_turns), &skills).await
+    builtin::attempt(
+        &lease,
+        tools,
+        llm,
+        &limits(max_turns),
+        &skills,
+        lease::never_lost(),
+    )
+    .await
 }
 
 fn tool_messages(request: &Value) -> Vec<String> {
@@ -268,11 +277,11 @@ async fn the_loop_survives_what_models_do_and_submits() {
 #[tokio::test]
 async fn a_context_overflow_ends_the_attempt_and_the_workspace_is_submitted() {
     let judge = JudgeServer::start(&[], &[], None);
-    let stand_in = StandIn::start(vec![(
+    let overflow = (
         400,
         json!({"object": "error", "message": "This model's maximum context length is 2048 tokens. However, you requested 5000 tokens"}),
-    )])
-    .await;
+    );
+    let stand_in = StandIn::start(vec![overflow.clone(); 4]).await;
     let dir = tempfile::tempdir().unwrap();
     let attempt = run(&stand_in, &judge, dir.path(), 20).await;
     assert_eq!(attempt.outcome, "context overflow", "{}", attempt.message);
@@ -283,7 +292,16 @@ async fn a_context_overflow_ends_the_attempt_and_the_workspace_is_submitted() {
         "the starting point (the baseline) settles the task: {}",
         attempt.message
     );
-    assert_eq!(stand_in.requests().len(), 1, "an overflow is not retried");
+    let asked: Vec<Value> = stand_in
+        .requests()
+        .iter()
+        .map(|r| r["max_tokens"].clone())
+        .collect();
+    assert_eq!(
+        asked,
+        [json!(128), json!(64)],
+        "an overflow is retried once per halving of the completion budget, down to 64"
+    );
 }
 
 #[tokio::test]

@@ -56,7 +56,15 @@ fn external_agents_work_through_mcp_and_a_crash_still_settles() {
     assert!(submitted.contains("\"status\":\"ok\""), "{log}");
     let config = gemm.join("mcp.json");
     let mode = std::fs::metadata(&config).unwrap().permissions().mode() & 0o777;
-    assert_eq!(mode, 0o600, "the MCP configuration carries tokens");
+    assert_eq!(
+        mode, 0o600,
+        "the MCP configuration carries the attempt's secret"
+    );
+    let text = std::fs::read_to_string(&config).unwrap();
+    assert!(
+        !text.contains("HPCAGENT_TOKEN"),
+        "no campaign token reaches the CLI: {text}"
+    );
 
     let atax = attempt("atax.c.fp64");
     let err = std::fs::read_to_string(atax.join("agent.stderr")).unwrap();

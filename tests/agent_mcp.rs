@@ -1,40 +1,49 @@
 //! `hpcagent mcp` with a real MCP client session (rmcp, over the server's
-//! stdin/stdout) against a real judge: initialize, list the tools, read the
-//! task, write a solution, score it; a path out of the workspace is refused.
+//! stdin/stdout) against a real judge: the worker side serves an attempt's
+//! tools on its socket, the MCP server forwards to it. Initialize, list the
+//! tools, read the task, write a solution, score it; a path out of the
+//! workspace is refused, and so is a client without the attempt's secret.
 
 mod common;
 
-use std::path::Path;
+use std::sync::Arc;
 
 use common::{JudgeServer, repo};
-use hpcagent_agent::mcp::LeaseFile;
+use hpcagent_agent::judge_link::JudgeLink;
+use hpcagent_agent::tool_socket::{SECRET_VAR, ToolClient, ToolServer};
+use hpcagent_agent::tools::Toolbox;
+use hpcagent_agent::workspace::Workspace;
+use hpcagent_orchestrator::client;
+use hpcagent_proto::v1 as pb;
 use rmcp::ServiceExt;
 use rmcp::model::{CallToolRequestParams, CallToolResult};
 use rmcp::transport::TokioChildProcess;
 use serde_json::{Value, json};
 
-/// A lease file for gemm in C on `judge`, under `dir`.
-fn lease_file(dir: &Path, judge: &JudgeServer) -> std::path::PathBuf {
-    let run_dir = dir.join("run");
-    let attempt_dir = run_dir.join("tasks/gemm.c.fp64/attempt-1");
-    std::fs::create_dir_all(&attempt_dir).unwrap();
-    std::fs::write(run_dir.join("env.resolved"), "PRESET=S\n").unwrap();
-    let lease = LeaseFile {
-        run_dir: run_dir.clone(),
-        instance: "agent-0".into(),
-        lease_id: String::new(),
+/// The tools of an attempt at gemm in C on `judge`, as a worker serves them.
+fn serve_tools(dir: &std::path::Path, judge: &JudgeServer, secret: &str) -> ToolServer {
+    let lease = pb::Lease {
         task_id: "gemm.c.fp64".into(),
         kernel: "gemm".into(),
         language: "c".into(),
         precision: "fp64".into(),
         attempt: 1,
+        budget_s: 600.0,
         judge_url: judge.url.clone(),
-        attempt_dir: attempt_dir.display().to_string(),
-        budget_end_unix_ms: i64::MAX / 2,
+        attempt_dir: dir.display().to_string(),
+        ..Default::default()
     };
-    let path = attempt_dir.join("lease.json");
-    std::fs::write(&path, serde_json::to_string(&lease).unwrap()).unwrap();
-    path
+    // Only a failing judge would make the tools call the orchestrator.
+    let orchestrator = client::connect_lazy("http://127.0.0.1:9", "unused").unwrap();
+    let link = JudgeLink::new(orchestrator, &lease, "unused");
+    let tools = Toolbox::new(
+        lease,
+        link,
+        Workspace::create(dir).unwrap(),
+        "agent-0",
+        None,
+    );
+    ToolServer::start(Arc::new(tokio::sync::Mutex::new(tools)), secret.to_string()).unwrap()
 }
 
 fn text(result: &CallToolResult) -> String {
@@ -56,15 +65,12 @@ fn call(name: &'static str, arguments: Value) -> CallToolRequestParams {
 async fn an_mcp_client_reads_the_task_and_scores_against_a_real_judge() {
     let judge = JudgeServer::start(&[], &[], None);
     let dir = tempfile::tempdir().unwrap();
-    let lease = lease_file(dir.path(), &judge);
+    let server = serve_tools(dir.path(), &judge, "s3cret");
     let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_hpcagent"));
     command
-        .args(["mcp", "--lease"])
-        .arg(&lease)
-        // Only a failing judge would make the server call the orchestrator.
-        .env("HPCAGENT_ORCHESTRATOR", "http://127.0.0.1:9")
-        .env("HPCAGENT_TOKEN", "unused")
-        .env("HPCAGENT_JUDGE_TOKEN", "unused")
+        .args(["mcp", "--socket"])
+        .arg(server.path())
+        .env(SECRET_VAR, "s3cret")
         .current_dir(repo());
     let client =
         ().serve(TokioChildProcess::new(command).unwrap())
@@ -105,13 +111,31 @@ async fn an_mcp_client_reads_the_task_and_scores_against_a_real_judge() {
     assert!(verdict["speedup"].as_f64().unwrap() > 0.0);
 
     let escaped = client
-        .call_tool(call("read_file", json!({"path": "../lease.json"})))
+        .call_tool(call("read_file", json!({"path": "../verdict.json"})))
         .await
         .unwrap();
     assert_eq!(escaped.is_error, Some(true));
     assert!(text(&escaped).contains("leads out of the workspace"));
     let unknown = client.call_tool(call("compile", json!({}))).await.unwrap();
     assert!(text(&unknown).contains("there is no tool \"compile\""));
-
     client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_client_without_the_attempts_secret_gets_nothing() {
+    let judge = JudgeServer::start(&[], &[], None);
+    let dir = tempfile::tempdir().unwrap();
+    let server = serve_tools(dir.path(), &judge, "right");
+    let mut stranger = ToolClient::connect(server.path(), "wrong".into())
+        .await
+        .unwrap();
+    let refused = stranger.call("task", "{}").await.unwrap_err();
+    assert!(refused.contains("another attempt's tools"), "{refused}");
+    let mode = std::os::unix::fs::PermissionsExt::mode(
+        &std::fs::metadata(server.path()).unwrap().permissions(),
+    );
+    assert_eq!(mode & 0o777, 0o600);
+    let path = server.path().to_path_buf();
+    drop(server);
+    assert!(!path.exists(), "the socket goes with its server");
 }

@@ -637,7 +637,75 @@ fn corpus_check_passes_for_every_kernel() {
     assert!(out.status.success(), "{text}{}", stderr(&out));
     assert!(text.contains("every kernel checked"), "{text}");
     assert!(
-        text.lines().filter(|l| l.starts_with("ok ")).count() >= 12 * 2 - 2,
+        text.lines().filter(|l| l.starts_with("ok ")).count() >= 40 * 2,
         "{text}"
     );
+    assert!(text.contains("no trivial submission passes"), "{text}");
+}
+
+/// Writes a one-array kernel `name` whose output is `expression` of `x`.
+fn write_kernel(root: &std::path::Path, name: &str, python: &str, c: &str) {
+    let dir = root.join("test").join(name);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("kernel.toml"),
+        format!(
+            "description = \"{name}\"\n[sizes]\nS = {{ N = 1000 }}\nM = {{ N = 2000 }}\n\
+             L = {{ N = 3000 }}\nXL = {{ N = 4000 }}\n[arrays.x]\nshape = [\"N\"]\nrole = \"in\"\n\
+             [arrays.y]\nshape = [\"N\"]\nrole = \"out\"\n"
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("reference.py"),
+        format!(
+            "def {}(x, y, **_):\n    y[:] = {python}\n",
+            name.replace('-', "_")
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("baseline.c"),
+        format!(
+            "#include <stdint.h>\nvoid SYMBOL(const real *restrict x, real *restrict y, \
+             const int64_t N, uint8_t *restrict workspace, const int64_t workspace_size)\n\
+             {{ for (int64_t i = 0; i < N; i++) y[i] = {c}; }}\n"
+        ),
+    )
+    .unwrap();
+}
+
+#[test]
+fn corpus_check_refuses_degenerate_tasks() {
+    let corpus = tempfile::tempdir().unwrap();
+    // Outputs all near zero: writing zeros would pass.
+    write_kernel(corpus.path(), "tiny", "1e-6 * x", "1e-6 * x[i]");
+    // Outputs that do not depend on the inputs: another seed's answer would pass.
+    write_kernel(corpus.path(), "constant", "3.0 + 0 * x", "3.0");
+    // A kernel whose outputs depend on its inputs passes.
+    write_kernel(corpus.path(), "doubled", "2.0 * x", "2.0 * x[i]");
+    let cache = tempfile::tempdir().unwrap();
+    let out = hpcagent()
+        .args(["corpus", "check", "--reps", "1", "--corpus"])
+        .arg(corpus.path())
+        .args(["--cache", cache.path().to_str().unwrap()])
+        .output()
+        .unwrap();
+    let text = stdout(&out);
+    assert!(!out.status.success(), "{text}");
+    let line = |kernel: &str| {
+        text.lines()
+            .filter(|l| l.starts_with("FAIL") && l.contains(&format!(" {kernel} ")))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    assert!(
+        line("tiny").contains("every output lies within ±0.01"),
+        "{text}"
+    );
+    assert!(
+        line("constant").contains("another input's reference outputs passes"),
+        "{text}"
+    );
+    assert!(line("doubled").is_empty(), "{text}");
 }

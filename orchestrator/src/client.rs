@@ -201,6 +201,11 @@ impl Heartbeat {
             .insert(lease.to_string());
     }
 
+    /// Whether the role still holds `lease` (the orchestrator has not said it lost it).
+    pub fn holds(&self, lease: &str) -> bool {
+        self.pulse.lock().expect("pulse").leases.contains(lease)
+    }
+
     pub fn release(&self, lease: &str) {
         self.pulse.lock().expect("pulse").leases.remove(lease);
     }

@@ -417,8 +417,13 @@ impl Builder<'_> {
             Role::Inference => s.inference_ce_env.clone(),
             Role::Agent | Role::Judge => s.role_ce_env.clone(),
         };
+        // In a container the binary is the image's; on the node, this one.
+        let exe = match &edf {
+            Some(_) => s.container_exe.clone(),
+            None => self.layout.exe.display().to_string(),
+        };
         let command = vec![
-            self.layout.exe.display().to_string(),
+            exe,
             "role".into(),
             a.role.to_string(),
             "--run-dir".into(),

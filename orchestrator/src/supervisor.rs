@@ -103,7 +103,9 @@ async fn keep_running<E: Executor>(
                 return;
             }
         };
-        // Whatever is left of it goes before another one starts.
+        // No new leases go to it while it stops; whatever is left of it goes
+        // before another one starts.
+        campaign.endpoint_down(&name);
         stop(&*executor, &campaign, &mut step).await;
         if *shutdown.borrow() {
             return;
@@ -113,7 +115,6 @@ async fn keep_running<E: Executor>(
         {
             entry.restarts = 0;
         }
-        campaign.endpoint_down(&name);
         tracing::warn!(instance = %name, "{why}");
         if !restart_or_fail(&campaign, &instance, &why, &critical).await {
             return;

@@ -37,6 +37,7 @@ async fn start() -> Running {
             kernel: "gemm".into(),
             language: "c".into(),
             precision: "fp64".into(),
+            preset: None,
         },
         state: TaskState::Pending,
         attempts: 0,

@@ -2,6 +2,7 @@
 
 use clap::{Args, Subcommand};
 use hpcagent_judge::corpus::Preset;
+use hpcagent_judge::discrimination;
 use hpcagent_judge::verdict::Status;
 
 use super::judge::{JudgeSetup, runtime};
@@ -107,11 +108,21 @@ fn check(mut args: CheckArgs) -> anyhow::Result<()> {
                     format!("{} {}", verdict.message, verdict.build_log_tail)
                 }
             );
+            let degenerate = rt
+                .block_on(discrimination::degenerate(&judge.data, kernel, precision))
+                .map_err(|e| anyhow::anyhow!("{}: {e}", kernel.name))?;
+            if let Some(why) = degenerate {
+                failures += 1;
+                println!("FAIL {:14} {:5} {why}", kernel.name, precision.as_str());
+            }
         }
     }
     if failures > 0 {
         anyhow::bail!("{failures} check(s) failed");
     }
-    println!("every kernel checked: manifests valid, references run, baselines agree at S");
+    println!(
+        "every kernel checked: manifests valid, references run, baselines agree at S, \
+         and no trivial submission passes"
+    );
     Ok(())
 }

@@ -134,6 +134,9 @@ struct GradeArgs {
     language: Language,
     #[arg(long)]
     precision: Option<String>,
+    /// The public case's preset (S, M, L, XL); default: the judge's.
+    #[arg(long)]
+    preset: Option<Preset>,
     /// An extra compiler flag (repeatable), checked against the allow-list.
     #[arg(long = "flag", value_name = "FLAG", allow_hyphen_values = true)]
     flags: Vec<String>,
@@ -262,6 +265,7 @@ async fn task(args: TaskArgs) -> anyhow::Result<()> {
                 task_id: args.id.clone(),
                 language: args.language.to_string(),
                 precision: args.precision.clone().unwrap_or_default(),
+                preset: String::new(),
             })
             .await
             .map_err(rpc_error)?
@@ -275,7 +279,7 @@ async fn task(args: TaskArgs) -> anyhow::Result<()> {
                 .transpose()
                 .map_err(anyhow::Error::msg)?;
             judge
-                .task(&args.id, args.language, precision)
+                .task(&args.id, args.language, precision, None)
                 .map_err(|e| anyhow::anyhow!("{e}"))?
         }
     };
@@ -346,6 +350,7 @@ fn grade_request(args: &GradeArgs) -> anyhow::Result<pb::GradeRequest> {
         flags: args.flags.clone(),
         client: "hpcagent judge cli".into(),
         lease_id: String::new(),
+        preset: args.preset.map(|p| p.to_string()).unwrap_or_default(),
     })
 }
 

@@ -43,6 +43,11 @@ struct Instance {
 
 pub fn run(args: RoleArgs) -> anyhow::Result<()> {
     super::init_logging();
+    // The role's environment holds its tokens (and a judge's held-out secret):
+    // processes of the same user (an agent CLI, a submission run without a
+    // user of its own) must not read them from /proc.
+    // SAFETY: prctl on this process only.
+    unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0) };
     match args.role {
         RoleCommand::Judge(i) => runtime()?.block_on(judge(i)),
         RoleCommand::Agent(i) => {

@@ -86,6 +86,9 @@ pub enum Outcome {
 pub async fn up(up: Up) -> anyhow::Result<Outcome> {
     // Everything that can be refused is checked before anything is written or started.
     let plan = make_plan(&up)?;
+    if let ExecutorKind::Slurm { .. } = up.executor {
+        crate::slurm::edf::check_plan(&up.config, &plan)?;
+    }
     let corpus = Corpus::load(&up.corpus_root).map_err(|errors| {
         let lines: Vec<String> = errors.iter().map(ToString::to_string).collect();
         anyhow::anyhow!("the corpus is invalid:\n{}", lines.join("\n"))
@@ -287,7 +290,7 @@ fn resume_scheduler(up: &Up, specs: &[crate::scheduler::TaskSpec]) -> anyhow::Re
             max_attempts: s.max_attempts,
             task_budget: Duration::from_secs(s.task_budget.seconds),
             lease_ttl: Duration::from_secs(s.lease_seconds as u64),
-            needs_inference: s.agent_policy.needs_inference(),
+            needs_inference: up.config.agents_use_inference(),
         },
         tasks,
     );

@@ -1,18 +1,20 @@
 //! The campaign's task set: kernels × languages × repeats, from the
 //! configuration and the corpus.
 //!
-//! `KERNELS` names kernels or whole tracks (empty: the whole corpus);
-//! `PROBLEMS_FILE` instead lists problems as a JSON array of `"kernel"`,
-//! `"kernel:language"` or `{"kernel": …, "language": …, "precision": …}`.
+//! `KERNELS` names kernels, tracks or tags (empty: the whole corpus), each
+//! with an optional preset suffix (`gemm@L`, `stencils@S`) that overrides
+//! `PRESET` for those tasks; `PROBLEMS_FILE` instead lists problems as a JSON
+//! array of `"kernel[@preset]"`, `"kernel[@preset]:language"` or
+//! `{"kernel": …, "language": …, "precision": …, "preset": …}`.
 
-use hpcagent_judge::corpus::{Corpus, Kernel, Precision};
+use hpcagent_judge::corpus::{Corpus, Kernel, Precision, Preset};
 use serde::Deserialize;
 
 use crate::config::{Config, ConfigError};
 use crate::scheduler::TaskSpec;
 
-/// A kernel with the languages (and optional precision) to run it in.
-type Selected<'a> = (&'a Kernel, Vec<String>, Option<String>);
+/// A kernel with the languages (and optional precision and preset) to run it in.
+type Selected<'a> = (&'a Kernel, Vec<String>, Option<String>, Option<Preset>);
 
 #[derive(Debug, Deserialize)]
 #[serde(untagged)]
@@ -22,6 +24,7 @@ enum Problem {
         kernel: String,
         language: Option<String>,
         precision: Option<String>,
+        preset: Option<String>,
     },
 }
 
@@ -33,15 +36,18 @@ pub fn task_set(config: &Config, corpus: &Corpus) -> Result<Vec<TaskSpec>, Confi
         Some(path) => read_problems(config, corpus, &path.0, &languages)?,
         None => select_kernels(config, corpus)?
             .into_iter()
-            .map(|k| (k, languages.clone(), None))
+            .map(|(k, preset)| (k, languages.clone(), None, preset))
             .collect(),
     };
     let mut tasks = Vec::new();
-    for (kernel, languages, precision) in problems {
+    for (kernel, languages, precision, preset) in problems {
         let precision = precision.unwrap_or_else(|| precision_for(kernel, s.precision.as_str()));
         for language in languages {
             for repeat in 0..s.repeats {
                 let mut id = format!("{}.{language}.{precision}", kernel.name);
+                if let Some(preset) = preset {
+                    id.push_str(&format!("@{preset}"));
+                }
                 if s.repeats > 1 {
                     id.push_str(&format!("#{repeat}"));
                 }
@@ -50,6 +56,7 @@ pub fn task_set(config: &Config, corpus: &Corpus) -> Result<Vec<TaskSpec>, Confi
                     kernel: kernel.name.clone(),
                     language: language.clone(),
                     precision: precision.clone(),
+                    preset: preset.map(|p| p.to_string()),
                 });
             }
         }
@@ -66,25 +73,46 @@ fn precision_for(kernel: &Kernel, wanted: &str) -> String {
     }
 }
 
-fn select_kernels<'a>(config: &Config, corpus: &'a Corpus) -> Result<Vec<&'a Kernel>, ConfigError> {
-    let names = &config.settings.kernels.0;
-    if names.is_empty() {
-        return Ok(corpus.kernels.iter().collect());
+/// `name` and its preset suffix: `gemm@L` → (`gemm`, L).
+fn split_preset(entry: &str) -> Result<(&str, Option<Preset>), String> {
+    match entry.rsplit_once('@') {
+        None => Ok((entry, None)),
+        Some((name, preset)) => preset
+            .parse()
+            .map(|p| (name, Some(p)))
+            .map_err(|e| format!("{entry:?}: {e}")),
     }
-    let mut selected: Vec<&Kernel> = Vec::new();
+}
+
+fn select_kernels<'a>(
+    config: &Config,
+    corpus: &'a Corpus,
+) -> Result<Vec<(&'a Kernel, Option<Preset>)>, ConfigError> {
+    let entries = &config.settings.kernels.0;
+    if entries.is_empty() {
+        return Ok(corpus.kernels.iter().map(|k| (k, None)).collect());
+    }
+    let mut selected: Vec<(&Kernel, Option<Preset>)> = Vec::new();
     let mut errors = Vec::new();
-    for name in names {
+    for entry in entries {
+        let (name, preset) = match split_preset(entry) {
+            Ok(split) => split,
+            Err(why) => {
+                errors.push(config.diagnostic("KERNELS", why));
+                continue;
+            }
+        };
         let matches: Vec<&Kernel> = corpus
             .kernels
             .iter()
-            .filter(|k| &k.name == name || &k.track == name || k.tags.contains(name))
+            .filter(|k| k.name == name || k.track == name || k.tags.iter().any(|t| t == name))
             .collect();
         if matches.is_empty() {
             errors.push(config.diagnostic("KERNELS", unknown_kernel(corpus, name)));
         }
         for k in matches {
-            if !selected.iter().any(|s| s.name == k.name) {
-                selected.push(k);
+            if !selected.iter().any(|(s, _)| s.name == k.name) {
+                selected.push((k, preset));
             }
         }
     }
@@ -128,24 +156,80 @@ fn read_problems<'a>(
     problems
         .into_iter()
         .map(|p| {
-            let (kernel, language, precision) = match p {
+            let (kernel, language, precision, preset) = match p {
                 Problem::Name(s) => match s.split_once(':') {
-                    Some((k, l)) => (k.to_string(), Some(l.to_string()), None),
-                    None => (s, None, None),
+                    Some((k, l)) => (k.to_string(), Some(l.to_string()), None, None),
+                    None => (s, None, None, None),
                 },
                 Problem::Full {
                     kernel,
                     language,
                     precision,
-                } => (kernel, language, precision),
+                    preset,
+                } => (kernel, language, precision, preset),
+            };
+            let (name, suffix) = split_preset(&kernel).map_err(fail)?;
+            let preset = match preset {
+                Some(p) => Some(
+                    p.parse::<Preset>()
+                        .map_err(|e| fail(format!("{kernel}: {e}")))?,
+                ),
+                None => suffix,
             };
             let k = corpus
-                .find(&kernel)
-                .ok_or_else(|| fail(unknown_kernel(corpus, &kernel)))?;
+                .find(name)
+                .ok_or_else(|| fail(unknown_kernel(corpus, name)))?;
             let langs = language
                 .map(|l| vec![l])
                 .unwrap_or_else(|| languages.to_vec());
-            Ok((k, langs, precision))
+            Ok((k, langs, precision, preset))
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{Sources, resolve};
+
+    fn tasks(kernels: &str) -> Result<Vec<TaskSpec>, ConfigError> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.env");
+        std::fs::write(&path, format!("KERNELS={kernels}\nLANGUAGES=c\n")).unwrap();
+        let config = resolve(&Sources {
+            env_file: Some(path),
+            ..Sources::default()
+        })
+        .unwrap();
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../benchmarks");
+        let corpus = Corpus::load(&root).unwrap_or_else(|e| panic!("{e:?}"));
+        task_set(&config, &corpus)
+    }
+
+    #[test]
+    fn names_tracks_and_tags_take_a_preset_suffix() {
+        let set = tasks("gemm@L,stencils@S,atax").unwrap();
+        let gemm = set.iter().find(|t| t.kernel == "gemm").unwrap();
+        assert_eq!(
+            (gemm.id.as_str(), gemm.preset.as_deref()),
+            ("gemm.c.fp64@L", Some("L"))
+        );
+        assert!(
+            set.iter()
+                .filter(|t| t.kernel.contains("jacobi") || t.kernel.contains("heat"))
+                .all(|t| t.preset.as_deref() == Some("S")),
+            "a track's suffix applies to its kernels"
+        );
+        let atax = set.iter().find(|t| t.kernel == "atax").unwrap();
+        assert_eq!(
+            (atax.id.as_str(), atax.preset.as_deref()),
+            ("atax.c.fp64", None)
+        );
+    }
+
+    #[test]
+    fn a_bad_preset_suffix_is_refused_at_the_key() {
+        let err = tasks("gemm@XXL").unwrap_err().to_string();
+        assert!(err.contains("KERNELS") && err.contains("gemm@XXL"), "{err}");
+    }
 }

@@ -150,6 +150,9 @@ config_keys! {
 
     /// Container Engine environment (EDF name or path) for agent and judge steps.
     ["Roles"] role_ce_env / ROLE_CE_ENV: Option<String> = "";
+    /// The hpcagent binary inside the role images: what a step run in a
+    /// container (`INFERENCE_CE_ENV`, `ROLE_CE_ENV`) executes.
+    ["Roles"] container_exe / CONTAINER_EXE: String = "/opt/hpcagent/bin/hpcagent";
     /// gRPC port of each judge (the n-th judge on a node adds n).
     ["Roles"] judge_port / JUDGE_PORT: Port = "8800";
     /// Grading slots per judge; default: one per GPU, else 1.

@@ -117,6 +117,19 @@ impl Config {
         s.vllm_served_model.as_deref().unwrap_or(&s.vllm_model)
     }
 
+    /// Whether leases name an inference replica: built-in agents always
+    /// use one; external agent CLIs when the campaign has one (otherwise
+    /// they bring their own model).
+    pub fn agents_use_inference(&self) -> bool {
+        let s = &self.settings;
+        let planned = self.inference().replicas > 0 || s.inference_url.is_some();
+        match s.agent_policy {
+            Policy::Builtin => true,
+            Policy::Command => planned,
+            Policy::Baseline => false,
+        }
+    }
+
     /// The model agents ask for.
     pub fn llm_model(&self) -> &str {
         self.settings
@@ -322,13 +335,11 @@ fn validate(config: &Config) -> Vec<Diagnostic> {
         "must start with http:// or https:// (e.g. http://host:8000/v1)".into(),
     );
     require(
-        !s.agent_policy.needs_inference() || inference_nodes > 0 || s.inference_url.is_some(),
+        s.agent_policy != Policy::Builtin || inference_nodes > 0 || s.inference_url.is_some(),
         "AGENT_POLICY",
-        format!(
-            "{} agents need an LLM: plan inference nodes (INFERENCE_NODES) or name an endpoint \
-             (INFERENCE_URL)",
-            s.agent_policy
-        ),
+        "builtin agents need an LLM: plan inference nodes (INFERENCE_NODES) or name an \
+         endpoint (INFERENCE_URL)"
+            .into(),
     );
     require(
         s.inference_url.is_none() || s.llm_model.is_some(),

@@ -208,13 +208,6 @@ choice! {
     Policy { Builtin = "builtin", Command = "command", Baseline = "baseline" }
 }
 
-impl Policy {
-    /// Whether agents of this policy talk to an LLM.
-    pub fn needs_inference(self) -> bool {
-        !matches!(self, Policy::Baseline)
-    }
-}
-
 choice! {
     /// Whether each model turn must call a tool.
     ToolChoice { Auto = "auto", Required = "required" }

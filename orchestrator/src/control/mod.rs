@@ -41,16 +41,16 @@ impl Control {
     }
 
     /// The lease's usable `service` endpoint ("" if none now), after setting
-    /// its current one aside when the agent reports it `failed`.
+    /// its current one aside when the agent reports it failed (at that URL).
     fn lease_endpoint(
         &self,
         sched: &mut Scheduler,
         service: Service,
         lease_id: &str,
-        failed: bool,
+        failed: Option<&str>,
     ) -> Result<String, Status> {
         let now = Instant::now();
-        let endpoint = if failed {
+        let endpoint = if let Some(failed_url) = failed {
             let current = sched.lease(lease_id).map(|l| match service {
                 Service::Judge => l.judge.clone(),
                 Service::Inference => l.inference.clone().unwrap_or_default(),
@@ -60,7 +60,7 @@ impl Control {
                 "endpoint_failed",
                 &format!("reported by the agent of lease {lease_id}"),
             );
-            sched.endpoint_failed(service, lease_id, now)
+            sched.endpoint_failed(service, lease_id, failed_url, now)
         } else {
             sched.endpoint_for(service, lease_id, now)
         };
@@ -102,17 +102,20 @@ fn check_verdict_matches(verdict: &pb::Verdict, spec: &TaskSpec) -> Result<(), S
     if kernel_of_verdict == spec.kernel
         && verdict.language == spec.language
         && verdict.precision == spec.precision
+        && spec.preset.as_ref().is_none_or(|p| *p == verdict.preset)
     {
         return Ok(());
     }
     Err(Status::invalid_argument(format!(
-        "the verdict is for {} {} {}, the lease for {} {} {}",
+        "the verdict is for {} {} {} at {}, the lease for {} {} {} at {}",
         verdict.task_id,
         verdict.language,
         verdict.precision,
+        verdict.preset,
         spec.kernel,
         spec.language,
-        spec.precision
+        spec.precision,
+        spec.preset.as_deref().unwrap_or("the judges' preset")
     )))
 }
 
@@ -287,6 +290,7 @@ impl Orchestrator for Control {
                         judge_url: g.judge_url,
                         inference_url: g.inference_url.unwrap_or_default(),
                         attempt_dir: dir.display().to_string(),
+                        preset: g.task.preset.unwrap_or_default(),
                     }),
                     ..Default::default()
                 }
@@ -304,13 +308,18 @@ impl Orchestrator for Control {
         let now = Instant::now();
         let mut sched = self.campaign.scheduler();
         must_hold(&sched, &r.lease_id, &principal)?;
-        let judge_url =
-            self.lease_endpoint(&mut sched, Service::Judge, &r.lease_id, r.judge_failed)?;
+        let failed = |reported: bool| reported.then_some(r.failed_url.as_str());
+        let judge_url = self.lease_endpoint(
+            &mut sched,
+            Service::Judge,
+            &r.lease_id,
+            failed(r.judge_failed),
+        )?;
         let inference_url = self.lease_endpoint(
             &mut sched,
             Service::Inference,
             &r.lease_id,
-            r.inference_failed,
+            failed(r.inference_failed),
         )?;
         let deadline = sched
             .renew(&r.lease_id, now)

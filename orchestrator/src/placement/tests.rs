@@ -81,7 +81,8 @@ fn one_node_replicas_agents_and_judges_cover_the_allocation() {
             "--open-mode=append",
             "--output=/runs/7/roles/inference-0/stdout",
             "--error=/runs/7/roles/inference-0/stderr",
-            "/bin/hpcagent",
+            // In the container, the image's binary.
+            "/opt/hpcagent/bin/hpcagent",
             "role",
             "inference",
             "--run-dir",

@@ -39,6 +39,8 @@ pub struct TaskSpec {
     pub kernel: String,
     pub language: String,
     pub precision: String,
+    /// The preset of the task's public case; `None`: the judges' own.
+    pub preset: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -378,17 +380,21 @@ impl Scheduler {
             .collect()
     }
 
-    /// The lease's `service` endpoint failed its agent: set it aside (a
-    /// repeated report of the same failure does not extend that), then as
-    /// [`Self::endpoint_for`].
+    /// The lease's `service` endpoint failed its agent at `failed_url`: set
+    /// it aside if that is still its URL (a repeated report of the same
+    /// failure does not extend that), then as [`Self::endpoint_for`].
     pub fn endpoint_failed(
         &mut self,
         service: Service,
         lease_id: &str,
+        failed_url: &str,
         now: Instant,
     ) -> Option<Option<String>> {
         if let Some(failed) = self.endpoint_of(service, lease_id)? {
-            self.pool_mut(service).set_aside(&failed, now);
+            let pool = self.pool_mut(service);
+            if failed_url.is_empty() || pool.url(&failed) == Some(failed_url) {
+                pool.set_aside(&failed, now);
+            }
         }
         self.endpoint_for(service, lease_id, now)
     }

@@ -8,6 +8,7 @@ fn tasks(n: usize) -> Vec<Task> {
                 kernel: format!("k{i}"),
                 language: "c".into(),
                 precision: "fp64".into(),
+                preset: None,
             },
             state: TaskState::Pending,
             attempts: 0,
@@ -139,7 +140,7 @@ fn a_failing_judge_is_set_aside_and_the_lease_moves() {
     let g = grant(s.pull("a", 0, t));
     assert_eq!(g.judge, "judge-0");
     assert_eq!(
-        s.endpoint_failed(Service::Judge, &g.lease_id, t),
+        s.endpoint_failed(Service::Judge, &g.lease_id, "", t),
         Some(Some("j1".to_string()))
     );
     assert_eq!(s.lease(&g.lease_id).unwrap().judge, "judge-1");
@@ -157,13 +158,13 @@ fn a_lone_failing_judge_is_waited_for_and_taken_back_once_restarted() {
     ready(&mut s, "judge-0", "old");
     let g = grant(s.pull("a", 0, t));
     assert_eq!(
-        s.endpoint_failed(Service::Judge, &g.lease_id, t),
+        s.endpoint_failed(Service::Judge, &g.lease_id, "", t),
         Some(None),
         "no other judge"
     );
     let later = t + Duration::from_secs(5);
     assert_eq!(
-        s.endpoint_failed(Service::Judge, &g.lease_id, later),
+        s.endpoint_failed(Service::Judge, &g.lease_id, "", later),
         Some(None),
         "a repeated report changes nothing"
     );
@@ -187,7 +188,7 @@ fn a_set_aside_judge_is_usable_again_after_a_while() {
     let t = Instant::now();
     ready(&mut s, "judge-0", "j0");
     let g = grant(s.pull("a", 0, t));
-    s.endpoint_failed(Service::Judge, &g.lease_id, t);
+    s.endpoint_failed(Service::Judge, &g.lease_id, "", t);
     assert_eq!(s.pull("a", 1, t + Duration::from_secs(1)), Pull::Wait);
     assert_eq!(grant(s.pull("a", 1, t + SET_ASIDE)).judge, "judge-0");
 }
@@ -376,4 +377,21 @@ fn baseline_leases_need_no_replica() {
         s.endpoint_for(Service::Inference, &g.lease_id, t),
         Some(None)
     );
+}
+
+#[test]
+fn a_stale_report_sets_nothing_aside() {
+    let mut s = scheduler(1, 3);
+    let t = Instant::now();
+    ready(&mut s, "judge-0", "j0");
+    let g = grant(s.pull("a", 0, t));
+    s.pool_mut(Service::Judge)
+        .registered("judge-0", "j0-restarted");
+    s.pool_mut(Service::Judge).ready("judge-0", true);
+    assert_eq!(
+        s.endpoint_failed(Service::Judge, &g.lease_id, "j0", t),
+        Some(Some("j0-restarted".to_string())),
+        "the report is about the old process: the new one stays usable"
+    );
+    assert!(s.pool(Service::Judge).usable("judge-0", t));
 }

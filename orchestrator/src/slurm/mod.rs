@@ -4,6 +4,7 @@
 //! sites. This module knows their flags and the Slurm 22.05 behaviours the
 //! orchestrator relies on; it does not decide placement.
 
+pub mod edf;
 pub mod sbatch;
 
 use std::path::Path;

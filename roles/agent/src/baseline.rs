@@ -28,6 +28,7 @@ async fn submit(
         task_id: lease.kernel.clone(),
         language: lease.language.clone(),
         precision: lease.precision.clone(),
+        preset: lease.preset.clone(),
     };
     let task = judge
         .call(|mut j| {
@@ -60,6 +61,7 @@ async fn submit(
         flags: Vec::new(),
         client: instance.to_string(),
         lease_id: lease.lease_id.clone(),
+        preset: lease.preset.clone(),
     };
     let verdict = match judge
         .call(|mut j| {

@@ -15,6 +15,7 @@ use std::time::Duration;
 use hpcagent_proto::v1 as pb;
 use serde_json::{Value, json};
 
+use crate::lease::LeaseWatch;
 use crate::llm::{InferenceLink, LlmError, Reply};
 use crate::pool::Attempt;
 use crate::prompt::Skill;
@@ -35,8 +36,13 @@ pub struct Limits {
     pub profiling: bool,
 }
 
-/// The most of the lease's budget kept back for the final submit.
+/// Wall-clock kept back for the final submit, at least (more once grades
+/// are seen to take long: a submit grades several cases).
 const SUBMIT_RESERVE: Duration = Duration::from_secs(60);
+/// The most of one tool result the conversation keeps (the transcript keeps all).
+const TOOL_RESULT_LIMIT: usize = 16_000;
+/// Below this, a turn's completion budget is not halved further to fit the context.
+const MIN_TURN_TOKENS: u32 = 64;
 
 /// Works one lease.
 pub async fn attempt(
@@ -45,6 +51,7 @@ pub async fn attempt(
     mut llm: InferenceLink,
     limits: &Limits,
     skills: &[Skill],
+    lost: LeaseWatch,
 ) -> Attempt {
     let mut transcript = Transcript::open(std::path::Path::new(&lease.attempt_dir));
     let mut session = Session {
@@ -52,6 +59,8 @@ pub async fn attempt(
         tokens: 0,
         turns: 0,
         reserve: SUBMIT_RESERVE.min(Duration::from_secs_f64(lease.budget_s / 4.0)),
+        turn_tokens: limits.turn_tokens,
+        lost,
     };
     let (outcome, message) = match session.prepare(&mut tools, skills).await {
         Ok(messages) => {
@@ -74,11 +83,17 @@ pub async fn attempt(
     }
 }
 
-/// Submits what the workspace holds unless the agent submitted (or nothing
-/// can be graded any more); the outcome says how the loop ended.
+/// Submits what the workspace holds when the model had its chance and did
+/// not submit: it finished, or spent a budget, or outgrew its context. When
+/// the attempt failed for the infrastructure's reasons (no model, no judge,
+/// no lease, a refused request), nothing is submitted: the attempt fails and
+/// the task is tried again, rather than settle on work nobody did.
 async fn finish(tools: &mut Toolbox, outcome: String, message: String) -> (String, String) {
-    if tools.submitted().is_some() || matches!(outcome.as_str(), "lease lost" | "judge unavailable")
-    {
+    let model_had_its_chance = matches!(
+        outcome.as_str(),
+        "finished" | "turn budget" | "token budget" | "time budget" | "context overflow"
+    );
+    if tools.submitted().is_some() || !model_had_its_chance {
         return (outcome, message);
     }
     match tools.final_submit().await {
@@ -103,6 +118,9 @@ struct Session<'a> {
     turns: u32,
     /// Wall-clock kept back for the final submit.
     reserve: Duration,
+    /// Completion tokens a turn may use now (halved when the context is full).
+    turn_tokens: u32,
+    lost: LeaseWatch,
 }
 
 impl Session<'_> {
@@ -133,6 +151,15 @@ impl Session<'_> {
             }
             let reply = match llm.chat(&self.request(&messages, &specs)).await {
                 Ok(reply) => reply,
+                Err(LlmError::ContextOverflow(why)) if self.turn_tokens > MIN_TURN_TOKENS => {
+                    // Prompt and completion budget together overflow: ask for less.
+                    self.turn_tokens /= 2;
+                    transcript.record(
+                        "overflow",
+                        json!({"why": why, "turn_tokens": self.turn_tokens}),
+                    );
+                    continue;
+                }
                 Err(e) => return llm_ended(e),
             };
             self.turns += 1;
@@ -156,7 +183,9 @@ impl Session<'_> {
                     "tool",
                     json!({"name": call.name, "arguments": call.arguments, "error": result.is_error, "result": content}),
                 );
-                messages.push(json!({"role": "tool", "tool_call_id": call.id, "content": content}));
+                messages.push(
+                    json!({"role": "tool", "tool_call_id": call.id, "content": cut(&content)}),
+                );
                 if let Some(why) = result.ends {
                     return ended_by_tool(&why, &result.text);
                 }
@@ -166,6 +195,12 @@ impl Session<'_> {
 
     fn over_budget(&self, tools: &Toolbox) -> Option<(String, String)> {
         let l = self.limits;
+        if (self.lost)() {
+            return Some((
+                "lease lost".into(),
+                "the orchestrator took the lease back (it expired)".into(),
+            ));
+        }
         if self.turns >= l.max_turns {
             return Some((
                 "turn budget".into(),
@@ -178,7 +213,9 @@ impl Session<'_> {
                 format!("{} tokens used (MAX_TOKENS={})", self.tokens, l.max_tokens),
             ));
         }
-        if tools.budget_left() <= self.reserve {
+        // A submit grades several cases: keep room for about three slowest grades.
+        let reserve = self.reserve.max(tools.slowest_grade() * 3);
+        if tools.budget_left() <= reserve {
             return Some((
                 "time budget".into(),
                 "the task's wall-clock budget is spent, but for the final submit".into(),
@@ -195,7 +232,7 @@ impl Session<'_> {
             "tools": specs,
             "tool_choice": l.tool_choice,
             "parallel_tool_calls": false,
-            "max_tokens": l.turn_tokens,
+            "max_tokens": self.turn_tokens,
             "temperature": l.temperature,
         })
     }
@@ -206,7 +243,7 @@ impl Session<'_> {
             format!(
                 "Your reply was cut off at {} tokens before it made a tool call. Make one \
                  tool call, with shorter arguments (write a big file in parts).",
-                self.limits.turn_tokens
+                self.turn_tokens
             )
         } else {
             "Answer with a tool call. Use score to grade your code, submit when it is \
@@ -252,10 +289,23 @@ fn reply_record(reply: &Reply, replica: &str) -> Value {
     })
 }
 
+/// A tool result as the conversation keeps it: its start, then a note.
+fn cut(content: &str) -> String {
+    match content.char_indices().nth(TOOL_RESULT_LIMIT) {
+        Some((i, _)) => format!(
+            "{}\n[cut at {TOOL_RESULT_LIMIT} characters of {}; read less at a time]",
+            &content[..i],
+            content.chars().count()
+        ),
+        None => content.to_string(),
+    }
+}
+
 fn llm_ended(e: LlmError) -> (String, String) {
     let outcome = match &e {
         LlmError::ContextOverflow(_) => "context overflow",
         LlmError::Refused(_) => "inference refused",
+        LlmError::ServerError(_) => "inference error",
         LlmError::Unavailable(_) => "inference unavailable",
         LlmError::OutOfBudget => "time budget",
         LlmError::LeaseGone(_) => "lease lost",

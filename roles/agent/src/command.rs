@@ -2,16 +2,18 @@
 //!
 //! `AGENT_COMMAND` is a command line with placeholders: `{workspace}`,
 //! `{prompt_file}`, `{prompt}`, `{model}`, `{endpoint}` (the OpenAI-compatible
-//! base URL of the lease's replica) and `{mcp_config}`. The worker fills the
-//! workspace, writes the prompt, the lease (`lease.json`) and an MCP
-//! configuration (`mcp.json`, mode 0600: it carries the tokens) naming
-//! `hpcagent mcp` as the agent's tool server, and runs the CLI in the
-//! workspace, in a process group of its own, with its output kept in the
-//! attempt directory. It gets what is left of the task's wall-clock budget,
-//! less a reserve for the final submit. Its exit maps to the outcome:
-//! `finished` (0), `crashed` (any other code or a signal), `time budget`
-//! (killed at the deadline). If the agent did not submit through its tools,
-//! the workspace's solution file is submitted for it.
+//! base URL of the lease's replica, "" when the campaign has none) and
+//! `{mcp_config}`. The worker fills the workspace, writes the prompt and an
+//! MCP configuration (`mcp.json`) naming `hpcagent mcp` as the agent's tool
+//! server, serves the attempt's tools to it ([`crate::tool_socket`]: the CLI
+//! gets no token, only this attempt's tools), and runs the CLI in the
+//! workspace, in a process group of its own that dies with the worker, with
+//! its output kept in the attempt directory. It gets what is left of the
+//! task's wall-clock budget, less a reserve for the final submit, and is
+//! stopped if the lease is lost. Its exit maps to the outcome: `finished`
+//! (0), `crashed` (any other code or a signal), `time budget` (stopped at the
+//! deadline). If the agent did not submit through its tools, the workspace's
+//! solution file is submitted for it.
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::OpenOptionsExt;
@@ -19,15 +21,19 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
+use std::sync::Arc;
+
 use hpcagent_orchestrator::client::{ORCHESTRATOR_VAR, TOKEN_VAR};
 use hpcagent_orchestrator::control::auth::JUDGE_TOKEN_VAR;
 use hpcagent_proto::v1 as pb;
 use serde_json::json;
+use tokio::sync::Mutex;
 
-use crate::mcp::{LEASE_FILE, LeaseFile};
+use crate::lease::LeaseWatch;
 use crate::pool::Attempt;
 use crate::prompt::Skill;
 use crate::starter;
+use crate::tool_socket::{SECRET_VAR, ToolServer};
 use crate::tools::Toolbox;
 
 /// Wall-clock kept back for the final submit.
@@ -42,29 +48,30 @@ pub struct CommandPolicy {
     pub model: String,
     /// The hpcagent binary (`hpcagent mcp` in the MCP configuration).
     pub exe: PathBuf,
-    pub run_dir: PathBuf,
-    pub instance: String,
     pub profiling: bool,
 }
 
 pub async fn attempt(
     policy: &CommandPolicy,
     lease: &pb::Lease,
-    mut tools: Toolbox,
+    tools: Toolbox,
     skills: &[Skill],
+    lost: LeaseWatch,
 ) -> Attempt {
-    let (outcome, message) = match run(policy, lease, &mut tools, skills).await {
+    let tools = Arc::new(Mutex::new(tools));
+    let (outcome, message) = match run(policy, lease, &tools, skills, lost).await {
         Ok(ended) => ended,
         Err(why) => ("error".to_string(), why),
     };
-    tools.adopt_earlier_submit();
+    let mut tools = tools.lock().await;
     let (outcome, message) = match (tools.submitted().map(str::to_string), outcome.as_str()) {
         (Some(status), "finished") => (
             "submitted".to_string(),
             format!("{message}; submitted: {status}"),
         ),
         (Some(status), _) => (outcome, format!("{message}; submitted: {status}")),
-        (None, _) => match tools.final_submit().await {
+        // The CLI had its chance: what it left in the workspace is graded.
+        (None, "finished" | "crashed" | "time budget") => match tools.final_submit().await {
             Some(reply) if reply.ends.as_deref() == Some("submitted") => {
                 let status = tools.submitted().unwrap_or("unknown");
                 (
@@ -78,6 +85,7 @@ pub async fn attempt(
             ),
             None => (outcome, message),
         },
+        (None, _) => (outcome, message),
     };
     Attempt {
         outcome,
@@ -94,35 +102,35 @@ pub async fn attempt(
 async fn run(
     policy: &CommandPolicy,
     lease: &pb::Lease,
-    tools: &mut Toolbox,
+    tools: &Arc<Mutex<Toolbox>>,
     skills: &[Skill],
+    lost: LeaseWatch,
 ) -> Result<(String, String), String> {
     let dir = PathBuf::from(&lease.attempt_dir);
-    let briefing = starter::prepare(tools, skills, policy.profiling).await?;
+    let (briefing, workspace, budget) = {
+        let mut tools = tools.lock().await;
+        let briefing = starter::prepare(&mut tools, skills, policy.profiling).await?;
+        let reserve = SUBMIT_RESERVE.max(tools.slowest_grade() * 3);
+        (
+            briefing,
+            tools.workspace().root().to_path_buf(),
+            tools.budget_left().saturating_sub(reserve),
+        )
+    };
     let prompt = format!("{}\n\n{}", briefing.system, briefing.task);
     let prompt_file = dir.join("prompt.md");
     write(&prompt_file, &prompt, 0o644)?;
-    let budget = tools.budget_left().saturating_sub(SUBMIT_RESERVE);
-    let lease_file = dir.join(LEASE_FILE);
-    let file = LeaseFile::new(
-        lease,
-        &policy.run_dir,
-        &policy.instance,
-        tools.budget_left().as_secs_f64(),
-    );
-    write(
-        &lease_file,
-        &serde_json::to_string_pretty(&file).unwrap_or_default(),
-        0o600,
-    )?;
+    let secret = format!("{:032x}", rand::random::<u128>());
+    let server = ToolServer::start(tools.clone(), secret.clone())
+        .map_err(|e| format!("cannot serve the attempt's tools: {e}"))?;
     let mcp_config = dir.join("mcp.json");
     write(
         &mcp_config,
-        &mcp_configuration(&policy.exe, &lease_file)?,
+        &mcp_configuration(&policy.exe, server.path(), &secret),
         0o600,
     )?;
     let values = BTreeMap::from([
-        ("workspace", tools.workspace().root().display().to_string()),
+        ("workspace", workspace.display().to_string()),
         ("prompt_file", prompt_file.display().to_string()),
         ("prompt", prompt),
         ("model", policy.model.clone()),
@@ -130,102 +138,133 @@ async fn run(
         ("mcp_config", mcp_config.display().to_string()),
     ]);
     let argv = render(&policy.template, &values);
-    Ok(execute(
-        &argv,
-        tools.workspace().root(),
-        &dir,
+    let run = Run {
+        workspace: &workspace,
+        dir: &dir,
         lease,
-        &policy.model,
+        model: &policy.model,
         budget,
-    )
-    .await)
+        lost,
+    };
+    let ended = execute(&argv, &run).await;
+    drop(server);
+    Ok(ended)
 }
 
-/// The MCP configuration that starts `hpcagent mcp` for this lease, with the
-/// orchestrator's address and the tokens it needs.
-fn mcp_configuration(exe: &Path, lease_file: &Path) -> Result<String, String> {
-    let mut env = serde_json::Map::new();
-    for var in [ORCHESTRATOR_VAR, TOKEN_VAR, JUDGE_TOKEN_VAR] {
-        let value = std::env::var(var).map_err(|_| format!("{var} is not set"))?;
-        env.insert(var.to_string(), json!(value));
-    }
+/// The MCP configuration that starts `hpcagent mcp` on this attempt's tool
+/// socket, with the attempt's secret.
+fn mcp_configuration(exe: &Path, socket: &Path, secret: &str) -> String {
     let config = json!({"mcpServers": {"hpcagent": {
         "command": exe.display().to_string(),
-        "args": ["mcp", "--lease", lease_file.display().to_string()],
-        "env": env,
+        "args": ["mcp", "--socket", socket.display().to_string()],
+        "env": {SECRET_VAR: secret},
     }}});
-    Ok(serde_json::to_string_pretty(&config).unwrap_or_default())
+    serde_json::to_string_pretty(&config).unwrap_or_default()
 }
 
-/// Fills each `{name}` of the template.
+/// Fills each `{name}` of the template, in one pass: a value that itself
+/// holds `{…}` (a prompt, say) is left as it is.
 fn render(template: &[String], values: &BTreeMap<&str, String>) -> Vec<String> {
     template
         .iter()
         .map(|arg| {
-            values.iter().fold(arg.clone(), |a, (name, value)| {
-                a.replace(&format!("{{{name}}}"), value)
-            })
+            let mut out = String::new();
+            let mut rest = arg.as_str();
+            while let Some(open) = rest.find('{') {
+                out.push_str(&rest[..open]);
+                let after = &rest[open + 1..];
+                match after
+                    .find('}')
+                    .and_then(|close| values.get(&after[..close]).map(|value| (value, close)))
+                {
+                    Some((value, close)) => {
+                        out.push_str(value);
+                        rest = &after[close + 1..];
+                    }
+                    None => {
+                        out.push('{');
+                        rest = after;
+                    }
+                }
+            }
+            out.push_str(rest);
+            out
         })
         .collect()
 }
 
-/// Runs the CLI until it exits or `budget` runs out: (outcome, message).
-async fn execute(
-    argv: &[String],
-    workspace: &Path,
-    dir: &Path,
-    lease: &pb::Lease,
-    model: &str,
+/// What one run of the CLI is given.
+struct Run<'a> {
+    workspace: &'a Path,
+    dir: &'a Path,
+    lease: &'a pb::Lease,
+    model: &'a str,
     budget: Duration,
-) -> (String, String) {
+    lost: LeaseWatch,
+}
+
+/// Runs the CLI until it exits, its budget runs out or the lease is lost:
+/// (outcome, message).
+async fn execute(argv: &[String], run: &Run<'_>) -> (String, String) {
     let Some((program, args)) = argv.split_first() else {
         return ("error".into(), "AGENT_COMMAND is empty".into());
     };
-    let log = |name: &str| std::fs::File::create(dir.join(name)).map(Stdio::from);
+    let log = |name: &str| std::fs::File::create(run.dir.join(name)).map(Stdio::from);
     let (Ok(stdout), Ok(stderr)) = (log("agent.stdout"), log("agent.stderr")) else {
         return (
             "error".into(),
-            format!("cannot create logs in {}", dir.display()),
+            format!("cannot create logs in {}", run.dir.display()),
         );
     };
-    let spawned = tokio::process::Command::new(program)
+    let mut command = tokio::process::Command::new(program);
+    command
         .args(args)
-        .current_dir(workspace)
+        .current_dir(run.workspace)
+        // The CLI works through its tools; it gets none of the campaign's tokens.
         .env_remove(TOKEN_VAR)
-        .env("OPENAI_BASE_URL", &lease.inference_url)
-        .env("OPENAI_API_BASE", &lease.inference_url)
+        .env_remove(JUDGE_TOKEN_VAR)
+        .env_remove(ORCHESTRATOR_VAR)
+        .env("OPENAI_BASE_URL", &run.lease.inference_url)
+        .env("OPENAI_API_BASE", &run.lease.inference_url)
         .env(
             "OPENAI_API_KEY",
             std::env::var("OPENAI_API_KEY").unwrap_or_else(|_| "EMPTY".into()),
         )
-        .env("HPCAGENT_MODEL", model)
-        .env("HPCAGENT_LEASE_FILE", dir.join(LEASE_FILE))
+        .env("HPCAGENT_MODEL", run.model)
         .stdin(Stdio::null())
         .stdout(stdout)
         .stderr(stderr)
         .process_group(0)
-        .kill_on_drop(true)
-        .spawn();
-    let mut child = match spawned {
+        .kill_on_drop(true);
+    // SAFETY: prctl only: the CLI dies with the worker that runs it.
+    unsafe {
+        command.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        });
+    }
+    let mut child = match command.spawn() {
         Ok(child) => child,
         Err(e) => return ("crashed".into(), format!("cannot start {program}: {e}")),
     };
     let pgid = child.id().unwrap_or(0) as i32;
-    let status = match tokio::time::timeout(budget, child.wait()).await {
-        Ok(status) => status,
-        Err(_) => {
-            signal_group(pgid, libc::SIGTERM);
-            if tokio::time::timeout(STOP_GRACE, child.wait())
-                .await
-                .is_err()
-            {
-                signal_group(pgid, libc::SIGKILL);
-                let _ = child.wait().await;
+    let deadline = tokio::time::Instant::now() + run.budget;
+    let status = loop {
+        tokio::select! {
+            status = child.wait() => break status,
+            _ = tokio::time::sleep_until(deadline) => {
+                stop(&mut child, pgid).await;
+                return (
+                    "time budget".into(),
+                    format!("{program} was stopped after {:?}, the task's budget", run.budget),
+                );
             }
-            return (
-                "time budget".into(),
-                format!("{program} was stopped after {budget:?}, the task's budget"),
-            );
+            _ = tokio::time::sleep(Duration::from_secs(1)) => {
+                if (run.lost)() {
+                    stop(&mut child, pgid).await;
+                    return ("lease lost".into(), format!("{program} was stopped: the lease was taken back"));
+                }
+            }
         }
     };
     // Whatever the CLI left running goes with it.
@@ -238,6 +277,19 @@ async fn execute(
         ),
         Err(e) => ("crashed".into(), format!("{program}: {e}")),
     }
+}
+
+/// TERM to the CLI's group, KILL after a grace period.
+async fn stop(child: &mut tokio::process::Child, pgid: i32) {
+    signal_group(pgid, libc::SIGTERM);
+    if tokio::time::timeout(STOP_GRACE, child.wait())
+        .await
+        .is_err()
+    {
+        signal_group(pgid, libc::SIGKILL);
+        let _ = child.wait().await;
+    }
+    signal_group(pgid, libc::SIGKILL);
 }
 
 fn signal_group(pgid: i32, signal: i32) {
@@ -265,19 +317,21 @@ mod tests {
     use super::*;
 
     #[test]
-    fn placeholders_are_filled_inside_arguments() {
+    fn placeholders_are_filled_once_and_values_left_as_they_are() {
         let template: Vec<String> = [
             "agent",
             "--mcp-config={mcp_config}",
             "-p",
             "{prompt}",
             "{unknown}",
+            "{",
         ]
         .map(String::from)
         .to_vec();
         let values = BTreeMap::from([
             ("mcp_config", "/a/mcp.json".to_string()),
-            ("prompt", "do it".to_string()),
+            ("prompt", "write {workspace}/x".to_string()),
+            ("workspace", "/w".to_string()),
         ]);
         assert_eq!(
             render(&template, &values),
@@ -285,8 +339,9 @@ mod tests {
                 "agent",
                 "--mcp-config=/a/mcp.json",
                 "-p",
-                "do it",
-                "{unknown}"
+                "write {workspace}/x",
+                "{unknown}",
+                "{"
             ]
         );
     }
@@ -303,52 +358,47 @@ mod tests {
     async fn exits_map_to_outcomes() {
         let dir = tempfile::tempdir().unwrap();
         let sh = |script: &str| ["sh".to_string(), "-c".into(), script.to_string()];
-        let run = |argv: [String; 3], budget: u64| {
-            let dir = dir.path().to_path_buf();
-            async move {
-                execute(
-                    &argv,
-                    &dir,
-                    &dir,
-                    &lease(&dir),
-                    "m",
-                    Duration::from_secs(budget),
-                )
-                .await
-            }
+        let lease = lease(dir.path());
+        let run = |budget: u64, lost: bool| Run {
+            workspace: dir.path(),
+            dir: dir.path(),
+            lease: &lease,
+            model: "m",
+            budget: Duration::from_secs(budget),
+            lost: Arc::new(move || lost),
         };
-        let (outcome, _) = run(sh("echo \"$OPENAI_BASE_URL $HPCAGENT_MODEL\""), 10).await;
+        let (outcome, _) = execute(
+            &sh("echo \"$OPENAI_BASE_URL $HPCAGENT_MODEL $HPCAGENT_TOKEN\""),
+            &run(10, false),
+        )
+        .await;
         assert_eq!(outcome, "finished");
         let out = std::fs::read_to_string(dir.path().join("agent.stdout")).unwrap();
         assert_eq!(
             out.trim(),
             "http://127.0.0.1:1/v1 m",
-            "the CLI learns its endpoint and model"
+            "endpoint and model, and no token"
         );
-        let (outcome, message) = run(sh("exit 3"), 10).await;
+        let (outcome, message) = execute(&sh("exit 3"), &run(10, false)).await;
         assert_eq!(outcome, "crashed");
         assert!(message.contains("exit status: 3"), "{message}");
-        let (outcome, _) = run(sh("sleep 30"), 1).await;
+        let (outcome, _) = execute(&sh("sleep 30"), &run(1, false)).await;
         assert_eq!(outcome, "time budget");
+        let (outcome, _) = execute(&sh("sleep 30"), &run(60, true)).await;
+        assert_eq!(outcome, "lease lost");
     }
 
     #[test]
-    fn the_mcp_configuration_names_the_server_and_carries_its_tokens() {
-        // SAFETY: this test alone sets these variables (tests of this module
-        // do not read them concurrently).
-        unsafe {
-            std::env::set_var(ORCHESTRATOR_VAR, "http://o:1");
-            std::env::set_var(TOKEN_VAR, "t1");
-            std::env::set_var(JUDGE_TOKEN_VAR, "t2");
-        }
-        let config: serde_json::Value = serde_json::from_str(
-            &mcp_configuration(Path::new("/bin/hpcagent"), Path::new("/r/lease.json")).unwrap(),
-        )
+    fn the_mcp_configuration_names_the_server_and_its_secret_only() {
+        let config: serde_json::Value = serde_json::from_str(&mcp_configuration(
+            Path::new("/bin/hpcagent"),
+            Path::new("/tmp/t.sock"),
+            "s3cret",
+        ))
         .unwrap();
         let server = &config["mcpServers"]["hpcagent"];
         assert_eq!(server["command"], "/bin/hpcagent");
-        assert_eq!(server["args"], json!(["mcp", "--lease", "/r/lease.json"]));
-        assert_eq!(server["env"][TOKEN_VAR], "t1");
-        assert_eq!(server["env"][JUDGE_TOKEN_VAR], "t2");
+        assert_eq!(server["args"], json!(["mcp", "--socket", "/tmp/t.sock"]));
+        assert_eq!(server["env"], json!({SECRET_VAR: "s3cret"}));
     }
 }

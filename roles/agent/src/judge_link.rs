@@ -17,13 +17,13 @@ use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
 use tonic::{Code, Status};
 
+use crate::lease::{self, Endpoint, MoveError};
+
 /// A judge client with the judge token on every call.
 pub type JudgeClient = pb::judge_client::JudgeClient<InterceptedService<Channel, Bearer>>;
 
 /// How many times a link moves to another judge before it gives up.
 const MAX_MOVES: u32 = 5;
-/// How often a link with no usable judge asks again.
-const WAIT_STEP: Duration = Duration::from_secs(2);
 
 #[derive(Debug, thiserror::Error)]
 pub enum LinkError {
@@ -115,32 +115,22 @@ impl JudgeLink {
         Ok(client)
     }
 
-    /// Reports the judge as failing and takes the judge the lease gets next,
-    /// waiting (within the budget) while none is usable.
+    /// Reports the judge as failing and takes the judge the lease gets next.
     async fn move_judge(&mut self) -> Result<(), LinkError> {
         self.client = None;
-        let mut report = true;
-        loop {
-            let reply = self
-                .orchestrator
-                .renew_lease(pb::RenewLeaseRequest {
-                    lease_id: self.lease_id.clone(),
-                    judge_failed: report,
-                    ..Default::default()
-                })
-                .await
-                .map_err(|s| LinkError::LeaseGone(s.message().to_string()))?
-                .into_inner();
-            if !reply.judge_url.is_empty() {
-                self.url = reply.judge_url;
-                return Ok(());
-            }
-            report = false;
-            if self.budget_left() <= WAIT_STEP {
-                return Err(LinkError::OutOfBudget);
-            }
-            tokio::time::sleep(WAIT_STEP).await;
-        }
+        self.url = lease::move_endpoint(
+            &mut self.orchestrator,
+            &self.lease_id,
+            Endpoint::Judge,
+            &self.url,
+            self.budget_end,
+        )
+        .await
+        .map_err(|e| match e {
+            MoveError::LeaseGone(why) => LinkError::LeaseGone(why),
+            MoveError::OutOfBudget => LinkError::OutOfBudget,
+        })?;
+        Ok(())
     }
 }
 

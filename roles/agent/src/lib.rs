@@ -3,21 +3,24 @@
 //!
 //! Owns the worker pool ([`pool`]), the policies ([`builtin`]: an LLM
 //! tool-calling loop; [`command`]: an external agent CLI with [`mcp`] as its
-//! tools; [`baseline`]: no LLM), the tools they share ([`tools`], confined to
-//! a [`workspace`], with [`search`]), and the lines to the lease's judge
-//! ([`judge_link`]) and model ([`llm`]). It never grades anything itself:
+//! tools, served through [`tool_socket`]; [`baseline`]: no LLM), the tools
+//! they share ([`tools`], confined to a [`workspace`], with [`search`]), and
+//! the lines to the lease's judge ([`judge_link`]) and model ([`llm`]), which
+//! move a [`lease`] off failing endpoints. It never grades anything itself:
 //! every verdict comes from a judge, which reports it to the orchestrator.
 
 pub mod baseline;
 pub mod builtin;
 pub mod command;
 pub mod judge_link;
+pub mod lease;
 pub mod llm;
 pub mod mcp;
 pub mod pool;
 pub mod prompt;
 pub mod search;
 pub mod starter;
+pub mod tool_socket;
 pub mod tools;
 pub mod transcript;
 pub mod workspace;

@@ -1,12 +1,14 @@
 //! An agent's line to the model: OpenAI chat completions on the lease's
 //! inference replica.
 //!
-//! A request that fails for the server's reasons (a 5xx, 429, a timeout, a
-//! refused connection) is retried with backoff; a replica that keeps failing
-//! is reported to the orchestrator, which sets it aside and moves the lease
-//! to another (or the link waits for one, within the lease's budget). A
-//! request the server refuses for being too long ends the attempt as a
-//! context overflow; other refusals are the caller's to report.
+//! A replica that cannot be reached, times out, or says it is unavailable
+//! (502, 503, 504, 429) is retried with backoff, then reported to the
+//! orchestrator, which sets it aside and moves the lease to another (or the
+//! link waits for one, within the lease's budget). A 500 or an unreadable
+//! reply is retried on the same replica and then ends the request: it is
+//! more likely this conversation than the replica, and moving it would set
+//! healthy replicas aside for everyone. A request refused for being too long
+//! is a context overflow; other refusals are the caller's to report.
 
 use std::time::{Duration, Instant};
 
@@ -14,13 +16,14 @@ use hpcagent_orchestrator::client::Client;
 use hpcagent_proto::v1 as pb;
 use serde_json::Value;
 
+use crate::lease::{self, Endpoint, MoveError};
+
 /// Tries on one replica before it is reported as failing.
 const TRIES: u32 = 3;
 /// Replicas a request moves through before it gives up.
 const MAX_MOVES: u32 = 5;
 /// The longest one request may take.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(600);
-const WAIT_STEP: Duration = Duration::from_secs(2);
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolCall {
@@ -51,6 +54,8 @@ pub enum LlmError {
     ContextOverflow(String),
     #[error("the model server refused the request: {0}")]
     Refused(String),
+    #[error("the model server failed on this request: {0}")]
+    ServerError(String),
     #[error("no inference replica answered: {0}")]
     Unavailable(String),
     #[error("the lease's budget ran out waiting for the model")]
@@ -61,8 +66,10 @@ pub enum LlmError {
 
 /// How one request went.
 enum Failure {
-    /// Worth another try, or another replica.
-    Transient(String),
+    /// The replica is away: worth another try, then another replica.
+    Unreachable(String),
+    /// The replica answered badly: worth another try on it, no more.
+    Erred(String),
     Final(LlmError),
 }
 
@@ -107,7 +114,7 @@ impl InferenceLink {
         let mut moves = 0;
         loop {
             let mut backoff = Duration::from_secs(1);
-            let mut last = String::new();
+            let mut last = Failure::Unreachable(String::new());
             for _ in 0..TRIES {
                 if self.budget_left().is_zero() {
                     return Err(LlmError::OutOfBudget);
@@ -115,19 +122,39 @@ impl InferenceLink {
                 match self.post(body).await {
                     Ok(reply) => return Ok(reply),
                     Err(Failure::Final(e)) => return Err(e),
-                    Err(Failure::Transient(why)) => {
+                    Err(failure) => {
+                        let (Failure::Unreachable(why) | Failure::Erred(why)) = &failure else {
+                            unreachable!("final failures returned above")
+                        };
                         tracing::warn!(replica = %self.url, "model request failed: {why}");
-                        last = why;
+                        last = failure;
                         tokio::time::sleep(backoff.min(self.budget_left())).await;
                         backoff *= 2;
                     }
                 }
             }
+            let why = match last {
+                Failure::Erred(why) => return Err(LlmError::ServerError(why)),
+                Failure::Unreachable(why) => why,
+                Failure::Final(e) => return Err(e),
+            };
             moves += 1;
             if moves > MAX_MOVES {
-                return Err(LlmError::Unavailable(last));
+                return Err(LlmError::Unavailable(why));
             }
-            self.move_replica().await?;
+            self.url = lease::move_endpoint(
+                &mut self.orchestrator,
+                &self.lease_id,
+                Endpoint::Inference,
+                &self.url,
+                self.budget_end,
+            )
+            .await
+            .map_err(|e| match e {
+                MoveError::LeaseGone(why) => LlmError::LeaseGone(why),
+                MoveError::OutOfBudget => LlmError::OutOfBudget,
+            })?;
+            tracing::info!(replica = %self.url, "moved to another inference replica");
         }
     }
 
@@ -143,51 +170,21 @@ impl InferenceLink {
         let response = request
             .send()
             .await
-            .map_err(|e| Failure::Transient(e.without_url().to_string()))?;
+            .map_err(|e| Failure::Unreachable(e.without_url().to_string()))?;
         let status = response.status();
         let text = response
             .text()
             .await
-            .map_err(|e| Failure::Transient(e.without_url().to_string()))?;
-        if status.is_server_error() || status.as_u16() == 429 || status.as_u16() == 408 {
-            return Err(Failure::Transient(format!("{status}: {}", excerpt(&text))));
-        }
-        if !status.is_success() {
-            let why = format!("{status}: {}", excerpt(&text));
-            return Err(Failure::Final(if is_overflow(&text) {
-                LlmError::ContextOverflow(why)
-            } else {
-                LlmError::Refused(why)
-            }));
-        }
-        parse_reply(&text).map_err(|why| Failure::Transient(format!("malformed reply: {why}")))
-    }
-
-    /// Reports the replica as failing and takes the one the lease gets next,
-    /// waiting (within the budget) while none is usable.
-    async fn move_replica(&mut self) -> Result<(), LlmError> {
-        let mut report = true;
-        loop {
-            let reply = self
-                .orchestrator
-                .renew_lease(pb::RenewLeaseRequest {
-                    lease_id: self.lease_id.clone(),
-                    inference_failed: report,
-                    ..Default::default()
-                })
-                .await
-                .map_err(|s| LlmError::LeaseGone(s.message().to_string()))?
-                .into_inner();
-            if !reply.inference_url.is_empty() {
-                self.url = reply.inference_url.trim_end_matches('/').to_string();
-                tracing::info!(replica = %self.url, "moved to another inference replica");
-                return Ok(());
+            .map_err(|e| Failure::Unreachable(e.without_url().to_string()))?;
+        let why = || format!("{status}: {}", excerpt(&text));
+        match status.as_u16() {
+            200..=299 => {
+                parse_reply(&text).map_err(|e| Failure::Erred(format!("unreadable reply: {e}")))
             }
-            report = false;
-            if self.budget_left() <= WAIT_STEP {
-                return Err(LlmError::OutOfBudget);
-            }
-            tokio::time::sleep(WAIT_STEP).await;
+            408 | 429 | 502 | 503 | 504 => Err(Failure::Unreachable(why())),
+            500..=599 => Err(Failure::Erred(why())),
+            _ if is_overflow(&text) => Err(Failure::Final(LlmError::ContextOverflow(why()))),
+            _ => Err(Failure::Final(LlmError::Refused(why()))),
         }
     }
 }

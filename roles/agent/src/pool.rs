@@ -21,6 +21,7 @@ use crate::baseline;
 use crate::builtin::{self, Limits};
 use crate::command::{self, CommandPolicy};
 use crate::judge_link::JudgeLink;
+use crate::lease::LeaseWatch;
 use crate::llm::InferenceLink;
 use crate::prompt::{self, Skill};
 use crate::search::Search;
@@ -69,7 +70,7 @@ enum Work {
 impl Work {
     /// The configured policy, refused at start when it cannot work (no
     /// skills, a search provider without its key).
-    fn from_config(config: &Config, run_dir: &Path, instance: &str) -> anyhow::Result<Work> {
+    fn from_config(config: &Config) -> anyhow::Result<Work> {
         let s = &config.settings;
         if s.agent_policy == Policy::Baseline {
             return Ok(Work::Baseline);
@@ -85,8 +86,6 @@ impl Work {
                     template: s.agent_command.0.clone(),
                     model: config.llm_model().to_string(),
                     exe: std::env::current_exe()?,
-                    run_dir: run_dir.to_path_buf(),
-                    instance: instance.to_string(),
                     profiling: s.profiling_guidance,
                 },
                 skills,
@@ -116,7 +115,7 @@ pub async fn run(run_dir: &Path, instance: &str) -> anyhow::Result<()> {
     })?;
     let mut ctx = RoleContext::load(run_dir, instance).await?;
     let policy = ctx.config.settings.agent_policy;
-    let work = Arc::new(Work::from_config(&ctx.config, run_dir, instance)?);
+    let work = Arc::new(Work::from_config(&ctx.config)?);
     let capabilities = [("policy".to_string(), policy.to_string())]
         .into_iter()
         .collect();
@@ -166,22 +165,36 @@ impl Worker {
             tracing::info!(task = %lease.task_id, attempt = lease.attempt, judge = %lease.judge_url, "working");
             let attempt = self.attempt(&lease).await;
             tracing::info!(task = %lease.task_id, attempt = lease.attempt, outcome = %attempt.outcome, "{}", attempt.message);
-            let completed = self
-                .client
-                .complete_task(pb::CompleteTaskRequest {
-                    lease_id: lease.lease_id.clone(),
-                    outcome: attempt.outcome,
-                    tokens: attempt.tokens,
-                    transcript_path: attempt.transcript,
-                    message: attempt.message,
-                })
-                .await;
-            self.heartbeat.release(&lease.lease_id);
-            if let Err(status) = completed {
-                tracing::warn!(task = %lease.task_id, "complete: {}", status.message());
+            let report = pb::CompleteTaskRequest {
+                lease_id: lease.lease_id.clone(),
+                outcome: attempt.outcome,
+                tokens: attempt.tokens,
+                transcript_path: attempt.transcript,
+                message: attempt.message,
+            };
+            if let Err(why) = self.complete(report).await {
+                tracing::warn!(task = %lease.task_id, "complete: {why}");
             }
+            self.heartbeat.release(&lease.lease_id);
         }
         Ok(())
+    }
+
+    /// Reports an attempt, asking again while the orchestrator does not answer:
+    /// the report carries its transcript and tokens.
+    async fn complete(&mut self, report: pb::CompleteTaskRequest) -> Result<(), String> {
+        let mut backoff = Duration::from_millis(500);
+        for _ in 0..6 {
+            match self.client.complete_task(report.clone()).await {
+                Ok(_) => return Ok(()),
+                Err(status) if transient(&status) => {
+                    tokio::time::sleep(backoff).await;
+                    backoff *= 2;
+                }
+                Err(status) => return Err(status.message().to_string()),
+            }
+        }
+        Err("the orchestrator did not answer".into())
     }
 
     /// Works one lease with the instance's policy.
@@ -192,6 +205,9 @@ impl Worker {
                 .map(|ws| Toolbox::new(lease.clone(), judge, ws, &self.instance, search.clone()))
                 .map_err(|e| Attempt::ended("error", format!("{}: {e}", lease.attempt_dir)))
         };
+        let heartbeat = self.heartbeat.clone();
+        let lease_id = lease.lease_id.clone();
+        let lost: LeaseWatch = Arc::new(move || !heartbeat.holds(&lease_id));
         match &*self.work {
             Work::Baseline => baseline::attempt(&mut judge, lease, &self.instance).await,
             Work::Builtin {
@@ -201,7 +217,7 @@ impl Worker {
             } => match toolbox(judge, search) {
                 Ok(tools) => {
                     let llm = InferenceLink::new(self.client.clone(), lease);
-                    builtin::attempt(lease, tools, llm, limits, skills).await
+                    builtin::attempt(lease, tools, llm, limits, skills, lost).await
                 }
                 Err(failed) => failed,
             },
@@ -210,7 +226,7 @@ impl Worker {
                 skills,
                 search,
             } => match toolbox(judge, search) {
-                Ok(tools) => command::attempt(policy, lease, tools, skills).await,
+                Ok(tools) => command::attempt(policy, lease, tools, skills, lost).await,
                 Err(failed) => failed,
             },
         }

@@ -167,7 +167,7 @@ pub fn task_statement(task: &pb::TaskInfo, solution: &str) -> String {
     let mut out = format!(
         "Task: {} ({}), in {} at {}.\n{}\n\nImplement exactly:\n{}\n\n\
          Sizes at preset {}: {}. Tolerances: rtol {:e}, atol {:e}.\n\
-         Your workspace holds {solution}, a correct starting point; improve it.\n",
+         {start}\n",
         task.kernel,
         task.track,
         task.language,
@@ -182,6 +182,15 @@ pub fn task_statement(task: &pb::TaskInfo, solution: &str) -> String {
         sizes.join(", "),
         task.rtol,
         task.atol,
+        start = if crate::starter::baseline(task, &task.precision).is_some() {
+            format!(
+                "Your workspace holds {solution}, the baseline: correct, and yours to make faster."
+            )
+        } else {
+            format!(
+                "Your workspace holds {solution}, a stub with the prototype: write the kernel there."
+            )
+        },
     );
     if !task.allowed_flags.is_empty() {
         out.push_str(&format!(
@@ -248,8 +257,45 @@ mod tests {
     }
 
     #[test]
-    fn the_projects_pages_load() {
+    fn the_prompt_of_a_c_task_indexes_every_page_and_gates_the_instruments() {
         let skills = load(&default_root()).unwrap();
-        assert!(!skills.is_empty());
+        let names: Vec<&str> = skills.iter().map(|s| s.name.as_str()).collect();
+        for expected in [
+            "judge",
+            "c",
+            "cpp",
+            "fortran",
+            "cuda",
+            "hip",
+            "linuxperf",
+            "papi",
+            "nsys",
+            "ncu",
+            "rocprofv3",
+        ] {
+            assert!(names.contains(&expected), "no {expected} page in {names:?}");
+        }
+        let prompt = system(&skills, "c", false, &["task"]);
+        for s in &skills {
+            assert!(
+                prompt.contains(&format!("- skills/{}.md: {}", s.name, s.description)),
+                "{} is not indexed",
+                s.name
+            );
+            let inlined = prompt.contains(&s.body);
+            match (&s.instrument, s.name.as_str()) {
+                (Some(_), _) => assert!(!inlined, "{}: instruments need guidance", s.name),
+                (None, "judge" | "c") => assert!(inlined, "{} applies to C", s.name),
+                (None, _) => assert!(!inlined, "{} is not for C", s.name),
+            }
+        }
+        let guided = system(&skills, "c", true, &["task"]);
+        for s in skills.iter().filter(|s| s.instrument.is_some()) {
+            assert!(
+                guided.contains(&s.body),
+                "{} with PROFILING_GUIDANCE=1",
+                s.name
+            );
+        }
     }
 }

@@ -6,8 +6,7 @@
 //! the model can act on, never a failure of the attempt. Grading goes through
 //! the lease's judge ([`JudgeLink`]); files stay in the attempt's
 //! [`Workspace`]. A `submit` keeps its evidence in the attempt directory
-//! (`submission.<ext>`, `verdict.json`), which is also how a worker learns that
-//! an external agent submitted.
+//! (`submission.<ext>`, `verdict.json`).
 
 use std::path::{Path, PathBuf};
 
@@ -149,6 +148,8 @@ pub struct Toolbox {
     task: Option<pb::TaskInfo>,
     /// The status of this attempt's submit, once there was one.
     submitted: Option<String>,
+    /// The longest a grade of this attempt took.
+    slowest_grade: std::time::Duration,
 }
 
 impl Toolbox {
@@ -168,6 +169,7 @@ impl Toolbox {
             search,
             task: None,
             submitted: None,
+            slowest_grade: std::time::Duration::ZERO,
         }
     }
 
@@ -183,25 +185,14 @@ impl Toolbox {
         prompt::solution_file(&self.lease.language)
     }
 
+    /// The longest a grade of this attempt took so far.
+    pub fn slowest_grade(&self) -> std::time::Duration {
+        self.slowest_grade
+    }
+
     /// What is left of the lease's wall-clock budget.
     pub fn budget_left(&self) -> std::time::Duration {
         self.judge.budget_left()
-    }
-
-    /// Takes over a submit made by another process of this attempt (an MCP
-    /// server, for an external agent): its verdict file says so.
-    pub fn adopt_earlier_submit(&mut self) {
-        let path = self.attempt_dir.join(VERDICT_FILE);
-        let Ok(text) = std::fs::read_to_string(&path) else {
-            return;
-        };
-        let status = serde_json::from_str::<Value>(&text)
-            .ok()
-            .and_then(|v| v["status"].as_str().map(str::to_string))
-            .unwrap_or_else(|| "unknown".into());
-        if status != "harness_error" {
-            self.submitted = Some(status);
-        }
     }
 
     /// The status of this attempt's submit, if it submitted.
@@ -218,6 +209,7 @@ impl Toolbox {
             task_id: self.lease.kernel.clone(),
             language: self.lease.language.clone(),
             precision: self.lease.precision.clone(),
+            preset: self.lease.preset.clone(),
         };
         let task = self
             .judge
@@ -266,7 +258,12 @@ impl Toolbox {
                     Err(why) => ToolReply::error(why),
                 }
             }
-            "score" | "submit" | "profile" => self.grade(name, &args).await,
+            "score" | "submit" | "profile" => {
+                let started = std::time::Instant::now();
+                let reply = self.grade(name, &args).await;
+                self.slowest_grade = self.slowest_grade.max(started.elapsed());
+                reply
+            }
             "web_search" => self.web_search(&args).await,
             "finish" => ToolReply::ok("finished").ending("finished"),
             other => ToolReply::error(format!(
@@ -315,6 +312,7 @@ impl Toolbox {
             flags,
             client: self.instance.clone(),
             lease_id: self.lease.lease_id.clone(),
+            preset: self.lease.preset.clone(),
         };
         match kind {
             "submit" => {

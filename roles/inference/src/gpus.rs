@@ -219,7 +219,10 @@ fn hip_device_count() -> Result<usize, String> {
             .get(b"hipGetDeviceCount\0")
             .map_err(|e| format!("HIP runtime without hipGetDeviceCount: {e}"))?;
         let mut count = 0;
-        match get_count(&mut count) {
+        let code = get_count(&mut count);
+        // An initialised HIP runtime must not be unloaded: keep it.
+        std::mem::forget(library);
+        match code {
             0 => Ok(count.max(0) as usize),
             code => Err(format!("hipGetDeviceCount failed with error {code}")),
         }

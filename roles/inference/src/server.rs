@@ -4,13 +4,15 @@
 //! vLLM runs an API process, an engine process and (multi-node, or several
 //! GPUs) workers. It is started in a process group of its own, and stopped by
 //! signalling the whole group: TERM, then KILL after a grace period, so no
-//! engine outlives its server and holds the GPUs of the next one.
+//! engine outlives its server and holds the GPUs of the next one. The server
+//! is also killed by the kernel if the role dies first (`PR_SET_PDEATHSIG`).
 
 use std::process::ExitStatus;
 use std::time::Duration;
 
-/// How long vLLM gets to shut down before it is killed.
-const STOP_GRACE: Duration = Duration::from_secs(20);
+/// How long vLLM gets to shut down before it is killed: well inside the
+/// grace the supervisor gives this role, so the role is there to kill it.
+const STOP_GRACE: Duration = Duration::from_secs(5);
 
 pub struct Server {
     child: tokio::process::Child,
@@ -21,17 +23,22 @@ impl Server {
     /// Starts `argv`; its output goes to the role's own stdout and stderr.
     pub fn start(argv: &[String]) -> Result<Server, String> {
         let (program, args) = argv.split_first().ok_or("the vLLM command line is empty")?;
-        let child = tokio::process::Command::new(program)
+        let mut command = tokio::process::Command::new(program);
+        command
             .args(args)
             .stdin(std::process::Stdio::null())
             .process_group(0)
-            .kill_on_drop(true)
-            .spawn()
-            .map_err(|e| {
-                format!(
-                    "cannot start {program}: {e} (VLLM_COMMAND names the program that runs vLLM)"
-                )
-            })?;
+            .kill_on_drop(true);
+        // SAFETY: prctl only: the server dies with the role, however the role ends.
+        unsafe {
+            command.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                Ok(())
+            });
+        }
+        let child = command.spawn().map_err(|e| {
+            format!("cannot start {program}: {e} (VLLM_COMMAND names the program that runs vLLM)")
+        })?;
         let pgid = child.id().ok_or("vLLM exited as it started")? as i32;
         Ok(Server { child, pgid })
     }

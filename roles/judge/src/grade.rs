@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use crate::build::{BuildError, Built, Source, flags, passthrough_env};
 use crate::cases;
-use crate::corpus::{Kernel, Precision, ScalarValue, Tolerance, abi};
+use crate::corpus::{Kernel, Precision, Preset, ScalarValue, Tolerance, abi};
 use crate::data::{CaseInputs, Reference, tail};
 use crate::judge::{Code, Judge, JudgeError, Submission};
 use crate::language::Language;
@@ -55,6 +55,8 @@ pub(crate) struct RunPlan<'a> {
 pub(crate) struct Prepared<'a> {
     pub kernel: &'a Kernel,
     pub precision: Precision,
+    /// The public case's preset (the request's, else the judge's).
+    pub preset: Preset,
     pub language: Language,
     pub built: Built,
 }
@@ -77,7 +79,12 @@ impl Judge {
         };
         verdict.status = Status::Ok;
         let baseline = match self
-            .baseline(prepared.kernel, prepared.precision, &held.slot)
+            .baseline(
+                prepared.kernel,
+                prepared.precision,
+                prepared.preset,
+                &held.slot,
+            )
             .await
         {
             Ok(t) => t,
@@ -110,7 +117,8 @@ impl Judge {
         verdict.task_id = kernel.id.clone();
         verdict.language = language.to_string();
         verdict.precision = precision.to_string();
-        verdict.preset = self.config.preset.to_string();
+        let preset = submission.preset.unwrap_or(self.config.preset);
+        verdict.preset = preset.to_string();
         let built = match &submission.code {
             Code::Library(path) => Built {
                 library: self.copy_library(path)?,
@@ -157,6 +165,7 @@ impl Judge {
             Prepared {
                 kernel,
                 precision,
+                preset,
                 language,
                 built,
             },
@@ -200,14 +209,14 @@ impl Judge {
         let mut cases = vec![cases::public(
             kernel,
             precision,
-            self.config.preset,
+            prepared.preset,
             self.config.public_seed,
         )];
         if mode == Mode::Submit {
             cases.extend(cases::held_out(
                 kernel,
                 precision,
-                self.config.preset,
+                prepared.preset,
                 self.config.secret,
                 self.config.hidden_cases,
             ));
@@ -365,9 +374,10 @@ impl Judge {
         &self,
         kernel: &Kernel,
         precision: Precision,
+        preset: Preset,
         slot: &Slot,
     ) -> Result<Timing, String> {
-        let key = (kernel.fingerprint.clone(), precision, self.config.preset);
+        let key = (kernel.fingerprint.clone(), precision, preset);
         if let Some((t, when)) = self.baselines.lock().expect("baselines").get(&key)
             && when.elapsed() < self.config.baseline_ttl
         {
@@ -379,6 +389,7 @@ impl Judge {
             task_id: kernel.id.clone(),
             language: Language::C,
             precision: Some(precision),
+            preset: Some(preset),
             code: Code::Source(source),
             flags: Vec::new(),
         };
@@ -395,12 +406,7 @@ impl Judge {
             }
             Err(e) => return Err(format!("the baseline: {e}")),
         };
-        let case = cases::public(
-            kernel,
-            precision,
-            self.config.preset,
-            self.config.public_seed,
-        );
+        let case = cases::public(kernel, precision, preset, self.config.public_seed);
         let inputs = self
             .data
             .inputs(kernel, &case)
@@ -439,6 +445,7 @@ impl Judge {
             task_id: kernel.id.clone(),
             language: Language::C,
             precision: Some(precision),
+            preset: None,
             code: Code::Source(source),
             flags: Vec::new(),
         };

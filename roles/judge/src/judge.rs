@@ -105,6 +105,8 @@ pub struct Submission {
     pub task_id: String,
     pub language: Language,
     pub precision: Option<Precision>,
+    /// The public case's preset; `None`: the judge's.
+    pub preset: Option<Preset>,
     pub code: Code,
     pub flags: Vec<String>,
 }
@@ -125,6 +127,7 @@ impl TryFrom<pb::GradeRequest> for Submission {
         } else {
             Some(r.precision.parse().map_err(JudgeError::InvalidArgument)?)
         };
+        let preset = parse_preset(&r.preset)?;
         let code = match r.code {
             Some(pb::grade_request::Code::Source(s)) => Code::Source(s),
             Some(pb::grade_request::Code::LibraryPath(p)) => Code::Library(PathBuf::from(p)),
@@ -138,10 +141,19 @@ impl TryFrom<pb::GradeRequest> for Submission {
             task_id: r.task_id,
             language,
             precision,
+            preset,
             code,
             flags: r.flags,
         })
     }
+}
+
+/// A request's preset: "" is the judge's own.
+pub fn parse_preset(text: &str) -> Result<Option<Preset>, JudgeError> {
+    if text.is_empty() {
+        return Ok(None);
+    }
+    text.parse().map(Some).map_err(JudgeError::InvalidArgument)
 }
 
 /// Users per judge instance: slots beyond this share users.
@@ -367,8 +379,10 @@ impl Judge {
         task_id: &str,
         language: Language,
         precision: Option<Precision>,
+        preset: Option<Preset>,
     ) -> Result<pb::TaskInfo, JudgeError> {
         let (kernel, precision) = self.resolve(task_id, precision)?;
+        let preset = preset.unwrap_or(self.config.preset);
         let tolerance = kernel.tolerance(precision);
         let compiler_flags = self
             .builder
@@ -381,7 +395,7 @@ impl Judge {
             "Arrays are row-major (C order) and do not overlap. Write only the outputs; inputs are const.".to_string(),
             format!(
                 "Score grades the public case ({} inputs, seed {}); Submit adds held-out seeds and sizes.",
-                self.config.preset, self.config.public_seed
+                preset, self.config.public_seed
             ),
         ];
         if language == Language::Fortran {
@@ -404,9 +418,9 @@ impl Judge {
             c_prototype: abi::c_prototype(kernel, precision),
             language_prototype: abi::language_prototype(kernel, precision, language),
             symbol: kernel.symbol(precision),
-            preset: self.config.preset.to_string(),
+            preset: preset.to_string(),
             sizes: kernel
-                .sizes(self.config.preset)
+                .sizes(preset)
                 .iter()
                 .map(|(name, value)| pb::Dimension {
                     name: name.clone(),

@@ -12,6 +12,7 @@ pub mod build;
 pub mod cases;
 pub mod corpus;
 pub mod data;
+pub mod discrimination;
 pub mod grade;
 pub mod judge;
 pub mod language;

@@ -218,7 +218,7 @@ impl Judge {
         let case = cases::public(
             prepared.kernel,
             prepared.precision,
-            self.config.preset,
+            prepared.preset,
             self.config.public_seed,
         );
         let data = async {
@@ -231,7 +231,12 @@ impl Judge {
         let out = tempfile::tempdir().map_err(|e| JudgeError::Internal(e.to_string()))?;
         // Enough calls for a sampling profiler to see the kernel, judged by the baseline's time.
         let baseline = self
-            .baseline(prepared.kernel, prepared.precision, &held.slot)
+            .baseline(
+                prepared.kernel,
+                prepared.precision,
+                prepared.preset,
+                &held.slot,
+            )
             .await
             .ok();
         verdict.baseline = baseline;

@@ -1,0 +1,302 @@
+//! CSCS Container Engine environment definition files (EDFs): where a step's
+//! `--environment` name resolves, whether the EDF is well formed, and whether
+//! its image exists, checked before anything is launched.
+//!
+//! A name with a `/` is a path; otherwise the Container Engine looks for
+//! `<name>.toml` in the directories of `EDF_PATH`, then in `~/.edf`. Values
+//! may use `${VAR}` and `${VAR:-default}`, expanded from the environment (an
+//! unset variable without a default is an error, as it is for the engine).
+//! An image that is a file (`.sqsh`, or a path) must exist; a registry
+//! reference (`[USER@][REGISTRY#]IMAGE[:TAG]`) is pulled by the engine and
+//! cannot be checked here.
+
+use std::path::{Path, PathBuf};
+
+use toml::Value;
+
+use crate::config::{Config, ConfigError};
+use crate::plan::{Plan, Role};
+
+/// Where `name` resolves, or why it does not.
+pub fn resolve(name: &str, var: &dyn Fn(&str) -> Option<String>) -> Result<PathBuf, String> {
+    if name.contains('/') {
+        let path = PathBuf::from(name);
+        return if path.is_file() {
+            Ok(path)
+        } else {
+            Err(format!("the EDF {name} does not exist"))
+        };
+    }
+    let mut dirs: Vec<PathBuf> = var("EDF_PATH")
+        .unwrap_or_default()
+        .split(':')
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from)
+        .collect();
+    if let Some(home) = var("HOME") {
+        dirs.push(Path::new(&home).join(".edf"));
+    }
+    dirs.iter()
+        .map(|d| d.join(format!("{name}.toml")))
+        .find(|p| p.is_file())
+        .ok_or_else(|| {
+            format!(
+                "no EDF named {name} in EDF_PATH or ~/.edf (looked in {}); copy \
+                 containers/edf/{name}.toml there, or give the EDF's path",
+                dirs.iter()
+                    .map(|d| d.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        })
+}
+
+/// Checks every EDF the plan's steps name, as config problems at the key
+/// that names it.
+pub fn check_plan(config: &Config, plan: &Plan) -> Result<(), ConfigError> {
+    let var = |name: &str| std::env::var(name).ok();
+    let mut seen = Vec::new();
+    let mut errors = Vec::new();
+    for instance in &plan.instances {
+        let Some(name) = &instance.edf else { continue };
+        if seen.contains(name) {
+            continue;
+        }
+        seen.push(name.clone());
+        let key = match instance.role {
+            Role::Inference => "INFERENCE_CE_ENV",
+            Role::Agent | Role::Judge => "ROLE_CE_ENV",
+        };
+        if let Err(problems) = check(name, &var) {
+            errors.extend(problems.into_iter().map(|p| config.diagnostic(key, p)));
+        }
+    }
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(ConfigError(errors))
+    }
+}
+
+/// Resolves `name`, validates its EDF and checks its image: every problem.
+pub fn check(name: &str, var: &dyn Fn(&str) -> Option<String>) -> Result<(), Vec<String>> {
+    let path = resolve(name, var).map_err(|e| vec![e])?;
+    let text =
+        std::fs::read_to_string(&path).map_err(|e| vec![format!("{}: {e}", path.display())])?;
+    let mut problems = validate(&text);
+    if problems.is_empty() {
+        let edf = parse(&text).expect("validated");
+        if let Some(image) = edf.get("image").and_then(Value::as_str) {
+            match expand(image, var) {
+                Ok(image) if is_file_image(&image) && !Path::new(&image).is_file() => problems.push(
+                    format!("its image {image} does not exist (build and import it: containers/README.md)"),
+                ),
+                Ok(_) => {}
+                Err(e) => problems.push(format!("image: {e}")),
+            }
+        }
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(problems
+            .into_iter()
+            .map(|p| format!("EDF {name} ({}): {p}", path.display()))
+            .collect())
+    }
+}
+
+/// What is wrong with an EDF's text, as the Container Engine reads it.
+pub fn validate(text: &str) -> Vec<String> {
+    let edf = match parse(text) {
+        Ok(v) => v,
+        Err(e) => return vec![format!("not TOML: {e}")],
+    };
+    let mut problems = Vec::new();
+    if edf.get("image").is_none() && edf.get("base_environment").is_none() {
+        problems.push("needs an `image` (or a `base_environment` that gives one)".into());
+    }
+    for key in ["image", "workdir", "entrypoint"] {
+        if let Some(v) = edf.get(key)
+            && !v.is_str()
+        {
+            problems.push(format!("`{key}` must be a string"));
+        }
+    }
+    if let Some(v) = edf.get("writable")
+        && !v.is_bool()
+    {
+        problems.push("`writable` must be true or false".into());
+    }
+    match edf.get("mounts") {
+        None => {}
+        Some(Value::Array(mounts)) => {
+            for m in mounts {
+                match m.as_str() {
+                    Some(m) => problems.extend(mount_problem(m)),
+                    None => problems.push("`mounts` holds only strings".into()),
+                }
+            }
+        }
+        Some(_) => problems.push("`mounts` must be a list of \"SRC:DST[:FLAGS]\"".into()),
+    }
+    for table in ["env", "annotations"] {
+        if let Some(t) = edf.get(table) {
+            match t.as_table() {
+                Some(t) => check_strings(table, t, &mut problems),
+                None => problems.push(format!("`[{table}]` must be a table")),
+            }
+        }
+    }
+    check_variables(&edf, &mut problems);
+    problems
+}
+
+/// An EDF document as one table value.
+fn parse(text: &str) -> Result<Value, toml::de::Error> {
+    toml::from_str::<toml::Table>(text).map(Value::Table)
+}
+
+fn mount_problem(mount: &str) -> Option<String> {
+    let parts: Vec<&str> = mount.split(':').collect();
+    let ok = (2..=3).contains(&parts.len())
+        && !parts[0].is_empty()
+        && (parts[1].starts_with('/') || parts[1].starts_with("${"));
+    (!ok).then(|| format!("mount {mount:?} is not SRC:DST[:FLAGS] with an absolute DST"))
+}
+
+/// `[env]` and `[annotations]` values are strings (annotations may be dotted keys).
+fn check_strings(table: &str, t: &toml::Table, problems: &mut Vec<String>) {
+    for (key, value) in t {
+        match value {
+            Value::String(_) => {}
+            Value::Table(inner) if table == "annotations" => check_strings(table, inner, problems),
+            _ => problems.push(format!("`[{table}] {key}` must be a string (quote it)")),
+        }
+    }
+}
+
+/// Every `${…}` is `${NAME}` or `${NAME:-default}`.
+fn check_variables(value: &Value, problems: &mut Vec<String>) {
+    match value {
+        Value::String(s) => {
+            if let Err(e) = expand(s, &|_| Some(String::new())) {
+                problems.push(e);
+            }
+        }
+        Value::Array(items) => items.iter().for_each(|v| check_variables(v, problems)),
+        Value::Table(t) => t.values().for_each(|v| check_variables(v, problems)),
+        _ => {}
+    }
+}
+
+/// `text` with `${NAME}` and `${NAME:-default}` replaced.
+fn expand(text: &str, var: &dyn Fn(&str) -> Option<String>) -> Result<String, String> {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(start) = rest.find("${") {
+        out.push_str(&rest[..start]);
+        let body_and_more = &rest[start + 2..];
+        let end = body_and_more
+            .find('}')
+            .ok_or_else(|| format!("{text:?}: an unclosed ${{"))?;
+        let body = &body_and_more[..end];
+        let (name, default) = match body.split_once(":-") {
+            Some((n, d)) => (n, Some(d)),
+            None => (body, None),
+        };
+        let valid = !name.is_empty()
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+            && !name.starts_with(|c: char| c.is_ascii_digit());
+        if !valid {
+            return Err(format!(
+                "{text:?}: ${{{body}}} is not ${{NAME}} or ${{NAME:-default}}"
+            ));
+        }
+        match (
+            var(name).filter(|v| !v.is_empty() || default.is_none()),
+            default,
+        ) {
+            (Some(v), _) => out.push_str(&v),
+            (None, Some(d)) => out.push_str(d),
+            (None, None) => return Err(format!("${{{name}}} is not set")),
+        }
+        rest = &body_and_more[end + 1..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+/// An image the engine reads from a file rather than pulls.
+fn is_file_image(image: &str) -> bool {
+    image.starts_with('/') || image.starts_with('.') || image.ends_with(".sqsh")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_edf_in_the_repository_is_valid() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../containers/edf");
+        let mut seen = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_none_or(|e| e != "toml") {
+                continue;
+            }
+            seen += 1;
+            let problems = validate(&std::fs::read_to_string(&path).unwrap());
+            assert!(problems.is_empty(), "{}: {problems:?}", path.display());
+        }
+        // The site profiles name four: a vLLM and a roles image per site.
+        assert_eq!(seen, 4);
+    }
+
+    #[test]
+    fn malformed_edfs_are_refused_with_the_reason() {
+        let problems = validate(
+            "mounts = [\"/scratch\"]\nwritable = \"yes\"\nworkdir = \"${1BAD}\"\n[env]\nN = 4\n",
+        );
+        let text = problems.join("\n");
+        assert!(text.contains("needs an `image`"), "{text}");
+        assert!(text.contains("not SRC:DST"), "{text}");
+        assert!(text.contains("`writable` must be true or false"), "{text}");
+        assert!(text.contains("`[env] N` must be a string"), "{text}");
+        assert!(text.contains("is not ${NAME}"), "{text}");
+        assert!(validate("image = [").join("").contains("not TOML"));
+    }
+
+    #[test]
+    fn names_resolve_through_edf_path_and_images_must_exist() {
+        let dir = tempfile::tempdir().unwrap();
+        let image = dir.path().join("roles.sqsh");
+        let edf = "image = \"${IMAGES}/roles.sqsh\"\nmounts = [\"${IMAGES}:/images\"]\n";
+        std::fs::write(dir.path().join("roles.toml"), edf).unwrap();
+        let images = dir.path().display().to_string();
+        let edf_path = images.clone();
+        let var = move |name: &str| match name {
+            "EDF_PATH" => Some(edf_path.clone()),
+            "IMAGES" => Some(images.clone()),
+            _ => None,
+        };
+        let missing = check("roles", &var).unwrap_err().join("\n");
+        assert!(missing.contains("roles.sqsh does not exist"), "{missing}");
+        std::fs::write(&image, b"squashfs").unwrap();
+        assert_eq!(check("roles", &var), Ok(()));
+        let unknown = check("nope", &var).unwrap_err().join("\n");
+        assert!(unknown.contains("no EDF named nope"), "{unknown}");
+        let unset = check("roles", &|name| {
+            (name == "EDF_PATH").then(|| dir.path().display().to_string())
+        })
+        .unwrap_err()
+        .join("\n");
+        assert!(unset.contains("${IMAGES} is not set"), "{unset}");
+    }
+
+    #[test]
+    fn registry_images_are_left_to_the_engine() {
+        assert!(!is_file_image("nvcr.io#nvidia/pytorch:24.01-py3"));
+        assert!(is_file_image("/capstor/images/x.sqsh"));
+    }
+}

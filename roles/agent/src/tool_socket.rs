@@ -1,0 +1,220 @@
+//! An attempt's tools, served to the external agent CLI the worker runs.
+//!
+//! The worker keeps the [`Toolbox`], and with it everything that carries
+//! authority: the orchestrator and judge tokens, the links, the record of
+//! whether the attempt submitted. The CLI's MCP server (`hpcagent mcp`)
+//! reaches the tools through a Unix socket (mode 0600) with a secret made
+//! for this attempt alone, so a CLI with a shell holds no token that works
+//! beyond its own task. The protocol is one JSON object per line each way.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::{UnixListener, UnixStream};
+use tokio::sync::Mutex;
+
+use crate::tools::{ToolReply, Toolbox};
+
+/// The environment variable that hands `hpcagent mcp` its attempt's secret.
+pub const SECRET_VAR: &str = "HPCAGENT_TOOLS_SECRET";
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(tag = "request", rename_all = "snake_case")]
+pub enum Request {
+    List {
+        secret: String,
+    },
+    Call {
+        secret: String,
+        name: String,
+        arguments: String,
+    },
+}
+
+/// A tool as a client lists it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ToolInfo {
+    pub name: String,
+    pub description: String,
+    pub parameters: Value,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(tag = "response", rename_all = "snake_case")]
+pub enum Response {
+    Tools {
+        tools: Vec<ToolInfo>,
+    },
+    Reply {
+        text: String,
+        is_error: bool,
+        ends: Option<String>,
+    },
+    Refused {
+        why: String,
+    },
+}
+
+/// A running tool server; stopped (and its socket removed) when dropped.
+pub struct ToolServer {
+    path: PathBuf,
+    accept: tokio::task::JoinHandle<()>,
+}
+
+impl ToolServer {
+    /// Serves `tools` on a new socket, for clients that know `secret`.
+    pub fn start(tools: Arc<Mutex<Toolbox>>, secret: String) -> std::io::Result<ToolServer> {
+        // Socket paths are limited to 108 bytes: a short one in the node's
+        // temporary directory, not in a deep run directory.
+        let path =
+            std::env::temp_dir().join(format!("hpcagent-{:016x}.sock", rand::random::<u64>()));
+        let listener = UnixListener::bind(&path)?;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))?;
+        let secret = Arc::new(secret);
+        let accept = tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                tokio::spawn(serve(stream, tools.clone(), secret.clone()));
+            }
+        });
+        Ok(ToolServer { path, accept })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for ToolServer {
+    fn drop(&mut self) {
+        self.accept.abort();
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+async fn serve(stream: UnixStream, tools: Arc<Mutex<Toolbox>>, secret: Arc<String>) {
+    let (read, mut write) = stream.into_split();
+    let mut lines = BufReader::new(read).lines();
+    while let Ok(Some(line)) = lines.next_line().await {
+        let response = match serde_json::from_str::<Request>(&line) {
+            Err(e) => Response::Refused {
+                why: format!("not a request: {e}"),
+            },
+            Ok(request) => answer(request, &tools, &secret).await,
+        };
+        let mut text = serde_json::to_string(&response).unwrap_or_default();
+        text.push('\n');
+        if write.write_all(text.as_bytes()).await.is_err() {
+            return;
+        }
+    }
+}
+
+async fn answer(request: Request, tools: &Mutex<Toolbox>, secret: &str) -> Response {
+    let presented = match &request {
+        Request::List { secret } | Request::Call { secret, .. } => secret,
+    };
+    if !hpcagent_orchestrator::control::auth::constant_time_eq(
+        presented.as_bytes(),
+        secret.as_bytes(),
+    ) {
+        return Response::Refused {
+            why: "wrong secret: these are another attempt's tools".into(),
+        };
+    }
+    match request {
+        Request::List { .. } => Response::Tools {
+            tools: tools
+                .lock()
+                .await
+                .specs()
+                .into_iter()
+                .map(|s| ToolInfo {
+                    name: s.name.to_string(),
+                    description: s.description.to_string(),
+                    parameters: s.parameters,
+                })
+                .collect(),
+        },
+        Request::Call {
+            name, arguments, ..
+        } => {
+            let reply = tools.lock().await.call(&name, &arguments).await;
+            Response::Reply {
+                text: reply.text,
+                is_error: reply.is_error,
+                ends: reply.ends,
+            }
+        }
+    }
+}
+
+/// The client side, for `hpcagent mcp`.
+pub struct ToolClient {
+    lines: tokio::io::Lines<BufReader<tokio::net::unix::OwnedReadHalf>>,
+    write: tokio::net::unix::OwnedWriteHalf,
+    secret: String,
+}
+
+impl ToolClient {
+    pub async fn connect(path: &Path, secret: String) -> std::io::Result<ToolClient> {
+        let (read, write) = UnixStream::connect(path).await?.into_split();
+        Ok(ToolClient {
+            lines: BufReader::new(read).lines(),
+            write,
+            secret,
+        })
+    }
+
+    async fn ask(&mut self, request: &Request) -> Result<Response, String> {
+        let mut text = serde_json::to_string(request).map_err(|e| e.to_string())?;
+        text.push('\n');
+        self.write
+            .write_all(text.as_bytes())
+            .await
+            .map_err(|e| format!("the agent worker is gone: {e}"))?;
+        let line = self
+            .lines
+            .next_line()
+            .await
+            .map_err(|e| e.to_string())?
+            .ok_or("the agent worker closed the tool socket")?;
+        match serde_json::from_str(&line).map_err(|e| e.to_string())? {
+            Response::Refused { why } => Err(why),
+            response => Ok(response),
+        }
+    }
+
+    pub async fn list(&mut self) -> Result<Vec<ToolInfo>, String> {
+        let request = Request::List {
+            secret: self.secret.clone(),
+        };
+        match self.ask(&request).await? {
+            Response::Tools { tools } => Ok(tools),
+            _ => Err("the worker answered a listing with something else".into()),
+        }
+    }
+
+    pub async fn call(&mut self, name: &str, arguments: &str) -> Result<ToolReply, String> {
+        let request = Request::Call {
+            secret: self.secret.clone(),
+            name: name.to_string(),
+            arguments: arguments.to_string(),
+        };
+        match self.ask(&request).await? {
+            Response::Reply {
+                text,
+                is_error,
+                ends,
+            } => Ok(ToolReply {
+                text,
+                is_error,
+                ends,
+            }),
+            _ => Err("the worker answered a call with something else".into()),
+        }
+    }
+}
