@@ -2,6 +2,8 @@
 //! parses the command line and dispatches; each command lives in `commands/`.
 
 mod commands;
+#[cfg(test)]
+mod doc_commands;
 
 use std::process::ExitCode;
 

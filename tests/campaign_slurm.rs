@@ -16,10 +16,17 @@ use common::{
 };
 use serde_json::Value;
 
-/// Submits examples/local.env with `sets`; returns the job, its run directory
-/// and the directory holding it.
+/// Kernels of the fault campaigns: one per track, enough tasks to be
+/// interrupted mid-way, few enough for CI (the whole corpus runs locally in
+/// campaign_local.rs).
+const FAULT_KERNELS: &str = "KERNELS=gemm,atax,jacobi-2d,dot,softmax,s212,histogram";
+
+/// Submits examples/local.env over [`FAULT_KERNELS`] with `sets`; returns the
+/// job, its run directory and the directory holding it.
 fn submit(sets: &[&str]) -> (String, PathBuf, tempfile::TempDir) {
-    submit_example("local.env", sets)
+    let mut all = vec![FAULT_KERNELS];
+    all.extend_from_slice(sets);
+    submit_example("local.env", &all)
 }
 
 fn submit_example(example_name: &str, sets: &[&str]) -> (String, PathBuf, tempfile::TempDir) {
@@ -240,7 +247,7 @@ fn usr1_drains_the_job_and_a_resume_finishes_the_rest() {
     assert_eq!(job_field(&job, "ExitCode").as_deref(), Some("0:0"));
     let log = sbatch_log(&run_dir);
     assert!(
-        log.contains("drained; continue with: hpcagent up --resume"),
+        log.contains("drained; continue with: hpcagent submit --resume"),
         "{log}"
     );
     let status: Value = serde_json::from_slice(
@@ -254,7 +261,27 @@ fn usr1_drains_the_job_and_a_resume_finishes_the_rest() {
     assert_eq!(status["state"], "drained");
     let (done, total) = settled(&run_dir);
     assert!(done < total, "drained before the end ({done}/{total})");
-    resume(&run_dir);
+    // The rest in a new job, in the same run directory.
+    let out = hpcagent()
+        .args(["submit", "--resume", run_dir.to_str().unwrap()])
+        .current_dir(common::repo())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "submit --resume: {}", stderr(&out));
+    let again = stdout(&out)
+        .lines()
+        .find_map(|l| l.strip_prefix("submitted job "))
+        .expect("a job id")
+        .to_string();
+    assert_ne!(again, job);
+    let log = || std::fs::read_to_string(run_dir.join(format!("sbatch-{again}.out")));
+    assert_eq!(
+        wait_for_job(&again, Duration::from_secs(300)),
+        "COMPLETED",
+        "{:?}",
+        log()
+    );
+    assert!(log().unwrap().contains("resuming"), "{:?}", log());
     assert_settled_exactly_once(&run_dir);
 }
 

@@ -304,3 +304,65 @@ fn submit_dry_run_renders_flags_from_the_env_file() {
         "{text}"
     );
 }
+
+#[test]
+fn submit_resume_continues_the_run_directory_in_a_new_job() {
+    let run = tempfile::tempdir().unwrap();
+    std::fs::write(
+        run.path().join("env.resolved"),
+        "AGENT_NODES=3\nJUDGE_NODES=1\n",
+    )
+    .unwrap();
+    let out = hpcagent()
+        .args([
+            "submit",
+            "--resume",
+            run.path().to_str().unwrap(),
+            "--dry-run",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    let command = text.lines().find(|l| l.starts_with("sbatch ")).unwrap();
+    let output = format!("--output={}/sbatch-%j.out", run.path().display());
+    for flag in ["--nodes=4", output.as_str()] {
+        assert!(
+            command.split(' ').any(|w| w == flag),
+            "{flag} missing from: {command}"
+        );
+    }
+    assert!(
+        text.contains(&format!("RUN_DIR={}\n", run.path().display()))
+            && text.contains("up --resume \"$RUN_DIR\""),
+        "{text}"
+    );
+
+    let empty = tempfile::tempdir().unwrap();
+    let out = hpcagent()
+        .args(["submit", "--resume", empty.path().to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("is not a run directory"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn a_missing_container_environment_is_refused_before_sbatch() {
+    let err = refused(
+        "submit",
+        "SITE=alps\nINFERENCE_NODES=1\nVLLM_MODEL=m\nRUN_ROOT=/tmp/hpcagent-plan-cli\n",
+    );
+    assert!(
+        err.contains("INFERENCE_CE_ENV: no EDF named hpcagent-vllm-gh200 in EDF_PATH or ~/.edf"),
+        "{err}"
+    );
+    assert!(
+        err.contains("ROLE_CE_ENV: no EDF named hpcagent-roles-gh200"),
+        "{err}"
+    );
+}

@@ -11,7 +11,7 @@ pub mod status;
 pub mod submit;
 pub mod up;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
@@ -86,6 +86,23 @@ pub struct ConfigFlags {
 }
 
 impl ConfigFlags {
+    /// The configuration a run directory's campaign was started with
+    /// (`env.resolved`), with this command's `--set` on top.
+    pub fn load_run_dir(&self, dir: &Path) -> anyhow::Result<(Config, PathBuf)> {
+        let dir = std::path::absolute(dir)?;
+        let env = dir.join("env.resolved");
+        anyhow::ensure!(
+            env.is_file(),
+            "{} is not a run directory (no env.resolved)",
+            dir.display()
+        );
+        let flags = ConfigFlags {
+            env_file: Some(env),
+            set: self.set.clone(),
+        };
+        Ok((flags.load(Vec::new())?, dir))
+    }
+
     /// Resolves the configuration, with `extra` flag-derived overrides on top.
     pub fn load(&self, extra: Vec<Override>) -> anyhow::Result<Config> {
         let mut overrides = Vec::new();

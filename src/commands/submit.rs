@@ -4,7 +4,9 @@ use anyhow::Context;
 use clap::Args;
 use hpcagent_orchestrator::allocation::Allocation;
 use hpcagent_orchestrator::placement::{self, Layout};
-use hpcagent_orchestrator::slurm::sbatch;
+use hpcagent_orchestrator::slurm::edf;
+use hpcagent_orchestrator::slurm::sbatch::{self, Campaign};
+use std::path::PathBuf;
 
 use super::ConfigFlags;
 
@@ -12,6 +14,10 @@ use super::ConfigFlags;
 pub struct SubmitArgs {
     #[command(flatten)]
     config: ConfigFlags,
+    /// Continue the campaign of this run directory in a new job (after a
+    /// drain, a time limit or a failure): settled tasks are not run again.
+    #[arg(long, value_name = "RUN_DIR", conflicts_with = "env_file")]
+    resume: Option<PathBuf>,
     /// Print the sbatch command and the rendered script; submit nothing.
     #[arg(long)]
     dry_run: bool,
@@ -21,7 +27,13 @@ pub struct SubmitArgs {
 }
 
 pub fn run(args: SubmitArgs) -> anyhow::Result<()> {
-    let config = args.config.load(Vec::new())?;
+    let (config, campaign) = match &args.resume {
+        Some(dir) => {
+            let (config, dir) = args.config.load_run_dir(dir)?;
+            (config, Campaign::Resume(dir))
+        }
+        None => (args.config.load(Vec::new())?, Campaign::New),
+    };
     let exe = std::env::current_exe().context("cannot find the hpcagent executable")?;
     // Refuse a plan that cannot work before Slurm queues it for hours.
     let total = sbatch::node_total(&config);
@@ -30,16 +42,22 @@ pub fn run(args: SubmitArgs) -> anyhow::Result<()> {
         run_dir: config.settings.run_root.0.join("%j"),
         exe: exe.clone(),
     };
-    placement::place(&config, &stand_in, &layout)?;
+    let plan = placement::place(&config, &stand_in, &layout)?;
+    // The container images must be there before the job waits in the queue.
+    let containers = edf::check_plan(&config, &plan);
 
-    let job = sbatch::prepare(&config, &exe, &args.sbatch_args)?;
+    let job = sbatch::prepare(&config, &exe, campaign, &args.sbatch_args)?;
     if args.dry_run {
+        if let Err(problems) = &containers {
+            eprintln!("warning: the job would be refused:\n{problems}");
+        }
         println!("# {total} nodes; the script goes on stdin:");
         println!("{} <<'SCRIPT'", job.command_line());
         print!("{}", job.script);
         println!("SCRIPT");
         return Ok(());
     }
+    containers?;
     let submitted = sbatch::submit(&job)?;
     println!("submitted job {}", submitted.job_id);
     println!("run directory {}", submitted.run_dir.display());

@@ -7,7 +7,6 @@ use anyhow::Context;
 use clap::{Args, ValueEnum};
 use hpcagent_judge::corpus::Corpus;
 use hpcagent_orchestrator::campaign::{self, ExecutorKind, Outcome, Up};
-use hpcagent_orchestrator::config::Override;
 use hpcagent_orchestrator::store::Reader;
 
 use super::ConfigFlags;
@@ -49,21 +48,7 @@ pub fn run(args: UpArgs) -> anyhow::Result<ExitCode> {
         }
     };
     let (config, run_dir) = match &args.resume {
-        Some(dir) => {
-            let dir = std::path::absolute(dir)?;
-            let env = dir.join("env.resolved");
-            anyhow::ensure!(
-                env.is_file(),
-                "{} is not a run directory (no env.resolved)",
-                dir.display()
-            );
-            let overrides: Vec<Override> = Vec::new();
-            let flags = ConfigFlags {
-                env_file: Some(env),
-                set: args.config.set.clone(),
-            };
-            (flags.load(overrides)?, dir)
-        }
+        Some(dir) => args.config.load_run_dir(dir)?,
         None => {
             let config = args.config.load(Vec::new())?;
             let dir = match (&args.run_dir, &executor) {
@@ -73,6 +58,12 @@ pub fn run(args: UpArgs) -> anyhow::Result<ExitCode> {
             };
             (config, dir)
         }
+    };
+    preflight(&config)?;
+    // A job's campaign continues in a new job; a local one right here.
+    let again = match executor {
+        ExecutorKind::Slurm { .. } => "hpcagent submit --resume",
+        ExecutorKind::Local => "hpcagent up --resume",
     };
     let up = Up {
         config,
@@ -90,28 +81,39 @@ pub fn run(args: UpArgs) -> anyhow::Result<ExitCode> {
             ExitCode::SUCCESS
         }
         Outcome::Drained => {
-            eprintln!(
-                "drained; continue with: hpcagent up --resume {}",
-                run_dir.display()
-            );
+            eprintln!("drained; continue with: {again} {}", run_dir.display());
             ExitCode::SUCCESS
         }
         Outcome::Interrupted(signal) => {
             eprintln!(
-                "stopped by {signal}; continue with: hpcagent up --resume {}",
+                "stopped by {signal}; continue with: {again} {}",
                 run_dir.display()
             );
             ExitCode::from(if *signal == "INT" { 130 } else { 143 })
         }
         Outcome::Failed(why) => {
             eprintln!(
-                "the campaign failed: {why}; after fixing it: hpcagent up --resume {}",
+                "the campaign failed: {why}; after fixing it: {again} {}",
                 run_dir.display()
             );
             ExitCode::from(1)
         }
     };
     Ok(code)
+}
+
+/// What LLM agents need that only they check: refused here, before any
+/// step starts, rather than by every agent after the model has loaded.
+fn preflight(config: &hpcagent_orchestrator::config::Config) -> anyhow::Result<()> {
+    use hpcagent_orchestrator::config::Policy;
+    if config.settings.agent_policy == Policy::Baseline {
+        return Ok(());
+    }
+    let skills = hpcagent_agent::prompt::default_root();
+    hpcagent_agent::prompt::load(&skills)
+        .map_err(|e| anyhow::anyhow!("the agents' skills pages: {e}"))?;
+    hpcagent_agent::search::Search::from_settings(&config.settings).map_err(anyhow::Error::msg)?;
+    Ok(())
 }
 
 /// `local-<YYYYmmdd-HHMMSS>` in UTC.

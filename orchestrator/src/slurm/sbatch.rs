@@ -6,10 +6,12 @@
 //! overrides `#SBATCH`), and the site's batch script template is rendered and
 //! given on stdin.
 //!
-//! The run directory is `<RUN_ROOT>/<job id>`, and the job's own output goes
-//! into it. The id is only known once `sbatch` answers, so the job is submitted
-//! held, the directory made and filled, and then the job released; a failure in
-//! between cancels the job rather than leave it held forever.
+//! A new campaign's run directory is `<RUN_ROOT>/<job id>`, and the job's own
+//! output goes into it. The id is only known once `sbatch` answers, so the job
+//! is submitted held, the directory made and filled, and then the job
+//! released; a failure in between cancels the job rather than leave it held
+//! forever. A resumed campaign keeps its run directory: the new job runs
+//! `hpcagent up --resume` on it.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -28,14 +30,24 @@ const TEMPLATES: &[(Site, &str)] = &[
     ),
 ];
 
+/// Which campaign a job runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Campaign {
+    /// A new one, in `<RUN_ROOT>/<job id>`.
+    New,
+    /// The campaign of this run directory, continued.
+    Resume(PathBuf),
+}
+
 /// A job ready to submit: `sbatch` flags and the rendered script.
 #[derive(Debug, Clone)]
 pub struct BatchJob {
     pub flags: Vec<String>,
     pub script: String,
+    pub campaign: Campaign,
     pub run_root: PathBuf,
-    /// The configuration as resolved now, written into the run directory for
-    /// the job to read (so it sees exactly these values).
+    /// The configuration as resolved now, written into a new run directory
+    /// for the job to read (so it sees exactly these values).
     pub env_resolved: String,
 }
 
@@ -84,10 +96,25 @@ pub fn node_total(config: &Config) -> u32 {
 pub fn prepare(
     config: &Config,
     exe: &Path,
+    campaign: Campaign,
     extra_args: &[String],
 ) -> Result<BatchJob, SubmitError> {
     let s = &config.settings;
     let run_root = s.run_root.0.clone();
+    // The values go into the script as shell words: paths quoted, the job
+    // id left for the batch shell to expand.
+    let (run_dir, up_args, output) = match &campaign {
+        Campaign::New => (
+            format!("{}/\"$SLURM_JOB_ID\"", quote(&run_root)),
+            r#"--env "$RUN_DIR/env.resolved" --run-dir "$RUN_DIR""#,
+            run_root.join("%j").join("sbatch.out"),
+        ),
+        Campaign::Resume(dir) => (
+            quote(dir),
+            r#"--resume "$RUN_DIR""#,
+            dir.join("sbatch-%j.out"),
+        ),
+    };
     let mut flags = vec![
         format!("--nodes={}", node_total(config)),
         // Roles are placed on whole nodes: without --exclusive a job gets one
@@ -105,19 +132,21 @@ pub fn prepare(
         flags.push(format!("--account={account}"));
     }
     flags.push(format!("--job-name={}", s.job_name));
-    flags.push(format!(
-        "--output={}",
-        run_root.join("%j").join("sbatch.out").display()
-    ));
+    flags.push(format!("--output={}", output.display()));
     flags.push(format!("--signal=B:USR1@{}", s.drain_seconds));
     flags.extend(extra_args.iter().cloned());
     let script = render(
         template(s.site),
-        &[("HPCAGENT", exe), ("RUN_ROOT", &run_root)],
+        &[
+            ("HPCAGENT", &quote(exe)),
+            ("RUN_DIR", &run_dir),
+            ("UP_ARGS", up_args),
+        ],
     )?;
     Ok(BatchJob {
         flags,
         script,
+        campaign,
         run_root,
         env_resolved: config.to_env_file(),
     })
@@ -131,12 +160,15 @@ fn template(site: Site) -> &'static str {
         .expect("a template per site")
 }
 
-/// Replaces `{{NAME}}` placeholders with shell-quoted paths.
-fn render(template: &str, values: &[(&str, &Path)]) -> Result<String, SubmitError> {
+fn quote(path: &Path) -> String {
+    shell_words::quote(&path.display().to_string()).into_owned()
+}
+
+/// Replaces `{{NAME}}` placeholders with shell words.
+fn render(template: &str, values: &[(&str, &str)]) -> Result<String, SubmitError> {
     let mut out = template.to_string();
-    for (name, path) in values {
-        let quoted = shell_words::quote(&path.display().to_string()).into_owned();
-        out = out.replace(&format!("{{{{{name}}}}}"), &quoted);
+    for (name, words) in values {
+        out = out.replace(&format!("{{{{{name}}}}}"), words);
     }
     if let Some(start) = out.find("{{") {
         let end = out[start..].find("}}").map_or(out.len(), |e| start + e + 2);
@@ -152,8 +184,18 @@ pub struct Submitted {
     pub run_dir: PathBuf,
 }
 
-/// Submits the job held, prepares its run directory, then releases it.
+/// Submits the job: a new campaign's held until its run directory is
+/// prepared; a resumed one's at once (its directory is there).
 pub fn submit(job: &BatchJob) -> Result<Submitted, SubmitError> {
+    if let Campaign::Resume(run_dir) = &job.campaign {
+        let mut sbatch = Command::new("sbatch");
+        sbatch.arg("--parsable").args(&job.flags);
+        let job_id = job_id(&run(sbatch, "sbatch", Some(&job.script))?)?;
+        return Ok(Submitted {
+            job_id,
+            run_dir: run_dir.clone(),
+        });
+    }
     std::fs::create_dir_all(&job.run_root).map_err(|source| SubmitError::RunDir {
         path: job.run_root.clone(),
         job: "(none submitted)".into(),
@@ -161,12 +203,7 @@ pub fn submit(job: &BatchJob) -> Result<Submitted, SubmitError> {
     })?;
     let mut sbatch = Command::new("sbatch");
     sbatch.arg("--parsable").arg("--hold").args(&job.flags);
-    let answer = run(sbatch, "sbatch", Some(&job.script))?;
-    // --parsable prints "<id>" or "<id>;<cluster>".
-    let job_id = answer.trim().split(';').next().unwrap_or("").to_string();
-    if job_id.is_empty() || !job_id.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(SubmitError::NoJobId(answer));
-    }
+    let job_id = job_id(&run(sbatch, "sbatch", Some(&job.script))?)?;
     let run_dir = job.run_root.join(&job_id);
     let prepared = std::fs::create_dir_all(&run_dir)
         .and_then(|()| std::fs::write(run_dir.join("env.resolved"), &job.env_resolved))
@@ -186,6 +223,15 @@ pub fn submit(job: &BatchJob) -> Result<Submitted, SubmitError> {
         return Err(e);
     }
     Ok(Submitted { job_id, run_dir })
+}
+
+/// The job id in `sbatch --parsable`'s answer: "<id>" or "<id>;<cluster>".
+fn job_id(answer: &str) -> Result<String, SubmitError> {
+    let id = answer.trim().split(';').next().unwrap_or("");
+    if id.is_empty() || !id.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(SubmitError::NoJobId(answer.to_string()));
+    }
+    Ok(id.to_string())
 }
 
 fn cancel(job_id: &str) {
@@ -244,8 +290,9 @@ mod tests {
             let script = render(
                 template,
                 &[
-                    ("HPCAGENT", Path::new("/opt/hpc agent")),
-                    ("RUN_ROOT", Path::new("/r")),
+                    ("HPCAGENT", &quote(Path::new("/opt/hpc agent"))),
+                    ("RUN_DIR", "/r"),
+                    ("UP_ARGS", "--resume /r"),
                 ],
             )
             .unwrap_or_else(|e| panic!("{site}: {e}"));
