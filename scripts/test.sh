@@ -29,6 +29,18 @@ scripts/local-llm/install.sh
 as_root scripts/local-slurm/up.sh
 . /tmp/hpcagent-slurm/env.sh
 
+# The fault and hostile-input suite records one row per case; print them as
+# one table when the run ends, whether it passed or not.
+rm -rf target/tmp/suite
+suite_table() {
+  if compgen -G 'target/tmp/suite/*.tsv' >/dev/null; then
+    echo; echo "== fault and hostile-input suite =="
+    { printf 'GROUP\tCASE\tEXPECTED\tGOT\tRESULT\n'; cat target/tmp/suite/*.tsv; } |
+      awk -F'\t' '{ printf "%-8s %-44s %-26s %-44s %s\n", $1, $2, $3, substr($4, 1, 44), $5 }'
+  fi
+}
+trap suite_table EXIT
+
 cargo fmt --all --check
 cargo clippy --workspace --all-targets --locked --quiet -- -D warnings
 cargo test --workspace --locked "$@"
