@@ -5,7 +5,7 @@ mod common;
 use std::collections::BTreeSet;
 use std::os::unix::fs::PermissionsExt;
 
-use common::{example, hpcagent, stderr, stdout};
+use common::{example, hpcagent, stderr, stdout, suite};
 use serde_json::Value;
 
 fn plan_json(args: &[&str]) -> Value {
@@ -185,16 +185,25 @@ fn malformed_env_files_fail_with_file_line_and_key() {
             "bad.env:1: AGENT_NODES: \"two\" is not a whole number",
         ),
     ];
+    let mut wrong = Vec::new();
     for command in ["plan", "submit", "config"] {
         for (text, expected) in cases {
             let err = refused(command, text);
-            assert!(
-                err.contains(&format!("error: {expected}")),
-                "{command} with {text:?}: {err}"
-            );
-            assert!(err.contains("nothing was launched"), "{err}");
+            let pass =
+                err.contains(&format!("error: {expected}")) && err.contains("nothing was launched");
+            let case = format!("{command} {}", text.trim().replace('\n', "; "));
+            let got = err
+                .lines()
+                .next()
+                .unwrap_or("")
+                .trim_start_matches("error: ");
+            suite::record("env", &case, "file:line: KEY, exit 2", got, pass);
+            if !pass {
+                wrong.push(format!("{command} with {text:?}: {err}"));
+            }
         }
     }
+    assert!(wrong.is_empty(), "{wrong:#?}");
 }
 
 #[test]
@@ -203,10 +212,16 @@ fn impossible_plans_fail_at_the_key_with_the_numbers() {
         "submit",
         "SITE=alps\nINFERENCE_NODES=1\nTENSOR_PARALLEL_SIZE=3\nVLLM_MODEL=m\n",
     );
-    assert!(
-        err.contains("bad.env:3: TENSOR_PARALLEL_SIZE: 3 does not divide the 4 GPUs of a node"),
-        "{err}"
+    let pass =
+        err.contains("bad.env:3: TENSOR_PARALLEL_SIZE: 3 does not divide the 4 GPUs of a node");
+    suite::record(
+        "env",
+        "submit: TENSOR_PARALLEL_SIZE=3 on 4-GPU nodes",
+        "file:line: KEY, exit 2",
+        err.lines().next().unwrap_or(""),
+        pass,
     );
+    assert!(pass, "{err}");
 
     let env = example("beverin.env");
     let out = hpcagent()
@@ -221,10 +236,15 @@ fn impossible_plans_fail_at_the_key_with_the_numbers() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     let err = stderr(&out);
-    assert!(
-        err.contains("beverin.env:20: JUDGE_NODES: the plan needs 4 nodes (inference 2 + agents 1 + judges 1) but the allocation has 3 (nid[001-003])"),
-        "{err}"
+    let pass = err.contains("beverin.env:20: JUDGE_NODES: the plan needs 4 nodes (inference 2 + agents 1 + judges 1) but the allocation has 3 (nid[001-003])");
+    suite::record(
+        "env",
+        "plan: 4 nodes needed, 3 given",
+        "file:line: KEY, exit 2",
+        err.lines().next().unwrap_or(""),
+        pass,
     );
+    assert!(pass, "{err}");
 }
 
 #[test]

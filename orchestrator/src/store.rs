@@ -82,6 +82,29 @@ pub struct TaskRow {
     pub speedup: Option<f64>,
 }
 
+impl TaskRow {
+    /// A task of the campaign's set, before anything happened to it.
+    pub fn pending(spec: &crate::scheduler::TaskSpec) -> TaskRow {
+        TaskRow {
+            id: spec.id.clone(),
+            kernel: spec.kernel.clone(),
+            language: spec.language.clone(),
+            precision: spec.precision.clone(),
+            // A repeated task's id ends in #<repeat>.
+            repeat: spec
+                .id
+                .rsplit_once('#')
+                .and_then(|(_, r)| r.parse().ok())
+                .unwrap_or(0),
+            state: "pending".into(),
+            attempts: 0,
+            budget_used_s: 0.0,
+            status: None,
+            speedup: None,
+        }
+    }
+}
+
 type Job = Box<dyn FnOnce(&Connection) -> rusqlite::Result<()> + Send>;
 
 enum Op {
@@ -471,6 +494,16 @@ pub struct CampaignRow {
     pub ended_at: Option<f64>,
 }
 
+/// One event: a role's state change, a drain, an endpoint reported failed.
+#[derive(Debug, Clone, Serialize)]
+pub struct EventRow {
+    /// Unix seconds.
+    pub at: f64,
+    pub instance: String,
+    pub kind: String,
+    pub message: String,
+}
+
 /// One attempt as the store keeps it ("" outcome: still running).
 #[derive(Debug, Clone, Serialize)]
 pub struct AttemptRow {
@@ -583,6 +616,22 @@ impl Reader {
                 tokens: r.get::<_, i64>(5)? as u64,
                 transcript: r.get(6)?,
                 message: r.get(7)?,
+            })
+        })?
+        .collect()
+    }
+
+    /// Role and campaign events in the order they happened.
+    pub fn events(&self) -> rusqlite::Result<Vec<EventRow>> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT at, instance, kind, message FROM events ORDER BY id")?;
+        stmt.query_map([], |r| {
+            Ok(EventRow {
+                at: r.get(0)?,
+                instance: r.get(1)?,
+                kind: r.get(2)?,
+                message: r.get(3)?,
             })
         })?
         .collect()

@@ -237,17 +237,11 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     println!("listening on {}", listener.local_addr()?);
     tonic::transport::Server::builder()
         .add_service(Service::new(Arc::new(judge), None))
-        .serve_with_incoming_shutdown(tokio_stream_listener(listener), async {
+        .serve_with_incoming_shutdown(hpcagent_orchestrator::control::incoming(listener), async {
             let _ = tokio::signal::ctrl_c().await;
         })
         .await
         .context("the judge server failed")
-}
-
-fn tokio_stream_listener(
-    listener: tokio::net::TcpListener,
-) -> impl tokio_stream::Stream<Item = std::io::Result<tokio::net::TcpStream>> {
-    tokio_stream::wrappers::TcpListenerStream::new(listener)
 }
 
 async fn connect(url: &str) -> anyhow::Result<JudgeClient<tonic::transport::Channel>> {

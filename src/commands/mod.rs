@@ -1,5 +1,6 @@
 //! The subcommands, and what they share: configuration flags and error reporting.
 
+pub mod bench;
 pub mod config;
 pub mod corpus;
 pub mod judge;
@@ -41,6 +42,8 @@ pub enum Command {
     Mcp(mcp::McpArgs),
     /// List or check the task corpus.
     Corpus(corpus::CorpusArgs),
+    /// Measure hpcagent against peers: dispatch, startup, judge, scale.
+    Bench(bench::BenchArgs),
 }
 
 /// Marks an error as a request that can never succeed as sent (exit code 2).

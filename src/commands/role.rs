@@ -146,7 +146,7 @@ async fn judge(args: Instance) -> anyhow::Result<()> {
         client: ctx.client.clone(),
         judge: args.instance.clone(),
     });
-    let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+    let incoming = hpcagent_orchestrator::control::incoming(listener);
     // Only the campaign's agents may have grades (and its held-out cases' answers).
     let service = tonic::service::interceptor::InterceptedService::new(
         Service::new(judge, Some(recorder)),

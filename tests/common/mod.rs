@@ -266,6 +266,24 @@ pub fn assert_settled_exactly_once(run_dir: &Path) {
     assert!(wrong.is_empty(), "settled other than once: {wrong:?}");
 }
 
+/// [`assert_settled_exactly_once`], recorded first as the fault suite's row
+/// for `case`.
+pub fn assert_fault_survived(case: &str, run_dir: &Path) {
+    let (done, total) = settled(run_dir);
+    let twice = hpcagent_orchestrator::store::Reader::open(run_dir)
+        .and_then(|r| r.settlements().map_err(|e| panic!("{e}")))
+        .map(|counts| counts.iter().filter(|(_, n)| *n > 1).count())
+        .unwrap_or(usize::MAX);
+    suite::record(
+        "fault",
+        case,
+        "0 lost, 0 settled twice",
+        &format!("{} of {total} lost, {twice} settled twice", total - done),
+        total > 0 && done == total && twice == 0,
+    );
+    assert_settled_exactly_once(run_dir);
+}
+
 /// The only run directory under `root`.
 pub fn only_run_dir(root: &Path) -> PathBuf {
     let dirs: Vec<PathBuf> = std::fs::read_dir(root)

@@ -125,7 +125,7 @@ pub async fn up(up: Up) -> anyhow::Result<Outcome> {
         ExecutorKind::Local => None,
     };
     store.campaign_started(&id, &up.run_dir, job, &up.config.to_env_file());
-    store.add_tasks(specs.iter().map(row).collect());
+    store.add_tasks(specs.iter().map(TaskRow::pending).collect());
     store.flush().await?;
     let scheduler = resume_scheduler(&up, &specs)?;
     let resumed = scheduler.counts();
@@ -239,25 +239,6 @@ fn make_plan(up: &Up) -> anyhow::Result<Plan> {
     Ok(placement::place(&up.config, &allocation, &layout)?)
 }
 
-fn row(spec: &crate::scheduler::TaskSpec) -> TaskRow {
-    TaskRow {
-        id: spec.id.clone(),
-        kernel: spec.kernel.clone(),
-        language: spec.language.clone(),
-        precision: spec.precision.clone(),
-        repeat: spec
-            .id
-            .rsplit_once('#')
-            .and_then(|(_, r)| r.parse().ok())
-            .unwrap_or(0),
-        state: "pending".into(),
-        attempts: 0,
-        budget_used_s: 0.0,
-        status: None,
-        speedup: None,
-    }
-}
-
 /// The scheduler over the task set, with what the store already knows of each task.
 fn resume_scheduler(up: &Up, specs: &[crate::scheduler::TaskSpec]) -> anyhow::Result<Scheduler> {
     let rows: BTreeMap<String, TaskRow> = Reader::open(&up.run_dir)?
@@ -325,7 +306,7 @@ async fn serve(
     };
     let address = format!("http://{host}:{}", listener.local_addr()?.port());
     let (stop, mut stopped) = watch::channel(false);
-    let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+    let incoming = crate::control::incoming(listener);
     tokio::spawn(async move {
         let result = tonic::transport::Server::builder()
             .add_service(Control::server(campaign))

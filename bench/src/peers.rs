@@ -1,0 +1,199 @@
+//! Peers measured in the same run: Ray, HyperQueue, a bare `srun`. Each is
+//! run as its own tool would be, with a time limit; one that is not
+//! installed is skipped with the reason, never guessed.
+
+use std::io::Read;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The Python that has the peers installed: `HPCAGENT_PEERS_PYTHON`, else
+/// the venv `scripts/bench-peers.sh` makes, else `python3`.
+pub fn python() -> PathBuf {
+    if let Some(p) = std::env::var_os("HPCAGENT_PEERS_PYTHON") {
+        return PathBuf::from(p);
+    }
+    let venv = PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
+        .join(".cache/hpcagent/venv-peers/bin/python3");
+    if venv.is_file() {
+        venv
+    } else {
+        PathBuf::from("python3")
+    }
+}
+
+/// Runs `command` to its end within `limit`; its stdout, or why not.
+fn output_within(mut command: Command, limit: Duration) -> Result<String, String> {
+    let shown = format!("{command:?}");
+    let mut child = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot run {shown}: {e}"))?;
+    let started = Instant::now();
+    let status = loop {
+        match child.try_wait().map_err(|e| e.to_string())? {
+            Some(status) => break status,
+            None if started.elapsed() > limit => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!("{shown} took over {limit:?}"));
+            }
+            None => std::thread::sleep(Duration::from_millis(20)),
+        }
+    };
+    let mut out = String::new();
+    let mut err = String::new();
+    child.stdout.take().map(|mut s| s.read_to_string(&mut out));
+    child.stderr.take().map(|mut s| s.read_to_string(&mut err));
+    if !status.success() {
+        let tail: Vec<&str> = err.lines().rev().take(3).collect();
+        return Err(format!("{shown} failed ({status}): {}", tail.join(" | ")));
+    }
+    Ok(out)
+}
+
+/// The number a peer script printed as `{"value": …}` on its last line.
+fn value_of(out: &str) -> Result<f64, String> {
+    let last = out.lines().last().unwrap_or("");
+    serde_json::from_str::<serde_json::Value>(last)
+        .ok()
+        .and_then(|v| v["value"].as_f64())
+        .ok_or_else(|| format!("unexpected peer output: {last:?}"))
+}
+
+fn has_ray() -> Result<(), String> {
+    let mut probe = Command::new(python());
+    probe.args(["-c", "import ray"]);
+    output_within(probe, Duration::from_secs(60))
+        .map(drop)
+        .map_err(|_| format!("ray is not installed for {}", python().display()))
+}
+
+/// Ray: `n` trivial remote tasks on a local Ray; tasks per second.
+pub fn ray_tasks(n: usize) -> Result<f64, String> {
+    has_ray()?;
+    let script = format!(
+        r#"
+import json, time, ray
+ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+@ray.remote
+def nothing():
+    return 0
+ray.get([nothing.remote() for _ in range(200)])
+start = time.perf_counter()
+ray.get([nothing.remote() for _ in range({n})])
+seconds = time.perf_counter() - start
+ray.shutdown()
+print(json.dumps({{"value": {n} / seconds}}))
+"#
+    );
+    let mut command = Command::new(python());
+    command.args(["-c", &script]);
+    value_of(&output_within(command, Duration::from_secs(300))?)
+}
+
+/// Ray: `ray start --head` and one worker until both are alive; seconds.
+pub fn ray_startup() -> Result<f64, String> {
+    has_ray()?;
+    let script = r#"
+import json, os, subprocess, sys, time
+ray_cli = os.path.join(os.path.dirname(sys.executable), "ray")
+port = "6391"
+common = ["--num-cpus=1", "--disable-usage-stats"]
+subprocess.run([ray_cli, "stop", "--force"], capture_output=True)
+start = time.perf_counter()
+try:
+    subprocess.run([ray_cli, "start", "--head", "--port=" + port, "--include-dashboard=false"] + common,
+                   check=True, capture_output=True)
+    subprocess.run([ray_cli, "start", "--address=127.0.0.1:" + port] + common,
+                   check=True, capture_output=True)
+    import ray
+    ray.init(address="127.0.0.1:" + port, log_to_driver=False, configure_logging=False)
+    while sum(1 for n in ray.nodes() if n["Alive"]) < 2:
+        time.sleep(0.02)
+    seconds = time.perf_counter() - start
+    ray.shutdown()
+finally:
+    subprocess.run([ray_cli, "stop", "--force"], capture_output=True)
+print(json.dumps({"value": seconds}))
+"#;
+    let mut command = Command::new(python());
+    command.args(["-c", script]);
+    value_of(&output_within(command, Duration::from_secs(300))?)
+}
+
+/// The `hq` binary: on PATH, or beside the peers' Python.
+fn hq() -> Result<PathBuf, String> {
+    let beside = python().with_file_name("hq");
+    if beside.is_file() {
+        return Ok(beside);
+    }
+    let on_path = std::env::var_os("PATH")
+        .map(|p| {
+            std::env::split_paths(&p)
+                .map(|d| d.join("hq"))
+                .collect::<Vec<_>>()
+        })
+        .unwrap_or_default();
+    on_path
+        .into_iter()
+        .find(|p| p.is_file())
+        .ok_or_else(|| "HyperQueue (hq) is not installed".to_string())
+}
+
+/// HyperQueue: an array job of `n` `true` tasks on one local worker, from
+/// submission to the last task's end; tasks per second.
+pub fn hq_tasks(n: usize) -> Result<f64, String> {
+    let hq = hq()?;
+    let dir = std::env::temp_dir().join(format!("hpcagent-bench-hq-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    let server_dir = format!("--server-dir={}", dir.display());
+    let spawn = |args: &[&str]| {
+        Command::new(&hq)
+            .arg(&server_dir)
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| format!("cannot run hq: {e}"))
+    };
+    let mut server = spawn(&["server", "start"])?;
+    std::thread::sleep(Duration::from_secs(1));
+    let mut worker = spawn(&["worker", "start", "--cpus=2"])?;
+    let result = (|| {
+        let mut wait = Command::new(&hq);
+        wait.arg(&server_dir).args(["worker", "wait", "1"]);
+        output_within(wait, Duration::from_secs(60))?;
+        let mut submit = Command::new(&hq);
+        submit.arg(&server_dir).args([
+            "submit",
+            "--wait",
+            "--array",
+            &format!("1-{n}"),
+            "--",
+            "true",
+        ]);
+        let start = Instant::now();
+        output_within(submit, Duration::from_secs(600))?;
+        Ok(n as f64 / start.elapsed().as_secs_f64())
+    })();
+    let _ = worker.kill();
+    let _ = server.kill();
+    let _ = worker.wait();
+    let _ = server.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+    result
+}
+
+/// One `srun true` (an allocation and its step) on the Slurm of this
+/// shell; seconds.
+pub fn srun_true() -> Result<f64, String> {
+    let mut command = Command::new("srun");
+    command.args(["--nodes=1", "--ntasks=1", "true"]);
+    let start = Instant::now();
+    output_within(command, Duration::from_secs(120))?;
+    Ok(start.elapsed().as_secs_f64())
+}

@@ -1,0 +1,231 @@
+//! `hpcagent bench`: the project's benchmarks, each against a peer measured
+//! in the same run (see `hpcagent_bench`; results in docs/benchmarks.md).
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::{Args, Subcommand};
+use hpcagent_bench::{dispatch, judge, peers, scale, startup, stats};
+
+use super::judge::runtime;
+
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    #[command(subcommand)]
+    bench: Bench,
+}
+
+#[derive(Debug, Subcommand)]
+enum Bench {
+    /// Lease throughput of the control plane and store, against Ray and HyperQueue.
+    Dispatch(DispatchArgs),
+    /// From `hpcagent up` to every agent and judge ready, against srun and Ray.
+    Startup(StartupArgs),
+    /// A grade against the same work by hand, and a cached resubmission.
+    Judge(JudgeArgs),
+    /// The orchestrator's CPU and memory for a simulated 1,000-node allocation.
+    Scale(ScaleArgs),
+    /// The simulated instances of `bench scale` (started by it).
+    #[command(hide = true)]
+    ScaleAgents(ScaleAgentsArgs),
+}
+
+#[derive(Debug, Args)]
+struct DispatchArgs {
+    #[arg(long, default_value_t = 1000)]
+    agents: usize,
+    #[arg(long, default_value_t = 4)]
+    judges: usize,
+    #[arg(long, default_value_t = 20_000)]
+    tasks: usize,
+    /// Keep the campaign's store here (default: a temporary directory).
+    #[arg(long)]
+    run_dir: Option<PathBuf>,
+    /// Trivial tasks the Ray peer runs.
+    #[arg(long, default_value_t = 10_000)]
+    peer_tasks: usize,
+    /// Measure hpcagent only.
+    #[arg(long)]
+    no_peers: bool,
+    /// Print the outcome as JSON (hpcagent only).
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+struct StartupArgs {
+    /// The campaign whose agents and judges must get ready.
+    #[arg(long, default_value = "examples/local.env")]
+    env: PathBuf,
+}
+
+#[derive(Debug, Args)]
+struct JudgeArgs {
+    #[arg(long, default_value_t = 5)]
+    repeats: usize,
+}
+
+#[derive(Debug, Args)]
+struct ScaleArgs {
+    #[arg(long, default_value_t = 1000)]
+    nodes: usize,
+    #[arg(long, default_value_t = 10_000)]
+    agents: usize,
+    /// Seconds of each measured phase (heartbeats only, then with leases).
+    #[arg(long, default_value_t = 30)]
+    seconds: u64,
+}
+
+#[derive(Debug, Args)]
+struct ScaleAgentsArgs {
+    #[arg(long)]
+    url: String,
+    #[arg(long)]
+    tokens: PathBuf,
+    #[arg(long)]
+    workers: u32,
+    #[arg(long)]
+    seconds: u64,
+}
+
+pub fn run(args: BenchArgs) -> anyhow::Result<()> {
+    match args.bench {
+        Bench::Dispatch(a) => dispatch_bench(a),
+        Bench::Startup(a) => startup_bench(a),
+        Bench::Judge(a) => judge_bench(a),
+        Bench::Scale(a) => scale_bench(a),
+        Bench::ScaleAgents(a) => {
+            runtime()?.block_on(scale::agents(&a.url, &a.tokens, a.workers, a.seconds))
+        }
+    }
+}
+
+fn scratch(name: &str) -> anyhow::Result<tempfile::TempDir> {
+    tempfile::Builder::new()
+        .prefix(&format!("hpcagent-bench-{name}-"))
+        .tempdir()
+        .context("cannot make a scratch directory")
+}
+
+fn exe() -> anyhow::Result<PathBuf> {
+    std::env::current_exe().context("cannot find the hpcagent executable")
+}
+
+fn dispatch_bench(a: DispatchArgs) -> anyhow::Result<()> {
+    let scratch = scratch("dispatch")?;
+    let options = dispatch::Options {
+        agents: a.agents,
+        judges: a.judges,
+        tasks: a.tasks,
+        run_dir: a.run_dir.unwrap_or_else(|| scratch.path().join("run")),
+    };
+    let outcome = runtime()?.block_on(dispatch::run(&options))?;
+    if a.json {
+        println!("{}", serde_json::to_string(&outcome)?);
+        return Ok(());
+    }
+    println!("{}", dispatch::render(&outcome));
+    if a.no_peers {
+        return Ok(());
+    }
+    match peers::ray_tasks(a.peer_tasks) {
+        Ok(per_s) => {
+            println!(
+                "peer ray: {} trivial remote tasks at {per_s:.0} tasks/s",
+                a.peer_tasks
+            );
+            let ratio = outcome.leases_per_s / per_s;
+            println!(
+                "{}",
+                stats::ratio_line("hpcagent vs ray", ratio, "the throughput", "≥ 25×")
+            );
+        }
+        Err(why) => println!("{}", stats::skipped("ray", &why)),
+    }
+    match peers::hq_tasks(a.peer_tasks) {
+        Ok(per_s) => {
+            println!(
+                "peer hyperqueue: {} tasks at {per_s:.0} tasks/s",
+                a.peer_tasks
+            );
+            let ratio = outcome.leases_per_s / per_s;
+            println!(
+                "{}",
+                stats::ratio_line("hpcagent vs hyperqueue", ratio, "the throughput", "—")
+            );
+        }
+        Err(why) => println!("{}", stats::skipped("hyperqueue", &why)),
+    }
+    Ok(())
+}
+
+fn startup_bench(a: StartupArgs) -> anyhow::Result<()> {
+    let scratch = scratch("startup")?;
+    let options = startup::Options {
+        exe: exe()?,
+        repo: std::env::current_dir()?,
+        env: std::path::absolute(&a.env)?,
+        work_dir: scratch.path().to_path_buf(),
+    };
+    let local = startup::measure(&options, startup::Executor::Local)?;
+    println!("hpcagent up, local executor: every agent and judge ready in {local:.2} s");
+    let config = hpcagent_orchestrator::config::load(Some(&options.env), Vec::new())?;
+    let nodes = hpcagent_orchestrator::slurm::sbatch::node_total(&config);
+    match peers::srun_true() {
+        Ok(srun) => {
+            println!("peer srun: one `srun true` in {srun:.2} s");
+            let on_slurm = startup::measure(&options, startup::Executor::Slurm { nodes })?;
+            println!(
+                "hpcagent up, Slurm executor ({nodes} nodes): every agent and judge ready in \
+                 {on_slurm:.2} s = {:.2} s + one srun [target ≤ 1.5 s + one srun]",
+                on_slurm - srun
+            );
+            report_ray_startup(on_slurm);
+        }
+        Err(why) => {
+            println!("{}", stats::skipped("srun (and the Slurm executor)", &why));
+            report_ray_startup(local);
+        }
+    }
+    Ok(())
+}
+
+fn report_ray_startup(ours: f64) {
+    match peers::ray_startup() {
+        Ok(ray) => {
+            println!("peer ray: `ray start --head` and one worker alive in {ray:.2} s");
+            println!(
+                "{}",
+                stats::ratio_line("ray vs hpcagent", ray / ours, "the time", "—")
+            );
+        }
+        Err(why) => println!("{}", stats::skipped("ray", &why)),
+    }
+}
+
+fn judge_bench(a: JudgeArgs) -> anyhow::Result<()> {
+    let scratch = scratch("judge")?;
+    let options = judge::Options {
+        exe: exe()?,
+        repo: std::env::current_dir()?,
+        repeats: a.repeats,
+        work_dir: scratch.path().to_path_buf(),
+    };
+    let outcome = judge::run_bench(&options)?;
+    println!("{}", judge::render(&outcome, a.repeats));
+    Ok(())
+}
+
+fn scale_bench(a: ScaleArgs) -> anyhow::Result<()> {
+    let scratch = scratch("scale")?;
+    let options = scale::Options {
+        nodes: a.nodes,
+        agents: a.agents,
+        seconds: a.seconds,
+        run_dir: scratch.path().join("run"),
+        exe: exe()?,
+    };
+    let outcome = runtime()?.block_on(scale::run(&options))?;
+    println!("{}", scale::render(&outcome));
+    Ok(())
+}
