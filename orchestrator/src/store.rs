@@ -469,6 +469,32 @@ pub struct CampaignRow {
     pub state: String,
     pub started_at: f64,
     pub ended_at: Option<f64>,
+    /// The resolved configuration it ran with, as an env file.
+    pub config: String,
+}
+
+/// One grade's verdict: a Submit that settled its task, or one that did not
+/// (a Score, a Profile, a refused Submit).
+#[derive(Debug, Clone)]
+pub struct VerdictRow {
+    pub task: String,
+    pub attempt: u32,
+    pub kind: String,
+    pub judge: String,
+    pub status: String,
+    pub speedup: Option<f64>,
+    pub settled: bool,
+    pub at: f64,
+}
+
+/// One event of a role instance (launched, ready, dead, …) or of the campaign
+/// ("" instance: a drain).
+#[derive(Debug, Clone)]
+pub struct EventRow {
+    pub at: f64,
+    pub instance: String,
+    pub kind: String,
+    pub message: String,
 }
 
 /// One attempt as the store keeps it ("" outcome: still running).
@@ -552,7 +578,7 @@ impl Reader {
     pub fn campaign(&self) -> rusqlite::Result<Option<CampaignRow>> {
         self.conn
             .query_row(
-                "SELECT id, state, started_at, ended_at FROM campaign LIMIT 1",
+                "SELECT id, state, started_at, ended_at, COALESCE(config, '') FROM campaign LIMIT 1",
                 [],
                 |r| {
                     Ok(CampaignRow {
@@ -560,13 +586,13 @@ impl Reader {
                         state: r.get(1)?,
                         started_at: r.get(2)?,
                         ended_at: r.get(3)?,
+                        config: r.get(4)?,
                     })
                 },
             )
             .optional()
     }
 
-    /// How many Submit verdicts settled each task (exactly one for a settled task).
     /// Every attempt that has begun, in task and attempt order.
     pub fn attempts(&self) -> rusqlite::Result<Vec<AttemptRow>> {
         let mut stmt = self.conn.prepare(
@@ -588,6 +614,7 @@ impl Reader {
         .collect()
     }
 
+    /// How many Submit verdicts settled each task (exactly one for a settled task).
     pub fn settlements(&self) -> rusqlite::Result<Vec<(String, u32)>> {
         let mut stmt = self.conn.prepare(
             "SELECT t.id, COALESCE(SUM(v.settled), 0) FROM tasks t
@@ -595,6 +622,44 @@ impl Reader {
         )?;
         stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
             .collect()
+    }
+
+    /// Every verdict, in the order the judges reported them.
+    pub fn verdicts(&self) -> rusqlite::Result<Vec<VerdictRow>> {
+        let mut stmt = self.conn.prepare(
+            "SELECT task_id, attempt, COALESCE(kind, ''), COALESCE(judge, ''),
+             COALESCE(status, ''), speedup, COALESCE(settled, 0), at FROM verdicts ORDER BY id",
+        )?;
+        stmt.query_map([], |r| {
+            Ok(VerdictRow {
+                task: r.get(0)?,
+                attempt: r.get(1)?,
+                kind: r.get(2)?,
+                judge: r.get(3)?,
+                status: r.get(4)?,
+                speedup: r.get(5)?,
+                settled: r.get::<_, i64>(6)? != 0,
+                at: r.get(7)?,
+            })
+        })?
+        .collect()
+    }
+
+    /// Every event, in the order they happened.
+    pub fn events(&self) -> rusqlite::Result<Vec<EventRow>> {
+        let mut stmt = self.conn.prepare(
+            "SELECT at, COALESCE(instance, ''), COALESCE(kind, ''), COALESCE(message, '')
+             FROM events ORDER BY id",
+        )?;
+        stmt.query_map([], |r| {
+            Ok(EventRow {
+                at: r.get(0)?,
+                instance: r.get(1)?,
+                kind: r.get(2)?,
+                message: r.get(3)?,
+            })
+        })?
+        .collect()
     }
 }
 
