@@ -492,12 +492,28 @@ pub struct CampaignRow {
     pub state: String,
     pub started_at: f64,
     pub ended_at: Option<f64>,
+    /// The resolved configuration it ran with, as an env file.
+    pub config: String,
 }
 
-/// One event: a role's state change, a drain, an endpoint reported failed.
-#[derive(Debug, Clone, Serialize)]
+/// One grade's verdict: a Submit that settled its task, or one that did not
+/// (a Score, a Profile, a refused Submit).
+#[derive(Debug, Clone)]
+pub struct VerdictRow {
+    pub task: String,
+    pub attempt: u32,
+    pub kind: String,
+    pub judge: String,
+    pub status: String,
+    pub speedup: Option<f64>,
+    pub settled: bool,
+    pub at: f64,
+}
+
+/// One event of a role instance (launched, ready, dead, …) or of the campaign
+/// ("" instance: a drain).
+#[derive(Debug, Clone)]
 pub struct EventRow {
-    /// Unix seconds.
     pub at: f64,
     pub instance: String,
     pub kind: String,
@@ -585,7 +601,7 @@ impl Reader {
     pub fn campaign(&self) -> rusqlite::Result<Option<CampaignRow>> {
         self.conn
             .query_row(
-                "SELECT id, state, started_at, ended_at FROM campaign LIMIT 1",
+                "SELECT id, state, started_at, ended_at, COALESCE(config, '') FROM campaign LIMIT 1",
                 [],
                 |r| {
                     Ok(CampaignRow {
@@ -593,13 +609,13 @@ impl Reader {
                         state: r.get(1)?,
                         started_at: r.get(2)?,
                         ended_at: r.get(3)?,
+                        config: r.get(4)?,
                     })
                 },
             )
             .optional()
     }
 
-    /// How many Submit verdicts settled each task (exactly one for a settled task).
     /// Every attempt that has begun, in task and attempt order.
     pub fn attempts(&self) -> rusqlite::Result<Vec<AttemptRow>> {
         let mut stmt = self.conn.prepare(
@@ -621,11 +637,43 @@ impl Reader {
         .collect()
     }
 
-    /// Role and campaign events in the order they happened.
+    /// How many Submit verdicts settled each task (exactly one for a settled task).
+    pub fn settlements(&self) -> rusqlite::Result<Vec<(String, u32)>> {
+        let mut stmt = self.conn.prepare(
+            "SELECT t.id, COALESCE(SUM(v.settled), 0) FROM tasks t
+             LEFT JOIN verdicts v ON v.task_id = t.id GROUP BY t.id ORDER BY t.id",
+        )?;
+        stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+            .collect()
+    }
+
+    /// Every verdict, in the order the judges reported them.
+    pub fn verdicts(&self) -> rusqlite::Result<Vec<VerdictRow>> {
+        let mut stmt = self.conn.prepare(
+            "SELECT task_id, attempt, COALESCE(kind, ''), COALESCE(judge, ''),
+             COALESCE(status, ''), speedup, COALESCE(settled, 0), at FROM verdicts ORDER BY id",
+        )?;
+        stmt.query_map([], |r| {
+            Ok(VerdictRow {
+                task: r.get(0)?,
+                attempt: r.get(1)?,
+                kind: r.get(2)?,
+                judge: r.get(3)?,
+                status: r.get(4)?,
+                speedup: r.get(5)?,
+                settled: r.get::<_, i64>(6)? != 0,
+                at: r.get(7)?,
+            })
+        })?
+        .collect()
+    }
+
+    /// Every event, in the order they happened.
     pub fn events(&self) -> rusqlite::Result<Vec<EventRow>> {
-        let mut stmt = self
-            .conn
-            .prepare("SELECT at, instance, kind, message FROM events ORDER BY id")?;
+        let mut stmt = self.conn.prepare(
+            "SELECT at, COALESCE(instance, ''), COALESCE(kind, ''), COALESCE(message, '')
+             FROM events ORDER BY id",
+        )?;
         stmt.query_map([], |r| {
             Ok(EventRow {
                 at: r.get(0)?,
@@ -635,15 +683,6 @@ impl Reader {
             })
         })?
         .collect()
-    }
-
-    pub fn settlements(&self) -> rusqlite::Result<Vec<(String, u32)>> {
-        let mut stmt = self.conn.prepare(
-            "SELECT t.id, COALESCE(SUM(v.settled), 0) FROM tasks t
-             LEFT JOIN verdicts v ON v.task_id = t.id GROUP BY t.id ORDER BY t.id",
-        )?;
-        stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
-            .collect()
     }
 }
 

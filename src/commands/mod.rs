@@ -6,6 +6,7 @@ pub mod corpus;
 pub mod judge;
 pub mod mcp;
 pub mod plan;
+pub mod report;
 pub mod results;
 pub mod role;
 pub mod status;
@@ -33,6 +34,8 @@ pub enum Command {
     Status(status::StatusArgs),
     /// A campaign's tasks and their outcomes.
     Results(results::ResultsArgs),
+    /// A campaign's report: an HTML page with figures, from its store.
+    Report(report::ReportArgs),
     /// Serve a judge, or ask one to describe, grade or profile.
     Judge(judge::JudgeArgs),
     /// Run one role instance of a campaign (started by `up`).

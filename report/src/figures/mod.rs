@@ -1,0 +1,160 @@
+//! The figures: each drawn once for SVG (inlined in the page and written
+//! beside it) and once for PNG, from the same code.
+
+mod axis;
+mod effort;
+mod speedup;
+mod status;
+mod timeline;
+
+use std::path::Path;
+
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
+
+use crate::data::RunData;
+use crate::font::FAMILY;
+use crate::{ReportError, io_error};
+
+/// One figure of the report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Speedup,
+    Status,
+    Effort,
+    Timeline,
+}
+
+/// A drawn figure: its kind and its SVG text.
+#[derive(Debug, Clone)]
+pub struct Figure {
+    pub kind: Kind,
+    pub svg: String,
+}
+
+/// What drawing on a backend `DB` can fail with.
+type DrawResult<DB> = Result<(), DrawingAreaErrorKind<<DB as DrawingBackend>::ErrorType>>;
+
+impl Kind {
+    pub const ALL: [Kind; 4] = [Kind::Speedup, Kind::Status, Kind::Effort, Kind::Timeline];
+
+    /// The figure's file stem and its element id in the page.
+    pub fn id(self) -> &'static str {
+        match self {
+            Kind::Speedup => "speedup",
+            Kind::Status => "status",
+            Kind::Effort => "effort",
+            Kind::Timeline => "timeline",
+        }
+    }
+
+    pub fn title(self) -> &'static str {
+        match self {
+            Kind::Speedup => "Speedup per kernel and language",
+            Kind::Status => "Outcomes: tasks and grades by status",
+            Kind::Effort => "Attempts and tokens per task",
+            Kind::Timeline => "Roles and grades over the campaign",
+        }
+    }
+
+    /// Width and height in pixels: tall enough for one row per task or role.
+    fn size(self, data: &RunData) -> (u32, u32) {
+        let rows = |n: usize| (140 + 26 * n as u32).max(320);
+        match self {
+            Kind::Speedup => (960, rows(speedup::rows(data))),
+            Kind::Status => (960, 420),
+            Kind::Effort => (960, rows(data.tasks.len())),
+            Kind::Timeline => (960, rows(timeline::rows(data)) + timeline::GRADES_HEIGHT),
+        }
+    }
+
+    fn draw<DB: DrawingBackend>(
+        self,
+        area: &DrawingArea<DB, Shift>,
+        data: &RunData,
+    ) -> DrawResult<DB> {
+        area.fill(&WHITE)?;
+        match self {
+            Kind::Speedup => speedup::draw(area, data),
+            Kind::Status => status::draw(area, data),
+            Kind::Effort => effort::draw(area, data),
+            Kind::Timeline => timeline::draw(area, data),
+        }
+    }
+}
+
+/// Draws `kind` as `<id>.svg` and `<id>.png` in `out`.
+pub fn render(kind: Kind, data: &RunData, out: &Path) -> Result<Figure, ReportError> {
+    let size = kind.size(data);
+    let failed = |e: &dyn std::fmt::Display| ReportError::Draw {
+        figure: kind.id(),
+        why: e.to_string(),
+    };
+    let mut svg = String::new();
+    {
+        let area = SVGBackend::with_string(&mut svg, size).into_drawing_area();
+        kind.draw(&area, data).map_err(|e| failed(&e))?;
+        area.present().map_err(|e| failed(&e))?;
+    }
+    let svg_path = out.join(format!("{}.svg", kind.id()));
+    std::fs::write(&svg_path, &svg).map_err(|source| io_error(&svg_path, source))?;
+    let png_path = out.join(format!("{}.png", kind.id()));
+    let area = BitMapBackend::new(&png_path, size).into_drawing_area();
+    kind.draw(&area, data).map_err(|e| failed(&e))?;
+    area.present().map_err(|e| failed(&e))?;
+    Ok(Figure { kind, svg })
+}
+
+/// A figure with nothing to show yet says so in its middle.
+fn placeholder<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    title: &str,
+    message: &str,
+) -> DrawResult<DB> {
+    let area = area.titled(title, (FAMILY, 22))?;
+    let (w, h) = area.dim_in_pixel();
+    let style = TextStyle::from((FAMILY, 18))
+        .color(&RGBColor(90, 90, 90))
+        .pos(Pos::new(HPos::Center, VPos::Center));
+    area.draw(&Text::new(
+        message.to_string(),
+        (w as i32 / 2, h as i32 / 2),
+        style,
+    ))
+}
+
+/// A fixed colour per name, so a language or status keeps its colour across figures.
+fn color_of(index: usize) -> RGBColor {
+    const PALETTE: [RGBColor; 8] = [
+        RGBColor(31, 119, 180),
+        RGBColor(255, 127, 14),
+        RGBColor(44, 160, 44),
+        RGBColor(148, 103, 189),
+        RGBColor(140, 86, 75),
+        RGBColor(227, 119, 194),
+        RGBColor(127, 127, 127),
+        RGBColor(23, 190, 207),
+    ];
+    PALETTE[index % PALETTE.len()]
+}
+
+/// A status's colour: green is good, reds are the submission's fault or the
+/// campaign's, grey is not finished.
+fn status_color(status: &str) -> RGBColor {
+    match status {
+        "ok" => RGBColor(44, 160, 44),
+        "incorrect" => RGBColor(255, 127, 14),
+        "build_error" => RGBColor(148, 103, 189),
+        "timeout" => RGBColor(188, 189, 34),
+        "crash" => RGBColor(214, 39, 40),
+        "failed" => RGBColor(120, 20, 20),
+        "pending" | "leased" => RGBColor(170, 170, 170),
+        _ => RGBColor(23, 190, 207),
+    }
+}
+
+/// The minor grid: there to read values by, quieter than the data.
+fn faint_grid() -> RGBAColor {
+    BLACK.mix(0.04)
+}

@@ -1,0 +1,277 @@
+//! `index.html`: the summary, every figure inlined as SVG, and the results
+//! table, in one file that needs nothing else to be read.
+
+use std::fmt::Write;
+
+use crate::data::{RunData, Summary, outcome};
+use crate::figures::Figure;
+use crate::time;
+
+const STYLE: &str = "
+body { font-family: sans-serif; margin: 2em auto; max-width: 1000px; color: #222; }
+table { border-collapse: collapse; margin: 1em 0; }
+th, td { padding: 0.25em 0.8em; border-bottom: 1px solid #ddd; text-align: left; }
+td.number { text-align: right; font-variant-numeric: tabular-nums; }
+.note { background: #fff4d6; border-left: 4px solid #e0a800; padding: 0.5em 1em; }
+figure { margin: 2em 0; }
+figure svg { display: block; max-width: 100%; height: auto; }
+";
+
+/// The whole page.
+pub fn page(data: &RunData, figures: &[Figure]) -> String {
+    let summary = data.summary();
+    let name = data
+        .campaign
+        .as_ref()
+        .map_or_else(|| data.run_dir.display().to_string(), |c| c.id.clone());
+    let mut html = String::new();
+    let _ = write!(
+        html,
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
+         <title>hpcagent report: {}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n\
+         <h1>Campaign {}</h1>\n",
+        escape(&name),
+        escape(&name)
+    );
+    for note in notes(data, &summary) {
+        let _ = writeln!(html, "<p class=\"note\">{}</p>", escape(&note));
+    }
+    html.push_str(&summary_table(data, &summary));
+    for figure in figures {
+        html.push_str(&inline(figure));
+    }
+    html.push_str(&results_table(data));
+    html.push_str("</body>\n</html>\n");
+    html
+}
+
+/// What a reader must know before trusting the numbers: an empty, running
+/// or unfinished campaign says so.
+fn notes(data: &RunData, summary: &Summary) -> Vec<String> {
+    let mut notes = Vec::new();
+    if data.campaign.is_none() {
+        notes.push("The store holds no campaign record: the campaign never got going.".into());
+    }
+    if data.tasks.is_empty() {
+        notes.push("The campaign has no tasks yet: there is nothing to report.".into());
+    } else if data.verdicts.is_empty() {
+        notes.push("No verdicts yet: no task has been graded, so there are no speedups.".into());
+    }
+    let unsettled = summary.tasks - summary.settled - summary.failed;
+    match summary.state.as_str() {
+        "running" => notes.push(
+            "The campaign is running, or stopped without recording its end: this is a snapshot \
+             of its store."
+                .into(),
+        ),
+        "finished" | "not started" => {}
+        state if unsettled > 0 => notes.push(format!(
+            "The campaign ended {state} with {unsettled} of {} tasks neither settled nor failed.",
+            summary.tasks
+        )),
+        state => notes.push(format!("The campaign ended {state}.")),
+    }
+    if summary.failed > 0 {
+        notes.push(format!(
+            "{} of {} tasks failed: they ran out of attempts or budget without a verdict.",
+            summary.failed, summary.tasks
+        ));
+    }
+    notes
+}
+
+fn summary_table(data: &RunData, summary: &Summary) -> String {
+    let mut rows: Vec<(&str, String)> = vec![
+        ("state", summary.state.clone()),
+        ("run directory", data.run_dir.display().to_string()),
+    ];
+    if let Some(c) = &data.campaign {
+        rows.push(("started", time::utc(c.started_at)));
+        if let Some(end) = c.ended_at {
+            rows.push(("ended", time::utc(end)));
+        }
+        rows.push(("duration", time::duration(data.end() - c.started_at)));
+    }
+    if let Some(policy) = data.policy() {
+        rows.push(("agent policy", policy));
+    }
+    rows.extend([
+        ("tasks", summary.tasks.to_string()),
+        (
+            "settled",
+            format!("{} ({} ok)", summary.settled, summary.ok),
+        ),
+        ("failed", summary.failed.to_string()),
+        ("grades", data.verdicts.len().to_string()),
+        (
+            "geometric-mean speedup",
+            summary
+                .geomean_speedup
+                .map_or_else(|| "-".into(), |g| format!("{g:.2}x")),
+        ),
+    ]);
+    let mut html = String::from("<h2>Summary</h2>\n<table id=\"summary\">\n");
+    for (key, value) in rows {
+        let _ = writeln!(html, "<tr><th>{key}</th><td>{}</td></tr>", escape(&value));
+    }
+    html.push_str("</table>\n");
+    html
+}
+
+/// A figure's SVG in the page, with the id a reader (or a test) finds it by.
+fn inline(figure: &Figure) -> String {
+    let id = figure.kind.id();
+    let title = figure.kind.title();
+    let svg = figure
+        .svg
+        .trim_start()
+        .strip_prefix("<svg")
+        .unwrap_or(&figure.svg);
+    format!(
+        "<figure id=\"figure-{id}\">\n<h2>{title}</h2>\n\
+         <svg id=\"{id}\" role=\"img\" aria-label=\"{title}\"{svg}\n\
+         <figcaption>Also as <a href=\"{id}.svg\">{id}.svg</a> and \
+         <a href=\"{id}.png\">{id}.png</a>.</figcaption>\n</figure>\n"
+    )
+}
+
+fn results_table(data: &RunData) -> String {
+    let mut html = String::from("<h2>Results</h2>\n");
+    if data.tasks.is_empty() {
+        html.push_str("<p>No tasks.</p>\n");
+        return html;
+    }
+    html.push_str(
+        "<table id=\"results\">\n<tr><th>task</th><th>kernel</th><th>language</th>\
+         <th>precision</th><th>outcome</th><th>attempts</th><th>tokens</th>\
+         <th>settled by</th><th>speedup</th></tr>\n",
+    );
+    let settled_by = data.settled_by();
+    let tokens = data.tokens();
+    for t in &data.tasks {
+        // A failed task's status says why it failed.
+        let outcome = match (outcome(t), &t.status) {
+            ("failed", Some(why)) => format!("failed: {why}"),
+            (outcome, _) => outcome.to_string(),
+        };
+        let speedup = t.speedup.map_or_else(|| "-".into(), |s| format!("{s:.2}x"));
+        let _ = writeln!(
+            html,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>\
+             <td class=\"number\">{}</td><td class=\"number\">{}</td><td>{}</td>\
+             <td class=\"number\">{speedup}</td></tr>",
+            escape(&t.id),
+            escape(&t.kernel),
+            escape(&t.language),
+            escape(&t.precision),
+            escape(&outcome),
+            t.attempts,
+            tokens.get(t.id.as_str()).copied().unwrap_or(0),
+            escape(settled_by.get(t.id.as_str()).copied().unwrap_or("-")),
+        );
+    }
+    html.push_str("</table>\n");
+    html
+}
+
+/// Text as HTML text or attribute value.
+fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use hpcagent_orchestrator::store::{CampaignRow, TaskRow};
+
+    use super::*;
+    use crate::figures::Kind;
+
+    fn data(kernel: &str) -> RunData {
+        RunData {
+            run_dir: PathBuf::from("/runs/1234"),
+            campaign: Some(CampaignRow {
+                id: "1234".into(),
+                state: "running".into(),
+                started_at: 0.0,
+                ended_at: None,
+                config: String::new(),
+            }),
+            tasks: vec![TaskRow {
+                id: format!("{kernel}.c.fp64"),
+                kernel: kernel.into(),
+                language: "c".into(),
+                precision: "fp64".into(),
+                repeat: 0,
+                state: "leased".into(),
+                attempts: 1,
+                budget_used_s: 0.0,
+                status: None,
+                speedup: None,
+            }],
+            attempts: Vec::new(),
+            verdicts: Vec::new(),
+            events: Vec::new(),
+        }
+    }
+
+    fn figures() -> Vec<Figure> {
+        Kind::ALL
+            .iter()
+            .map(|&kind| Figure {
+                kind,
+                svg: "<svg width=\"10\" height=\"10\" xmlns=\"http://www.w3.org/2000/svg\"></svg>"
+                    .into(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_page_inlines_every_figure_and_needs_nothing_else() {
+        let html = page(&data("gemm"), &figures());
+        for kind in Kind::ALL {
+            let id = kind.id();
+            assert!(
+                html.contains(&format!(
+                    "<svg id=\"{id}\" role=\"img\" aria-label=\"{}\" width=",
+                    kind.title()
+                )),
+                "{id}: {html}"
+            );
+            assert!(
+                html.contains(&format!("<figure id=\"figure-{id}\">")),
+                "{id}"
+            );
+        }
+        for external in ["<script", "<img", "<link", "src=", "@import", "url("] {
+            assert!(!html.contains(external), "{external} in {html}");
+        }
+        assert!(
+            html.contains("this is a snapshot"),
+            "a running campaign says so"
+        );
+        assert!(html.contains("<tr><td>gemm.c.fp64</td>"), "{html}");
+    }
+
+    #[test]
+    fn names_from_the_store_are_text_not_markup() {
+        let html = page(&data("<b>x</b>&\"'"), &figures());
+        assert!(!html.contains("<b>x</b>"), "{html}");
+        assert!(
+            html.contains("&lt;b&gt;x&lt;/b&gt;&amp;&quot;&#39;"),
+            "{html}"
+        );
+    }
+}

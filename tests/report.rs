@@ -1,0 +1,167 @@
+//! `hpcagent report` on a real local campaign, and the page as a browser
+//! (headless Chromium) renders it: every figure is there, with a size.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::{example, hpcagent, only_run_dir, stderr, stdout};
+
+const FIGURES: [&str; 4] = ["speedup", "status", "effort", "timeline"];
+
+/// Measures each inlined figure as laid out, and writes what it found into
+/// the DOM, where `--dump-dom` shows it. Added to a copy of the page only:
+/// the report itself carries no script.
+const PROBE: &str = r#"<script>
+const found = [];
+for (const svg of document.querySelectorAll("figure > svg")) {
+  const box = svg.getBoundingClientRect();
+  const texts = svg.querySelectorAll("text").length;
+  svg.setAttribute("data-rendered", `${Math.round(box.width)}x${Math.round(box.height)}x${texts}`);
+  found.push(svg.id);
+}
+document.body.setAttribute("data-figures", found.join(","));
+</script>
+</body>"#;
+
+#[test]
+fn a_campaign_report_shows_every_figure_in_a_browser() {
+    let root = tempfile::tempdir().unwrap();
+    let run_dir = run_campaign(root.path());
+
+    let out = hpcagent().arg("report").arg(&run_dir).output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let page = run_dir.join("report/index.html");
+    assert_eq!(
+        stdout(&out).trim(),
+        page.display().to_string(),
+        "it prints the page"
+    );
+    for id in FIGURES {
+        for ext in ["svg", "png"] {
+            let file = run_dir.join(format!("report/{id}.{ext}"));
+            let len = std::fs::metadata(&file).map(|m| m.len()).unwrap_or(0);
+            assert!(len > 1000, "{} holds {len} bytes", file.display());
+        }
+    }
+    let html = std::fs::read_to_string(&page).unwrap();
+    for task in ["gemm.c.fp64", "atax.cpp.fp64", "softmax.c.fp64"] {
+        assert!(
+            html.contains(&format!("<tr><td>{task}</td>")),
+            "{task} in the results table"
+        );
+    }
+    assert!(
+        html.contains("<tr><th>state</th><td>finished</td></tr>"),
+        "{html}"
+    );
+    assert!(
+        html.contains("<tr><th>settled</th><td>6 (6 ok)</td></tr>"),
+        "{html}"
+    );
+    assert!(
+        html.contains("<tr><th>agent policy</th><td>baseline</td></tr>"),
+        "{html}"
+    );
+
+    let dom = render_in_chromium(&page);
+    let found = attribute(&dom, "<body", "data-figures").expect("the probe ran");
+    assert_eq!(found, FIGURES.join(","), "the figures the browser found");
+    for id in FIGURES {
+        let rendered = attribute(&dom, &format!("<svg id=\"{id}\""), "data-rendered")
+            .unwrap_or_else(|| panic!("{id} not measured"));
+        let [width, height, texts]: [u32; 3] = rendered
+            .split('x')
+            .map(|n| n.parse().unwrap())
+            .collect::<Vec<_>>()
+            .try_into()
+            .unwrap();
+        assert!(
+            width >= 400 && height >= 200,
+            "{id} rendered {width}x{height}"
+        );
+        assert!(
+            texts >= 5,
+            "{id} has {texts} text elements: axes, labels, legend"
+        );
+    }
+
+    // Elsewhere with --out; a directory with no campaign is refused.
+    let elsewhere = root.path().join("elsewhere");
+    let out = hpcagent()
+        .arg("report")
+        .arg(&run_dir)
+        .arg("--out")
+        .arg(&elsewhere)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(elsewhere.join("index.html").is_file());
+    let out = hpcagent().arg("report").arg(root.path()).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("no campaign ever ran there"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+/// Three kernels in C and C++ with the baseline policy, on this machine.
+fn run_campaign(root: &Path) -> PathBuf {
+    let env = example("local.env");
+    let out = hpcagent()
+        .args(["up", "--env", env.to_str().unwrap()])
+        .args([
+            "--set",
+            "KERNELS=gemm,atax,softmax",
+            "--set",
+            "LANGUAGES=c,cpp",
+        ])
+        .arg("--set")
+        .arg(format!("RUN_ROOT={}", root.display()))
+        .current_dir(common::repo())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}\n{}", stdout(&out), stderr(&out));
+    only_run_dir(root)
+}
+
+/// The DOM of `page` after Chromium loaded it with [`PROBE`] added.
+fn render_in_chromium(page: &Path) -> String {
+    let html = std::fs::read_to_string(page).unwrap();
+    assert_eq!(html.matches("</body>").count(), 1);
+    let probe = page.with_file_name("probe.html");
+    std::fs::write(&probe, html.replace("</body>", PROBE)).unwrap();
+    let profile = tempfile::tempdir().unwrap();
+    // `timeout`: a browser that hangs fails the test rather than stalling it.
+    let out = Command::new("timeout")
+        .args([
+            "60",
+            "chromium",
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+        ])
+        .arg("--window-size=1200,900")
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .arg("--dump-dom")
+        .arg(format!("file://{}", probe.display()))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "chromium (exit {:?}; scripts/test.sh installs Debian's chromium): {}",
+        out.status.code(),
+        stderr(&out)
+    );
+    stdout(&out)
+}
+
+/// The value of `name` in the first tag of `dom` that starts with `tag`.
+fn attribute(dom: &str, tag: &str, name: &str) -> Option<String> {
+    let start = dom.find(tag)?;
+    let element = &dom[start..start + dom[start..].find('>')?];
+    let value = element.split(&format!("{name}=\"")).nth(1)?;
+    Some(value[..value.find('"')?].to_string())
+}
