@@ -185,10 +185,22 @@ impl Runner {
             &[],
         );
         let mut memory = device::for_language(request.language).map_err(|e| ("device", e))?;
+        // Every symbol bound now (not at first use): a library that
+        // references a function nothing defines is refused here, as a
+        // build error, instead of the dynamic linker ending the process
+        // mid-call.
+        let now = libloading::os::unix::RTLD_NOW | libloading::os::unix::RTLD_LOCAL;
         // SAFETY: loading runs the library's initializers: that is the
         // untrusted code this process exists to contain.
-        let library = unsafe { libloading::Library::new(&request.library) }
-            .map_err(|e| ("load", e.to_string()))?;
+        let library: libloading::Library =
+            unsafe { libloading::os::unix::Library::open(Some(&request.library), now) }
+                .map_err(|e| {
+                    // dlerror()'s text (which symbol, which file) is the source.
+                    let why =
+                        std::error::Error::source(&e).map_or(e.to_string(), |s| s.to_string());
+                    ("load", why)
+                })?
+                .into();
         // SAFETY: only the address is taken; the call goes through libffi with
         // the signature the ABI defines.
         let symbol =
