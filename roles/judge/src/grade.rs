@@ -1,10 +1,12 @@
 //! Grading: build, baseline, run, verify, and the verdict.
 //!
 //! `Score` runs the public case: one warm-up call and N timed calls, each on
-//! fresh inputs; the last call's outputs are verified. `Submit` also runs the
-//! held-out cases in the same process and the same loaded library (which
-//! catches results cached across calls), and requires the first call and the
-//! last two to agree bit for bit. A grade holds one slot throughout.
+//! fresh copies of its inputs; every call but the last sees other values
+//! (another seed, same sizes), so the last call, whose outputs are verified,
+//! cannot be answered from a result cached by an earlier one. `Submit` also
+//! runs the held-out cases in the same process and the same loaded library,
+//! and requires the first call and the last two on the same inputs to agree
+//! bit for bit. A grade holds one slot throughout.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -292,7 +294,11 @@ impl Judge {
             std::os::unix::fs::PermissionsExt::from_mode(0o755),
         )
         .map_err(|e| format!("library permissions: {e}"))?;
-        let run_cases: Vec<RunCase> = cases
+        let earlier = self
+            .earlier_inputs(prepared, cases[0])
+            .await
+            .map_err(|e| format!("inputs of the earlier calls: {e}"))?;
+        let mut run_cases: Vec<RunCase> = cases
             .iter()
             .enumerate()
             .map(|(i, inputs)| RunCase {
@@ -308,16 +314,35 @@ impl Judge {
                 digests: i == 0 && digests,
             })
             .collect();
-        let case_bytes: u64 = cases
-            .iter()
-            .map(|c| {
-                c.arrays
+        for arg in &mut run_cases[0].args {
+            if let RunArg::Array {
+                name, earlier: e, ..
+            } = arg
+            {
+                *e = earlier
+                    .arrays
                     .iter()
-                    .map(|a| (a.elements * a.dtype.size()) as u64)
-                    .sum::<u64>()
-                    + c.workspace_bytes
-            })
+                    .find(|a| &a.name == name)
+                    .and_then(|a| a.input.clone());
+            }
+        }
+        let earlier_bytes: u64 = earlier
+            .arrays
+            .iter()
+            .filter(|a| a.input.is_some())
+            .map(|a| (a.elements * a.dtype.size()) as u64)
             .sum();
+        let case_bytes: u64 = earlier_bytes
+            + cases
+                .iter()
+                .map(|c| {
+                    c.arrays
+                        .iter()
+                        .map(|a| (a.elements * a.dtype.size()) as u64)
+                        .sum::<u64>()
+                        + c.workspace_bytes
+                })
+                .sum::<u64>();
         let output_bytes: u64 = cases
             .iter()
             .flat_map(|c| c.arrays.iter().filter(|a| a.role.is_output()))
@@ -365,6 +390,26 @@ impl Judge {
         })
         .await?;
         Ok((outcome, dir))
+    }
+
+    /// The inputs of every call of the first case but the last: the same
+    /// kernel and sizes with another seed (derived from the case's, so they
+    /// are generated once and cached like any case's).
+    async fn earlier_inputs(
+        &self,
+        prepared: &Prepared<'_>,
+        case: &CaseInputs,
+    ) -> Result<CaseInputs, crate::data::DataError> {
+        let seed = rand_core::RngCore::next_u64(&mut crate::data::seeded_rng(&[
+            b"earlier calls",
+            case.key.as_bytes(),
+        ]));
+        let other = crate::data::Case {
+            precision: prepared.precision,
+            sizes: case.sizes.clone(),
+            seed,
+        };
+        self.data.inputs(prepared.kernel, &other).await
     }
 
     /// The baseline's median time on the public case, measured in this slot
@@ -497,6 +542,7 @@ fn run_args(kernel: &Kernel, precision: Precision, inputs: &CaseInputs) -> Vec<R
                     role: a.role,
                     elements: a.elements,
                     input: a.input.clone(),
+                    earlier: None,
                 }
             }
             abi::Arg::Scalar { name, dtype } => {
@@ -658,13 +704,15 @@ fn judge_held_out(
             _ => None,
         })
         .collect();
-    // The first call and the last two (fewer when there are fewer calls).
+    // The first call and the last two before the verified one, which sees
+    // other inputs (fewer when there are fewer calls).
     let calls = outcome
         .events
         .iter()
         .filter(|e| matches!(e, Event::Rep { case: 0, .. }))
         .count();
-    let deterministic = digests.len() >= calls.min(3) && digests.windows(2).all(|w| w[0] == w[1]);
+    let deterministic =
+        digests.len() >= calls.saturating_sub(1).min(3) && digests.windows(2).all(|w| w[0] == w[1]);
     verdict.deterministic = Some(deterministic);
     if verdict.hidden_passed < verdict.hidden_total {
         let message = format!(
@@ -675,7 +723,7 @@ fn judge_held_out(
         return set(verdict, Status::Overfit, message);
     }
     if !deterministic {
-        let message = "not deterministic: calls on the same inputs gave different bits (first and last two compared)";
+        let message = "not deterministic: calls on the same inputs gave different bits (the first and the last two on those inputs compared)";
         return set(verdict, Status::Incorrect, message);
     }
     verdict.message = format!(

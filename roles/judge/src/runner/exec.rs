@@ -6,7 +6,10 @@
 //! the process drops to the run's user (root judges), confines itself, and
 //! only then loads the library, whose initializers already run confined.
 //! Every call gets fresh copies of the inputs and outputs pre-filled with a
-//! canary; only the call is timed.
+//! canary; only the call is timed. Every call but the last of a case may get
+//! other input values (`earlier`), so that the verified call is one whose
+//! answer no earlier call computed; its outputs are copied the moment it
+//! returns, so work a kernel leaves running after it returns does not count.
 
 use std::collections::BTreeMap;
 use std::ffi::c_void;
@@ -131,8 +134,21 @@ struct ArrayState {
     buffer: Buffer,
     /// The trusted copy of an input, read before confinement.
     master: Option<Vec<u8>>,
+    /// The input of every call but the last, when the case has one.
+    earlier: Option<Vec<u8>>,
     canary: Vec<u8>,
     input_modified: bool,
+}
+
+impl ArrayState {
+    /// What the array holds when a call starts: its input (the earlier one
+    /// before every call but the last), else the canary.
+    fn input_for(&self, last: bool) -> &[u8] {
+        let earlier = self.earlier.as_deref().filter(|_| !last);
+        earlier
+            .or(self.master.as_deref())
+            .unwrap_or(self.canary.as_slice())
+    }
 }
 
 impl Runner {
@@ -169,10 +185,22 @@ impl Runner {
             &[],
         );
         let mut memory = device::for_language(request.language).map_err(|e| ("device", e))?;
+        // Every symbol bound now (not at first use): a library that
+        // references a function nothing defines is refused here, as a
+        // build error, instead of the dynamic linker ending the process
+        // mid-call.
+        let now = libloading::os::unix::RTLD_NOW | libloading::os::unix::RTLD_LOCAL;
         // SAFETY: loading runs the library's initializers: that is the
         // untrusted code this process exists to contain.
-        let library = unsafe { libloading::Library::new(&request.library) }
-            .map_err(|e| ("load", e.to_string()))?;
+        let library: libloading::Library =
+            unsafe { libloading::os::unix::Library::open(Some(&request.library), now) }
+                .map_err(|e| {
+                    // dlerror()'s text (which symbol, which file) is the source.
+                    let why =
+                        std::error::Error::source(&e).map_or(e.to_string(), |s| s.to_string());
+                    ("load", why)
+                })?
+                .into();
         // SAFETY: only the address is taken; the call goes through libffi with
         // the signature the ABI defines.
         let symbol =
@@ -210,7 +238,7 @@ impl Runner {
         &mut self,
         index: usize,
         case: &RunCase,
-        masters: Vec<Option<Vec<u8>>>,
+        masters: Vec<Masters>,
         memory: &mut dyn Memory,
         code: CodePtr,
         papi: Option<&Papi>,
@@ -236,11 +264,13 @@ impl Runner {
                     let buffer = memory.alloc(bytes).map_err(|e| ("alloc", e))?;
                     values.push(Value::Ptr(buffer.ptr));
                     types.push(Type::pointer());
+                    let (master, earlier) = masters.next().unwrap_or_default();
                     arrays.push(ArrayState {
                         name: name.clone(),
                         role: *role,
                         buffer,
-                        master: masters.next().flatten(),
+                        master,
+                        earlier,
                         canary: canary::fill(*dtype, *elements),
                         input_modified: false,
                     });
@@ -276,14 +306,21 @@ impl Runner {
             })
             .collect();
         let total = case.warmup + case.reps;
+        // Calls [0, same) see the same inputs: the determinism check compares
+        // the first of them with the last two.
+        let same = if arrays.iter().any(|a| a.earlier.is_some()) {
+            total.saturating_sub(1)
+        } else {
+            total
+        };
         let mut counters: BTreeMap<String, f64> = BTreeMap::new();
+        let mut last_outputs = Vec::new();
         for rep in 0..total {
+            let last = rep + 1 == total;
             for a in &arrays {
-                let fresh = match (&a.master, a.role) {
-                    (Some(master), _) => master.as_slice(),
-                    (None, _) => a.canary.as_slice(),
-                };
-                memory.upload(a.buffer, fresh).map_err(|e| ("copy", e))?;
+                memory
+                    .upload(a.buffer, a.input_for(last))
+                    .map_err(|e| ("copy", e))?;
             }
             if workspace.bytes > 0 {
                 memory.upload(workspace, &zeros).map_err(|e| ("copy", e))?;
@@ -305,9 +342,22 @@ impl Runner {
                     *counters.entry(name).or_default() += value;
                 }
             }
-            // The first call, and the last two (so a result that alternates between calls shows).
-            if case.digests && (rep == 0 || rep + 2 >= total) {
-                let digest = digest_outputs(&arrays, memory)?;
+            // The first call, and the last two on the same inputs (so a
+            // result that alternates between calls shows).
+            let digest = case.digests && (rep == 0 || (rep < same && rep + 2 >= same));
+            let snapshot = digest || (last && case.send_outputs);
+            if !snapshot {
+                self.check_inputs(index, rep, total, &mut arrays, memory)?;
+                self.send_rep(index, rep, ns, warmup);
+                continue;
+            }
+            // Before anything else: a thread the kernel left computing must
+            // not finish the answer while the judge looks.
+            let outputs = read_outputs(&arrays, memory)?;
+            if digest {
+                let mut hash = Sha256::new();
+                outputs.iter().for_each(|bytes| hash.update(bytes));
+                let digest = hash.finalize().iter().map(|b| format!("{b:02x}")).collect();
                 self.send(
                     &Event::OutputDigest {
                         case: index,
@@ -317,18 +367,11 @@ impl Runner {
                     &[],
                 );
             }
-            if rep == 0 || rep + 1 == total {
-                self.check_inputs(index, &mut arrays, memory)?;
+            if last {
+                last_outputs = outputs;
             }
-            self.send(
-                &Event::Rep {
-                    case: index,
-                    rep,
-                    ns,
-                    warmup,
-                },
-                &[],
-            );
+            self.check_inputs(index, rep, total, &mut arrays, memory)?;
+            self.send_rep(index, rep, ns, warmup);
         }
         if !counters.is_empty() {
             let reps = case.reps.max(1) as f64;
@@ -341,34 +384,51 @@ impl Runner {
                 &[],
             );
         }
-        if case.send_outputs {
-            for a in arrays.iter().filter(|a| a.role.is_output()) {
-                let bytes = read_buffer(a.buffer, memory)?;
-                self.send(
-                    &Event::Output {
-                        case: index,
-                        array: a.name.clone(),
-                    },
-                    &bytes,
-                );
-            }
+        let outputs = arrays.iter().filter(|a| a.role.is_output());
+        for (a, bytes) in outputs.zip(&last_outputs) {
+            self.send(
+                &Event::Output {
+                    case: index,
+                    array: a.name.clone(),
+                },
+                bytes,
+            );
         }
         Ok(())
     }
 
-    /// Reports each input array the kernel wrote to (once per array).
+    fn send_rep(&mut self, case: usize, rep: u32, ns: u64, warmup: bool) {
+        self.send(
+            &Event::Rep {
+                case,
+                rep,
+                ns,
+                warmup,
+            },
+            &[],
+        );
+    }
+
+    /// Reports each input array the kernel wrote to (once per array), after
+    /// the first and the last call.
     fn check_inputs(
         &mut self,
         case: usize,
+        rep: u32,
+        total: u32,
         arrays: &mut [ArrayState],
         memory: &mut dyn Memory,
     ) -> Result<(), Failure> {
+        let last = rep + 1 == total;
+        if rep != 0 && !last {
+            return Ok(());
+        }
         for a in arrays
             .iter_mut()
             .filter(|a| a.role == Role::In && !a.input_modified)
         {
             let now = read_buffer(a.buffer, memory)?;
-            if Some(now.as_slice()) != a.master.as_deref() {
+            if now.as_slice() != a.input_for(last) {
                 a.input_modified = true;
                 self.send(
                     &Event::InputModified {
@@ -392,16 +452,20 @@ fn read_buffer(buffer: Buffer, memory: &mut dyn Memory) -> Result<Vec<u8>, Failu
     Ok(out)
 }
 
-fn digest_outputs(arrays: &[ArrayState], memory: &mut dyn Memory) -> Result<String, Failure> {
-    let mut hash = Sha256::new();
-    for a in arrays.iter().filter(|a| a.role.is_output()) {
-        hash.update(read_buffer(a.buffer, memory)?);
-    }
-    Ok(hash.finalize().iter().map(|b| format!("{b:02x}")).collect())
+/// Every output array's bytes, in argument order.
+fn read_outputs(arrays: &[ArrayState], memory: &mut dyn Memory) -> Result<Vec<Vec<u8>>, Failure> {
+    arrays
+        .iter()
+        .filter(|a| a.role.is_output())
+        .map(|a| read_buffer(a.buffer, memory))
+        .collect()
 }
 
+/// An array's input for the last call and, when it has one, for the others.
+type Masters = (Option<Vec<u8>>, Option<Vec<u8>>);
+
 /// Every case's input arrays, read while the files are still reachable.
-fn read_inputs(request: &Request) -> Result<Vec<Vec<Option<Vec<u8>>>>, Failure> {
+fn read_inputs(request: &Request) -> Result<Vec<Vec<Masters>>, Failure> {
     request
         .cases
         .iter()
@@ -411,33 +475,33 @@ fn read_inputs(request: &Request) -> Result<Vec<Vec<Option<Vec<u8>>>>, Failure> 
                 .filter_map(|arg| match arg {
                     RunArg::Array {
                         input,
+                        earlier,
                         dtype,
                         elements,
                         ..
-                    } => Some((input, elements * dtype.size())),
+                    } => Some((input, earlier, elements * dtype.size())),
                     _ => None,
                 })
-                .map(|(input, bytes)| match input {
-                    None => Ok(None),
-                    Some(path) => {
-                        let data = std::fs::read(path)
-                            .map_err(|e| ("inputs", format!("{}: {e}", path.display())))?;
-                        if data.len() != bytes {
-                            return Err((
-                                "inputs",
-                                format!(
-                                    "{} holds {} bytes, not {bytes}",
-                                    path.display(),
-                                    data.len()
-                                ),
-                            ));
-                        }
-                        Ok(Some(data))
-                    }
+                .map(|(input, earlier, bytes)| {
+                    Ok((read_input(input, bytes)?, read_input(earlier, bytes)?))
                 })
                 .collect()
         })
         .collect()
+}
+
+fn read_input(path: &Option<std::path::PathBuf>, bytes: usize) -> Result<Option<Vec<u8>>, Failure> {
+    let Some(path) = path else {
+        return Ok(None);
+    };
+    let data = std::fs::read(path).map_err(|e| ("inputs", format!("{}: {e}", path.display())))?;
+    if data.len() != bytes {
+        return Err((
+            "inputs",
+            format!("{} holds {} bytes, not {bytes}", path.display(), data.len()),
+        ));
+    }
+    Ok(Some(data))
 }
 
 /// True when the process sees no network interface but loopback.

@@ -44,7 +44,8 @@ pub struct RunCase {
     pub reps: u32,
     /// Send the outputs of the last call back for verification.
     pub send_outputs: bool,
-    /// Report output digests of the first and last two calls (determinism).
+    /// Report output digests of the first call and the last two on the same
+    /// inputs (determinism).
     pub digests: bool,
 }
 
@@ -58,6 +59,10 @@ pub enum RunArg {
         elements: usize,
         /// Raw little-endian input, for `in` and `inout` arrays.
         input: Option<PathBuf>,
+        /// Other values of the same kind, for every call but the last: a
+        /// result cached from an earlier call is stale on the verified one.
+        #[serde(default)]
+        earlier: Option<PathBuf>,
     },
     Int(i64),
     F64(f64),

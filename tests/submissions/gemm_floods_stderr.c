@@ -1,0 +1,11 @@
+/* Writes without end to stderr. */
+#include <stdint.h>
+#include <string.h>
+#include <unistd.h>
+void gemm_fp64(const double *restrict A, const double *restrict B, double *restrict C,
+               const int64_t NI, const int64_t NJ, const int64_t NK,
+               const double alpha, const double beta, uint8_t *restrict workspace, const int64_t workspace_size) {
+    static char line[1 << 16];
+    memset(line, 'e', sizeof line);
+    for (;;) write(2, line, sizeof line);
+}

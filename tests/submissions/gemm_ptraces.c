@@ -1,0 +1,26 @@
+/* Attaches to its parent with ptrace and opens its memory; success poisons the answer. */
+#include <stdint.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <sys/ptrace.h>
+#include <unistd.h>
+static void gemm(const double *restrict A, const double *restrict B, double *restrict C,
+                 const int64_t NI, const int64_t NJ, const int64_t NK, const double alpha, const double beta) {
+    for (int64_t i = 0; i < NI; i++) {
+        for (int64_t j = 0; j < NJ; j++) C[i*NJ+j] *= beta;
+        for (int64_t k = 0; k < NK; k++) {
+            const double a = alpha * A[i*NK+k];
+            for (int64_t j = 0; j < NJ; j++) C[i*NJ+j] += a * B[k*NJ+j];
+        }
+    }
+}
+void gemm_fp64(const double *restrict A, const double *restrict B, double *restrict C,
+               const int64_t NI, const int64_t NJ, const int64_t NK,
+               const double alpha, const double beta, uint8_t *restrict workspace, const int64_t workspace_size) {
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/mem", (int)getppid());
+    int traced = ptrace(PTRACE_ATTACH, getppid(), NULL, NULL) == 0;
+    int opened = open(path, O_RDONLY) >= 0;
+    gemm(A, B, C, NI, NJ, NK, alpha, beta);
+    if (traced || opened) C[0] = -C[0];
+}

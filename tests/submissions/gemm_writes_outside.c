@@ -1,0 +1,25 @@
+/* Creates TARGET outside its sandbox; success poisons the answer. */
+#include <stdint.h>
+#include <fcntl.h>
+#include <unistd.h>
+#ifndef TARGET
+#define TARGET "/tmp/hpcagent-escaped"
+#endif
+static void gemm(const double *restrict A, const double *restrict B, double *restrict C,
+                 const int64_t NI, const int64_t NJ, const int64_t NK, const double alpha, const double beta) {
+    for (int64_t i = 0; i < NI; i++) {
+        for (int64_t j = 0; j < NJ; j++) C[i*NJ+j] *= beta;
+        for (int64_t k = 0; k < NK; k++) {
+            const double a = alpha * A[i*NK+k];
+            for (int64_t j = 0; j < NJ; j++) C[i*NJ+j] += a * B[k*NJ+j];
+        }
+    }
+}
+void gemm_fp64(const double *restrict A, const double *restrict B, double *restrict C,
+               const int64_t NI, const int64_t NJ, const int64_t NK,
+               const double alpha, const double beta, uint8_t *restrict workspace, const int64_t workspace_size) {
+    int fd = open(TARGET, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int wrote = fd >= 0 && write(fd, "escaped", 7) == 7;
+    gemm(A, B, C, NI, NJ, NK, alpha, beta);
+    if (wrote) C[0] = -C[0];
+}
