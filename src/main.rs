@@ -37,6 +37,6 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(code) => code,
-        Err(err) => commands::report(&err),
+        Err(err) => commands::report_error(&err),
     }
 }

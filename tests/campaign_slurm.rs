@@ -69,14 +69,23 @@ fn step_of(job: &str, name: &str) -> String {
         .unwrap_or_else(|| panic!("no step {name} in job {job}"))
 }
 
+/// SIGKILL to the step named `name`. The controller has been seen to answer
+/// "not found" for a step squeue had just listed: look it up again and retry.
 fn kill_step(job: &str, name: &str) {
-    let step = step_of(job, name);
-    let ok = Command::new("scancel")
-        .args(["--ctld", "--signal=KILL", &step])
-        .status()
-        .unwrap()
-        .success();
-    assert!(ok, "scancel {step}");
+    let mut refusals = Vec::new();
+    for _ in 0..5 {
+        let step = step_of(job, name);
+        let out = Command::new("scancel")
+            .args(["--ctld", "--signal=KILL", &step])
+            .output()
+            .unwrap();
+        if out.status.success() {
+            return;
+        }
+        refusals.push(format!("{step}: {}", stderr(&out)));
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    panic!("scancel refused every time: {refusals:#?}");
 }
 
 /// `hpcagent up --resume` on this machine (the local executor).

@@ -186,11 +186,21 @@ pub struct Pulse {
 pub struct Heartbeat {
     pub pulse: Arc<Mutex<Pulse>>,
     drain: tokio::sync::watch::Receiver<bool>,
+    /// Sends the next heartbeat now rather than at its interval.
+    wake: Arc<tokio::sync::Notify>,
 }
 
 impl Heartbeat {
+    /// A change of readiness is told at once: the campaign waits on it (a
+    /// ready agent may be given work, a role no longer ready may not).
     pub fn set_ready(&self, ready: bool) {
-        self.pulse.lock().expect("pulse").ready = ready;
+        let changed = {
+            let mut pulse = self.pulse.lock().expect("pulse");
+            std::mem::replace(&mut pulse.ready, ready) != ready
+        };
+        if changed {
+            self.wake.notify_one();
+        }
     }
 
     pub fn hold(&self, lease: &str) {
@@ -240,7 +250,9 @@ pub fn start_heartbeats_then(
 ) -> Heartbeat {
     let pulse = Arc::new(Mutex::new(Pulse::default()));
     let (drain_tx, drain) = tokio::sync::watch::channel(false);
+    let wake = Arc::new(tokio::sync::Notify::new());
     let shared = pulse.clone();
+    let woken = wake.clone();
     tokio::spawn(async move {
         let mut last_contact = Instant::now();
         loop {
@@ -286,8 +298,11 @@ pub fn start_heartbeats_then(
                 }
                 Err(status) => tracing::warn!("heartbeat: {}", status.message()),
             }
-            tokio::time::sleep(interval).await;
+            tokio::select! {
+                () = tokio::time::sleep(interval) => {}
+                () = woken.notified() => {}
+            }
         }
     });
-    Heartbeat { pulse, drain }
+    Heartbeat { pulse, drain, wake }
 }

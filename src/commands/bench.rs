@@ -193,7 +193,7 @@ fn startup_bench(a: StartupArgs) -> anyhow::Result<()> {
 fn report_ray_startup(ours: f64) {
     match peers::ray_startup() {
         Ok(ray) => {
-            println!("peer ray: `ray start --head` and one worker alive in {ray:.2} s");
+            println!("peer ray: a head and one worker node alive in {ray:.2} s");
             println!(
                 "{}",
                 stats::ratio_line("ray vs hpcagent", ray / ours, "the time", "—")

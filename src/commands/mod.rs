@@ -133,7 +133,7 @@ impl ConfigFlags {
 }
 
 /// Prints an error; configuration and input errors exit 2, everything else 1.
-pub fn report(err: &anyhow::Error) -> ExitCode {
+pub fn report_error(err: &anyhow::Error) -> ExitCode {
     if let Some(config) = err.downcast_ref::<ConfigError>() {
         for diagnostic in &config.0 {
             eprintln!("error: {diagnostic}");

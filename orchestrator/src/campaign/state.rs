@@ -128,13 +128,17 @@ impl Campaign {
                 entry.slurm_step = None;
                 entry.detail.clear();
             }
-            if entry.state != state {
-                let detail = match &state {
-                    RoleState::Dead(why) | RoleState::Failed(why) => why.clone(),
-                    _ => String::new(),
-                };
-                self.store.event(instance, state.name(), &detail);
+            // Heartbeats repeat the state: only a change is worth a write
+            // (at a thousand instances, one per heartbeat was most of the
+            // orchestrator's CPU).
+            if entry.state == state {
+                return;
             }
+            let detail = match &state {
+                RoleState::Dead(why) | RoleState::Failed(why) => why.clone(),
+                _ => String::new(),
+            };
+            self.store.event(instance, state.name(), &detail);
             entry.state = state;
             self.store.role(
                 instance,

@@ -126,7 +126,7 @@ pub async fn launch(launch: Launch<'_>) -> Result<RunOutcome, String> {
     drop(writer);
     let pid = child.id().ok_or("the runner vanished at start")?;
     // Should this future be dropped mid-run, the run's processes go with it.
-    let _cleanup = KillOnDrop(pid);
+    let cleanup = KillOnDrop(pid);
     let budget = launch.output_bytes + (64 << 20);
     let collect = tokio::spawn(read_channel(reader, budget));
     if let Some(mut stdin) = child.stdin.take() {
@@ -147,6 +147,8 @@ pub async fn launch(launch: Launch<'_>) -> Result<RunOutcome, String> {
         Some(status) => status,
         None => child.wait().await.map_err(|e| e.to_string())?,
     };
+    // Reaped: its tree is gone, and its pid may now be another process's.
+    cleanup.disarm();
     let (events, outputs, channel_error) =
         match tokio::time::timeout(Duration::from_secs(10), collect).await {
             Ok(Ok(result)) => result,
@@ -238,8 +240,14 @@ fn pick_channel_fd(writer: &OwnedFd) -> i32 {
     if fd == writer.as_raw_fd() { fd + 1 } else { fd }
 }
 
-/// Kills a run's process tree and group when dropped.
+/// Kills a run's process tree and group when dropped, until disarmed.
 struct KillOnDrop(u32);
+
+impl KillOnDrop {
+    fn disarm(self) {
+        std::mem::forget(self);
+    }
+}
 
 impl Drop for KillOnDrop {
     fn drop(&mut self) {

@@ -59,10 +59,15 @@ fn signal(pid: u32, sig: i32) {
     unsafe { libc::kill(pid as i32, sig) };
 }
 
-/// `root` and its descendants, from the process table.
+/// `root` and its descendants, from the process table (none once `root`
+/// is gone).
 fn descendants(root: u32) -> Vec<u32> {
+    let table = parents();
+    if !table.iter().any(|(pid, _)| *pid == root) {
+        return Vec::new();
+    }
     let mut children: HashMap<u32, Vec<u32>> = HashMap::new();
-    for (pid, ppid) in parents() {
+    for (pid, ppid) in table {
         children.entry(ppid).or_default().push(pid);
     }
     let mut out = vec![root];
