@@ -78,16 +78,23 @@ impl Control {
     }
 
     /// Pulls a lease for `agent`'s `worker`, with its attempt directory made
-    /// and its start recorded, all under the scheduler lock: the store sees
-    /// grants and ends in the order they happened.
+    /// and its start recorded. The directory is made outside the scheduler
+    /// lock (a mkdir can take milliseconds on a busy filesystem, and every
+    /// other call waits on that lock); the start is recorded under it, so
+    /// the store sees grants and ends in the order they happened. Nothing
+    /// can end the lease in between but its expiry, a lease TTL away.
     fn grant(&self, agent: &str, worker: u32) -> Result<Pull, Status> {
-        let mut sched = self.campaign.scheduler();
-        let pull = sched.pull(agent, worker, Instant::now());
+        let pull = self
+            .campaign
+            .scheduler()
+            .pull(agent, worker, Instant::now());
         let Pull::Lease(g) = &pull else {
             return Ok(pull);
         };
         let dir = self.campaign.attempt_dir(&g.task.id, g.attempt);
-        if let Err(e) = std::fs::create_dir_all(&dir) {
+        let made = std::fs::create_dir_all(&dir);
+        let mut sched = self.campaign.scheduler();
+        if let Err(e) = made {
             sched.revoke(&g.lease_id);
             return Err(Status::internal(format!("{}: {e}", dir.display())));
         }
