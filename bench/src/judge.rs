@@ -69,18 +69,13 @@ int main(int argc, char **argv) {
 }
 "#;
 
-/// The judge's fixed flags for C, as `judge task` prints them.
-fn judge_flags(exe: &Path, repo: &Path) -> anyhow::Result<Vec<String>> {
-    let out = Command::new(exe)
-        .args(["judge", "task", "gemm", "--language", "c"])
-        .current_dir(repo)
-        .output()?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    let line = text
-        .lines()
-        .find_map(|l| l.strip_prefix("judge flags: "))
-        .context("`judge task` printed no judge flags")?;
-    Ok(line.split_whitespace().map(str::to_string).collect())
+/// The judge's fixed flags for C, from the toolchain the judge detects.
+fn judge_flags() -> anyhow::Result<Vec<String>> {
+    let toolchain = hpcagent_judge::build::toolchain::Toolchain::detect();
+    let compiler = toolchain
+        .compiler(hpcagent_judge::language::Language::C)
+        .map_err(anyhow::Error::msg)?;
+    Ok(compiler.flags.clone())
 }
 
 fn run(command: &mut Command, what: &str) -> anyhow::Result<()> {
@@ -169,7 +164,7 @@ fn grade(options: &Options, judge: &Judge, source: &Path) -> anyhow::Result<(f64
 pub fn run_bench(options: &Options) -> anyhow::Result<Outcome> {
     std::fs::create_dir_all(&options.work_dir)?;
     let dir = &options.work_dir;
-    let flags = judge_flags(&options.exe, &options.repo)?;
+    let flags = judge_flags()?;
     let driver_source = dir.join("driver.c");
     std::fs::write(&driver_source, DRIVER)?;
     let driver = dir.join("driver");

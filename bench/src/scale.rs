@@ -10,6 +10,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
@@ -175,20 +176,10 @@ fn write_tokens(sim: &sim::Simulated, path: &Path) -> anyhow::Result<()> {
         .create(true)
         .truncate(true)
         .write(true)
-        .mode_private()
+        .mode(0o600)
         .open(path)?;
     file.write_all(serde_json::Value::Object(tokens).to_string().as_bytes())?;
     Ok(())
-}
-
-trait Private {
-    fn mode_private(&mut self) -> &mut Self;
-}
-
-impl Private for std::fs::OpenOptions {
-    fn mode_private(&mut self) -> &mut Self {
-        std::os::unix::fs::OpenOptionsExt::mode(self, 0o600)
-    }
 }
 
 /// This process's user and system CPU time so far.

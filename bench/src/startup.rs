@@ -8,7 +8,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use hpcagent_orchestrator::store::Reader;
@@ -153,14 +153,6 @@ fn process_start(pid: i32) -> anyhow::Result<f64> {
     Ok(boot + ticks / hz)
 }
 
-/// Unix seconds now (to check the clock arithmetic above in tests).
-pub fn unix_now() -> f64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs_f64())
-        .unwrap_or(0.0)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -168,7 +160,7 @@ mod tests {
     #[test]
     fn this_process_started_in_the_recent_past() {
         let started = process_start(std::process::id() as i32).unwrap();
-        let age = unix_now() - started;
+        let age = hpcagent_orchestrator::store::now() - started;
         assert!((-1.0..600.0).contains(&age), "started {age} s ago");
     }
 }

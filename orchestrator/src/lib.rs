@@ -23,4 +23,5 @@ pub mod scheduler;
 pub mod slurm;
 pub mod store;
 pub mod supervisor;
+pub mod utc;
 pub mod words;

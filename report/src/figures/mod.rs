@@ -124,6 +124,21 @@ fn placeholder<DB: DrawingBackend>(
     ))
 }
 
+/// The legend every figure draws: boxed, on a faint white ground.
+fn legend<'a, DB: DrawingBackend + 'a, CT: CoordTranslate>(
+    chart: &mut ChartContext<'a, DB, CT>,
+    position: SeriesLabelPosition,
+    font_size: u32,
+) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
+    chart
+        .configure_series_labels()
+        .position(position)
+        .label_font((FAMILY, font_size))
+        .background_style(WHITE.mix(0.9))
+        .border_style(BLACK.mix(0.5))
+        .draw()
+}
+
 /// A fixed colour per name, so a language or status keeps its colour across figures.
 fn color_of(index: usize) -> RGBColor {
     const PALETTE: [RGBColor; 8] = [

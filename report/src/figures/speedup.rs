@@ -166,11 +166,5 @@ pub fn draw<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, data: &RunData) -
     }
     let parity = [(1.0, 0.0), (1.0, bands.len() as f64)];
     chart.draw_series(LineSeries::new(parity, BLACK.mix(0.4).stroke_width(1)))?;
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::LowerRight)
-        .label_font((FAMILY, 14))
-        .background_style(WHITE.mix(0.9))
-        .border_style(BLACK.mix(0.5))
-        .draw()
+    super::legend(&mut chart, SeriesLabelPosition::LowerRight, 14)
 }

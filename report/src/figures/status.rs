@@ -106,11 +106,5 @@ pub fn draw<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, data: &RunData) -
             });
         chart.draw_series(labels)?;
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .label_font((FAMILY, 14))
-        .background_style(WHITE.mix(0.9))
-        .border_style(BLACK.mix(0.5))
-        .draw()
+    super::legend(&mut chart, SeriesLabelPosition::UpperRight, 14)
 }

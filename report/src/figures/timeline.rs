@@ -156,13 +156,7 @@ fn roles<DB: DrawingBackend>(
             .label(class)
             .legend(move |(x, y)| Circle::new((x + 6, y), 5, color.filled()));
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .label_font((FAMILY, 13))
-        .background_style(WHITE.mix(0.9))
-        .border_style(BLACK.mix(0.5))
-        .draw()
+    super::legend(&mut chart, SeriesLabelPosition::UpperRight, 13)
 }
 
 /// Each verdict at the time the judge reported it: filled if it settled its
@@ -210,11 +204,5 @@ fn grades<DB: DrawingBackend>(
             .label(status)
             .legend(move |(x, y)| Circle::new((x + 6, y), 5, color.filled()));
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::LowerRight)
-        .label_font((FAMILY, 13))
-        .background_style(WHITE.mix(0.9))
-        .border_style(BLACK.mix(0.5))
-        .draw()
+    super::legend(&mut chart, SeriesLabelPosition::LowerRight, 13)
 }
