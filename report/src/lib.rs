@@ -20,6 +20,7 @@ use std::path::{Path, PathBuf};
 
 use hpcagent_orchestrator::store::{FILE_NAME, StoreError};
 
+pub use data::geometric_mean;
 pub use figures::Kind as FigureKind;
 
 #[derive(Debug, thiserror::Error)]

@@ -67,24 +67,13 @@ pub fn print_table(results: &[TaskResult]) {
             r.kernel, r.language, r.precision, r.attempts, status, speedup
         );
     }
-    let speedups: Vec<f64> = results
-        .iter()
-        .filter_map(|r| r.speedup)
-        .filter(|s| *s > 0.0)
-        .collect();
     let settled = results.iter().filter(|r| r.state == "settled").count();
     let ok = results
         .iter()
         .filter(|r| r.status.as_deref() == Some("ok"))
         .count();
-    let geomean = if speedups.is_empty() {
-        "-".to_string()
-    } else {
-        format!(
-            "{:.2}x",
-            (speedups.iter().map(|s| s.ln()).sum::<f64>() / speedups.len() as f64).exp()
-        )
-    };
+    let geomean = hpcagent_report::geometric_mean(results.iter().filter_map(|r| r.speedup))
+        .map_or_else(|| "-".to_string(), |mean| format!("{mean:.2}x"));
     println!(
         "{} tasks: {settled} settled ({ok} ok), {} failed; geometric mean speedup {geomean}",
         results.len(),
