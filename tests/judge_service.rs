@@ -270,8 +270,22 @@ fn profile_none_returns_the_programs_output() {
 
 #[test]
 fn profile_linuxperf_reports_counters_and_the_submissions_hot_symbol() {
+    // Sandboxes on another filesystem than the binaries, as under CI: perf
+    // must not copy what it sampled into the sandbox (it once died doing so).
+    let shm = std::path::Path::new("/dev/shm");
+    let device = |p: &std::path::Path| std::os::unix::fs::MetadataExt::dev(&p.metadata().unwrap());
+    assert_ne!(
+        device(shm),
+        device(std::path::Path::new(env!("CARGO_BIN_EXE_hpcagent"))),
+        "/dev/shm shares the binary's filesystem"
+    );
+    let judge = JudgeServer::start(
+        &["--slots", "1"],
+        &[("HPCAGENT_SANDBOX_DIR", "/dev/shm")],
+        None,
+    );
     let path = repo().join("tests/submissions/gemm_ok.c");
-    let out = judge().ask(
+    let out = judge.ask(
         "profile",
         &[
             "--task",

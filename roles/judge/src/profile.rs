@@ -433,6 +433,11 @@ fn perf_record_wrapper(out: &Path) -> Vec<String> {
         "record".into(),
         "-g".into(),
         "-q".into(),
+        // Otherwise perf copies every binary it sampled (the 70+ MB runner
+        // too) into $HOME/.debug, which is the sandbox: across filesystems
+        // that copy hits the run's file-size limit and perf dies before it
+        // finishes perf.data. Reports read the binaries where they lie.
+        "--no-buildid-cache".into(),
         "-o".into(),
         out.join("perf.data").display().to_string(),
         "--".into(),
@@ -514,7 +519,7 @@ fn perf_report_lines(data: &Path, sort: &[&str]) -> String {
                 .take(15)
                 .collect();
             if lines.is_empty() {
-                "(no samples)".into()
+                no_samples(&String::from_utf8_lossy(&o.stderr))
             } else {
                 lines.join("\n")
             }
@@ -524,6 +529,22 @@ fn perf_report_lines(data: &Path, sort: &[&str]) -> String {
             tail(&String::from_utf8_lossy(&o.stderr), 500)
         ),
         Err(e) => format!("perf report: {e}"),
+    }
+}
+
+/// "(no samples)", with perf's own explanation when it gave one (a
+/// truncated perf.data says so on stderr yet exits 0).
+fn no_samples(stderr: &str) -> String {
+    let why: Vec<&str> = stderr
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .take(2)
+        .collect();
+    if why.is_empty() {
+        "(no samples)".into()
+    } else {
+        format!("(no samples: {})", why.join(" "))
     }
 }
 
