@@ -61,7 +61,8 @@ struct StartupArgs {
 
 #[derive(Debug, Args)]
 struct JudgeArgs {
-    #[arg(long, default_value_t = 5)]
+    /// Rounds of (by hand, new source, cached); each ratio is the median of the rounds'.
+    #[arg(long, default_value_t = 11)]
     repeats: usize,
 }
 

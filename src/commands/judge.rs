@@ -1,5 +1,5 @@
 //! `hpcagent judge`: serve the Judge service, or ask one (task, score, submit,
-//! profile, capabilities). `exec` and `confine` are the judge's own helpers.
+//! profile, capabilities). `exec` is the judge's own helper (the runner).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -40,9 +40,6 @@ enum JudgeCommand {
         #[arg(long)]
         channel: i32,
     },
-    /// Confine this process with Landlock, then run COMMAND (used for compilers).
-    #[command(hide = true)]
-    Confine(ConfineArgs),
 }
 
 /// Where the judge finds its corpus and keeps its cache.
@@ -160,26 +157,12 @@ struct ProfileArgs {
     events: Vec<String>,
 }
 
-#[derive(Debug, Args)]
-struct ConfineArgs {
-    /// Become this user (and group) first; root only.
-    #[arg(long)]
-    as_user: Option<u32>,
-    #[arg(long)]
-    read: Vec<PathBuf>,
-    #[arg(long)]
-    write: Vec<PathBuf>,
-    #[arg(last = true, required = true)]
-    command: Vec<String>,
-}
-
 pub fn run(args: JudgeArgs) -> anyhow::Result<()> {
     match args.command {
         JudgeCommand::Exec { channel } => std::process::exit(hpcagent_judge::runner::exec::main(
             &mut std::io::stdin(),
             channel,
         )),
-        JudgeCommand::Confine(a) => confine(a),
         JudgeCommand::Serve(a) => runtime()?.block_on(serve(a)),
         JudgeCommand::Task(a) => runtime()?.block_on(task(a)),
         JudgeCommand::Score(a) => runtime()?.block_on(grade(a, false)),
@@ -194,21 +177,6 @@ pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
         .enable_all()
         .build()
         .context("cannot start the async runtime")
-}
-
-fn confine(args: ConfineArgs) -> anyhow::Result<()> {
-    use std::os::unix::process::CommandExt;
-    if let Some(uid) = args.as_user {
-        hpcagent_judge::sandbox::confine::become_user(uid).map_err(anyhow::Error::msg)?;
-    }
-    let confinement = hpcagent_judge::sandbox::confine::Confinement {
-        read: args.read,
-        write: args.write,
-    };
-    confinement.apply().map_err(anyhow::Error::msg)?;
-    let (program, rest) = args.command.split_first().expect("clap requires a command");
-    let err = std::process::Command::new(program).args(rest).exec();
-    bail!("cannot run {program}: {err}")
 }
 
 async fn serve(args: ServeArgs) -> anyhow::Result<()> {

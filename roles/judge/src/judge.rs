@@ -253,7 +253,7 @@ impl Judge {
         check_cache_location(&cache, config.shared.as_deref())?;
         std::fs::create_dir_all(&cache).map_err(|e| format!("cache {}: {e}", cache.display()))?;
         let toolchain = Toolchain::detect();
-        let builder = Builder::new(toolchain, &cache, config.exe.clone(), config.shared.clone());
+        let builder = Builder::new(toolchain, &cache, config.shared.clone());
         let gpus = visible_gpus();
         let slots = Slots::new(
             config.slots.unwrap_or(gpus.len().max(1)),

@@ -4,7 +4,7 @@
 //! A build is keyed by hash(source, language, every flag, compiler version):
 //! the same submission is compiled once per judge rank. Each rank has its own
 //! cache directory ([`cache_root`]), so judges sharing a node never write to the
-//! same place. Compilers run confined (`hpcagent judge confine`): they read the
+//! same place. Compilers run confined (Landlock, set between fork and exec): they read the
 //! system and the build directory, not the judge's cache or reference outputs.
 
 pub mod flags;
@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use crate::corpus::fingerprint;
 use crate::data::{tail, write_atomic};
 use crate::language::Language;
-use crate::sandbox::{self, limits::Limits};
+use crate::sandbox::{self, confine::Confinement, limits::Limits};
 use toolchain::Toolchain;
 
 /// Launcher rank variables, in the order that decides: each is enough alone.
@@ -109,23 +109,15 @@ pub enum BuildError {
 pub struct Builder {
     pub toolchain: Toolchain,
     builds: PathBuf,
-    /// The hpcagent binary, which confines each compiler run.
-    exe: PathBuf,
     shared: Option<PathBuf>,
     timeout: Duration,
 }
 
 impl Builder {
-    pub fn new(
-        toolchain: Toolchain,
-        cache: &Path,
-        exe: PathBuf,
-        shared: Option<PathBuf>,
-    ) -> Builder {
+    pub fn new(toolchain: Toolchain, cache: &Path, shared: Option<PathBuf>) -> Builder {
         Builder {
             toolchain,
             builds: cache.join("builds"),
-            exe,
             shared,
             timeout: Duration::from_secs(180),
         }
@@ -227,16 +219,9 @@ impl Builder {
         dir: &Path,
         source: &Source<'_>,
     ) -> Result<String, BuildError> {
-        let mut cmd = std::process::Command::new(&self.exe);
-        cmd.args(["judge", "confine", "--write"]).arg(dir);
-        if let Some(uid) = source.run_as {
-            cmd.arg("--as-user").arg(uid.to_string());
-        }
-        if let Some(shared) = &self.shared {
-            cmd.arg("--read").arg(shared);
-        }
-        cmd.arg("--").arg(command).args(args);
-        cmd.current_dir(dir)
+        let mut cmd = std::process::Command::new(command);
+        cmd.args(args)
+            .current_dir(dir)
             .env_clear()
             .envs(passthrough_env())
             .env("HOME", dir)
@@ -258,15 +243,21 @@ impl Builder {
             file_size: Some(1 << 30),
             processes: Some(processes + 512),
             cpus: source.cpus.to_vec(),
-            isolate_network: true,
+            // No code of the submission runs while it compiles, and Landlock
+            // denies TCP: a network namespace (2 ms to make) would guard nothing.
+            isolate_network: false,
         }
         .install(&mut cmd);
+        Confinement {
+            read: self.shared.iter().cloned().collect(),
+            write: vec![dir.to_path_buf()],
+        }
+        .install(&mut cmd, source.run_as)
+        .map_err(BuildError::Harness)?;
         let mut child = tokio::process::Command::from(cmd)
             .kill_on_drop(true)
             .spawn()
-            .map_err(|e| {
-                BuildError::Harness(format!("cannot start {}: {e}", self.exe.display()))
-            })?;
+            .map_err(|e| BuildError::Harness(format!("cannot start {command}: {e}")))?;
         let pid = child.id();
         let output = match tokio::time::timeout(self.timeout, async {
             let (mut out, mut err) = (
