@@ -163,3 +163,47 @@ fn parents() -> Vec<(u32, u32)> {
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A shell waiting for two children of its own.
+    fn tree() -> std::process::Child {
+        let child = std::process::Command::new("sh")
+            .args(["-c", "sleep 30 & sleep 30 & wait"])
+            .spawn()
+            .unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while descendants_by_scan(child.id()).len() < 3 {
+            assert!(std::time::Instant::now() < deadline, "the tree never grew");
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        child
+    }
+
+    #[test]
+    fn the_children_walk_and_the_table_scan_see_the_same_tree() {
+        let mut child = tree();
+        let mut walked = descendants(child.id());
+        let mut scanned = descendants_by_scan(child.id());
+        walked.sort();
+        scanned.sort();
+        assert!(
+            children_lists(),
+            "this kernel lists children: the walk is what ran"
+        );
+        assert_eq!(walked, scanned);
+        assert_eq!(walked.len(), 3, "sh and its two sleeps: {walked:?}");
+        kill_tree(child.id());
+        child.wait().unwrap();
+        assert!(descendants_by_scan(child.id()).is_empty());
+    }
+
+    #[test]
+    fn stat_fields_skip_a_command_name_with_spaces_and_parentheses() {
+        let stat = "42 (a (b) c) S 7 42 42 0 -1";
+        assert_eq!(stat_fields(stat), Some(("S", 7)));
+        assert!(!living("Z") && living("R"));
+    }
+}
