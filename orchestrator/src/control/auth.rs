@@ -12,6 +12,9 @@
 //! more token of the campaign ([`Tokens::judge_access`], `HPCAGENT_JUDGE_TOKEN`),
 //! which agents and judges get and nobody else does.
 
+use std::collections::HashMap;
+
+use sha2::{Digest, Sha256};
 use tonic::{Request, Status};
 
 use crate::plan::Role;
@@ -69,6 +72,10 @@ impl Principal {
 pub struct Tokens {
     /// (token, instance, role) per role instance.
     instances: Vec<(String, String, Role)>,
+    /// Index into `instances` by the SHA-256 of the token: a lookup costs
+    /// the same with 10 instances or 10,000, and its timing follows a digest
+    /// of what the caller presented, which says nothing about the tokens.
+    by_digest: HashMap<[u8; 32], usize>,
     pub observer: String,
     /// What the campaign's judges accept from agents.
     pub judge_access: String,
@@ -81,11 +88,18 @@ fn token() -> String {
 impl Tokens {
     /// One token per instance of `instances` (name, role), and the shared ones.
     pub fn generate<'a>(instances: impl IntoIterator<Item = (&'a str, Role)>) -> Tokens {
+        let instances: Vec<(String, String, Role)> = instances
+            .into_iter()
+            .map(|(name, role)| (token(), name.to_string(), role))
+            .collect();
+        let by_digest = instances
+            .iter()
+            .enumerate()
+            .map(|(i, (token, ..))| (digest(token), i))
+            .collect();
         Tokens {
-            instances: instances
-                .into_iter()
-                .map(|(name, role)| (token(), name.to_string(), role))
-                .collect(),
+            instances,
+            by_digest,
             observer: token(),
             judge_access: token(),
         }
@@ -99,23 +113,23 @@ impl Tokens {
             .map(|(token, ..)| token.as_str())
     }
 
-    /// The principal a presented token belongs to. Every token is compared
-    /// in constant time, so timing tells nothing about which one came close.
+    /// The principal a presented token belongs to. Tokens are found by
+    /// digest and then compared in constant time, so timing tells nothing
+    /// about which one came close.
     pub fn principal(&self, presented: &str) -> Option<Principal> {
-        let mut found = None;
-        for (token, name, role) in &self.instances {
-            if constant_time_eq(token.as_bytes(), presented.as_bytes()) {
-                found = Some(Principal::Instance {
-                    role: *role,
-                    name: name.clone(),
-                });
-            }
-        }
         if constant_time_eq(self.observer.as_bytes(), presented.as_bytes()) {
-            found = Some(Principal::Observer);
+            return Some(Principal::Observer);
         }
-        found
+        let (token, name, role) = &self.instances[*self.by_digest.get(&digest(presented))?];
+        constant_time_eq(token.as_bytes(), presented.as_bytes()).then(|| Principal::Instance {
+            role: *role,
+            name: name.clone(),
+        })
     }
+}
+
+fn digest(token: &str) -> [u8; 32] {
+    Sha256::digest(token.as_bytes()).into()
 }
 
 pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
