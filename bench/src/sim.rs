@@ -6,14 +6,14 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::Context;
-use hpcagent_orchestrator::campaign::state::{Campaign, RoleEntry, RoleState};
+use hpcagent_orchestrator::campaign::state::{Campaign, RoleEntry};
 use hpcagent_orchestrator::client::{self, Client};
 use hpcagent_orchestrator::control::{Control, auth::Tokens};
 use hpcagent_orchestrator::plan::Role;
-use hpcagent_orchestrator::scheduler::{Scheduler, Settings, Task, TaskSpec, TaskState};
+use hpcagent_orchestrator::scheduler::{Scheduler, Settings, Task, TaskSpec};
 use hpcagent_orchestrator::store::{Store, TaskRow};
 use hpcagent_proto::v1 as pb;
 
@@ -50,18 +50,13 @@ pub fn judge_endpoint(index: usize) -> String {
 }
 
 fn task(i: usize) -> Task {
-    Task {
-        spec: TaskSpec {
-            id: format!("sim-{i:06}.c.fp64"),
-            kernel: "gemm".into(),
-            language: "c".into(),
-            precision: "fp64".into(),
-            preset: None,
-        },
-        state: TaskState::Pending,
-        attempts: 0,
-        budget_used: Duration::ZERO,
-    }
+    Task::pending(TaskSpec {
+        id: format!("sim-{i:06}.c.fp64"),
+        kernel: "gemm".into(),
+        language: "c".into(),
+        precision: "fp64".into(),
+        preset: None,
+    })
 }
 
 /// Starts the control plane over a fresh store in `run_dir`.
@@ -92,7 +87,7 @@ pub async fn start(run_dir: &Path, shape: &Shape) -> anyhow::Result<Simulated> {
     let tokens = Tokens::generate(instances.iter().copied());
     let roles: BTreeMap<String, RoleEntry> = instances
         .iter()
-        .map(|(name, role)| (name.to_string(), entry(*role)))
+        .map(|(name, role)| (name.to_string(), RoleEntry::launching(*role, "sim")))
         .collect();
     let campaign = Arc::new(Campaign::new(
         "bench".into(),
@@ -119,19 +114,6 @@ pub async fn start(run_dir: &Path, shape: &Shape) -> anyhow::Result<Simulated> {
         agents,
         judges,
     })
-}
-
-fn entry(role: Role) -> RoleEntry {
-    RoleEntry {
-        role,
-        node: "sim".into(),
-        endpoint: String::new(),
-        state: RoleState::Launching,
-        restarts: 0,
-        last_seen: Instant::now(),
-        slurm_step: None,
-        detail: String::new(),
-    }
 }
 
 impl Simulated {

@@ -4,13 +4,13 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use hpcagent_orchestrator::campaign::state::{Campaign, RoleEntry, RoleState};
+use hpcagent_orchestrator::campaign::state::{Campaign, RoleEntry};
 use hpcagent_orchestrator::client;
 use hpcagent_orchestrator::control::{Control, auth::Tokens};
 use hpcagent_orchestrator::plan::Role;
-use hpcagent_orchestrator::scheduler::{Scheduler, Settings, Task, TaskSpec, TaskState};
+use hpcagent_orchestrator::scheduler::{Scheduler, Settings, Task, TaskSpec};
 use hpcagent_orchestrator::store::Store;
 use hpcagent_proto::v1 as pb;
 use hpcagent_proto::v1::orchestrator_client::OrchestratorClient;
@@ -31,18 +31,13 @@ async fn start() -> Running {
         ("judge-1", Role::Judge),
     ];
     let tokens = Tokens::generate(instances);
-    let task = Task {
-        spec: TaskSpec {
-            id: "gemm.c.fp64".into(),
-            kernel: "gemm".into(),
-            language: "c".into(),
-            precision: "fp64".into(),
-            preset: None,
-        },
-        state: TaskState::Pending,
-        attempts: 0,
-        budget_used: Duration::ZERO,
-    };
+    let task = Task::pending(TaskSpec {
+        id: "gemm.c.fp64".into(),
+        kernel: "gemm".into(),
+        language: "c".into(),
+        precision: "fp64".into(),
+        preset: None,
+    });
     let scheduler = Scheduler::new(
         Settings {
             max_attempts: 3,
@@ -54,19 +49,7 @@ async fn start() -> Running {
     );
     let roles: BTreeMap<String, RoleEntry> = instances
         .into_iter()
-        .map(|(name, role)| {
-            let entry = RoleEntry {
-                role,
-                node: "n1".into(),
-                endpoint: String::new(),
-                state: RoleState::Launching,
-                restarts: 0,
-                last_seen: Instant::now(),
-                slurm_step: None,
-                detail: String::new(),
-            };
-            (name.to_string(), entry)
-        })
+        .map(|(name, role)| (name.to_string(), RoleEntry::launching(role, "n1")))
         .collect();
     let campaign = Arc::new(Campaign::new(
         "auth".into(),

@@ -129,34 +129,28 @@ fn dispatch_bench(a: DispatchArgs) -> anyhow::Result<()> {
     if a.no_peers {
         return Ok(());
     }
-    match peers::ray_tasks(a.peer_tasks) {
+    let peer = |name: &str, what: &str, measured: Result<f64, String>, target: &str| match measured
+    {
         Ok(per_s) => {
-            println!(
-                "peer ray: {} trivial remote tasks at {per_s:.0} tasks/s",
-                a.peer_tasks
-            );
+            println!("peer {name}: {} {what} at {per_s:.0} tasks/s", a.peer_tasks);
             let ratio = outcome.leases_per_s / per_s;
-            println!(
-                "{}",
-                stats::ratio_line("hpcagent vs ray", ratio, "the throughput", "≥ 25×")
+            let line = stats::ratio_line(
+                &format!("hpcagent vs {name}"),
+                ratio,
+                "the throughput",
+                target,
             );
+            println!("{line}");
         }
-        Err(why) => println!("{}", stats::skipped("ray", &why)),
-    }
-    match peers::hq_tasks(a.peer_tasks) {
-        Ok(per_s) => {
-            println!(
-                "peer hyperqueue: {} tasks at {per_s:.0} tasks/s",
-                a.peer_tasks
-            );
-            let ratio = outcome.leases_per_s / per_s;
-            println!(
-                "{}",
-                stats::ratio_line("hpcagent vs hyperqueue", ratio, "the throughput", "—")
-            );
-        }
-        Err(why) => println!("{}", stats::skipped("hyperqueue", &why)),
-    }
+        Err(why) => println!("{}", stats::skipped(name, &why)),
+    };
+    peer(
+        "ray",
+        "trivial remote tasks",
+        peers::ray_tasks(a.peer_tasks),
+        "≥ 25×",
+    );
+    peer("hyperqueue", "tasks", peers::hq_tasks(a.peer_tasks), "—");
     Ok(())
 }
 

@@ -144,17 +144,8 @@ pub async fn up(up: Up) -> anyhow::Result<Outcome> {
         .instances
         .iter()
         .map(|i| {
-            let entry = RoleEntry {
-                role: i.role,
-                node: i.nodes.first().cloned().unwrap_or_default(),
-                endpoint: String::new(),
-                state: RoleState::Launching,
-                restarts: 0,
-                last_seen: Instant::now(),
-                slurm_step: None,
-                detail: String::new(),
-            };
-            (i.name.clone(), entry)
+            let node = i.nodes.first().map_or("", String::as_str);
+            (i.name.clone(), RoleEntry::launching(i.role, node))
         })
         .collect();
     let campaign = Arc::new(Campaign::new(

@@ -69,6 +69,22 @@ pub struct RoleEntry {
     pub detail: String,
 }
 
+impl RoleEntry {
+    /// An instance of the plan on `node`, launched and not heard from yet.
+    pub fn launching(role: Role, node: &str) -> RoleEntry {
+        RoleEntry {
+            role,
+            node: node.to_string(),
+            endpoint: String::new(),
+            state: RoleState::Launching,
+            restarts: 0,
+            last_seen: Instant::now(),
+            slurm_step: None,
+            detail: String::new(),
+        }
+    }
+}
+
 /// A running campaign.
 pub struct Campaign {
     pub id: String,

@@ -76,6 +76,18 @@ pub struct Task {
     pub budget_used: Duration,
 }
 
+impl Task {
+    /// A task nothing has happened to yet.
+    pub fn pending(spec: TaskSpec) -> Task {
+        Task {
+            spec,
+            state: TaskState::Pending,
+            attempts: 0,
+            budget_used: Duration::ZERO,
+        }
+    }
+}
+
 /// An attempt in progress.
 #[derive(Debug, Clone)]
 pub struct Lease {

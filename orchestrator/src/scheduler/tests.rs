@@ -2,17 +2,14 @@ use super::*;
 
 fn tasks(n: usize) -> Vec<Task> {
     (0..n)
-        .map(|i| Task {
-            spec: TaskSpec {
+        .map(|i| {
+            Task::pending(TaskSpec {
                 id: format!("k{i}.c.fp64"),
                 kernel: format!("k{i}"),
                 language: "c".into(),
                 precision: "fp64".into(),
                 preset: None,
-            },
-            state: TaskState::Pending,
-            attempts: 0,
-            budget_used: Duration::ZERO,
+            })
         })
         .collect()
 }
