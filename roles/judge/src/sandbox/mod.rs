@@ -3,11 +3,13 @@
 //! - [`root`]: the directory sandboxes are made in, chosen on every call
 //!   (`HPCAGENT_SANDBOX_DIR` with ≥ 512 MiB free; `/dev/shm` only under `CI`;
 //!   else the temp dir).
-//! - [`confine`]: Landlock rules a process applies to itself: read the system
-//!   and its own directory, write only its own directory, no TCP, no signals
-//!   to processes outside it.
+//! - [`confine`]: Landlock rules, applied by the runner to itself or by the
+//!   judge to a compiler between fork and exec: read the system and its own
+//!   directory, write only its own directory, no TCP, no signals to
+//!   processes outside it.
 //! - [`limits`]: what the judge sets on a child before it runs: its own
-//!   session, resource limits, CPU pinning, no network namespace.
+//!   session, resource limits, CPU pinning, and (for runs) a private network
+//!   namespace where the kernel permits.
 
 pub mod confine;
 pub mod limits;
