@@ -270,9 +270,11 @@ impl Scheduler {
         c
     }
 
-    /// Every task settled or failed.
+    /// Every task settled or failed. A pending task is always queued and a
+    /// leased one always has its lease, so this needs no walk over the
+    /// tasks (it is asked on every pull).
     pub fn finished(&self) -> bool {
-        self.tasks.iter().all(|t| t.state.is_finished())
+        self.queue.is_empty() && self.leases.is_empty()
     }
 
     pub fn drain(&mut self) {
