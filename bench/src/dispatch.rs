@@ -1,11 +1,14 @@
 //! `hpcagent bench dispatch`: how fast the control plane hands out leases.
 //!
-//! Simulated agents (tokio tasks, one gRPC connection each) run the real
-//! protocol against a [`sim`] campaign: pull a lease, have the lease's
-//! judge record an `ok` Submit verdict (which settles the task, durably,
-//! before the judge hears back), complete the lease. A lease's latency is
-//! pull to completion. Afterwards the store is read back: every task must
-//! be settled exactly once, which is what the load test checks too.
+//! Simulated agents (tokio tasks) run the real protocol against a [`sim`]
+//! campaign, grouped as a campaign groups them: agent instances (one gRPC
+//! connection each, its pulls and completions batched as the agent pool
+//! batches them) of `workers` agents. Each agent pulls a lease, makes the
+//! attempt's directory, has the lease's judge record an `ok` Submit verdict
+//! (which settles the task, durably, before the judge hears back), and
+//! completes the lease. A lease's latency is pull to completion. Afterwards
+//! the store is read back: every task must be settled exactly once, which is
+//! what the load test checks too.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -13,7 +16,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use hpcagent_orchestrator::client::Client;
+use hpcagent_orchestrator::client::{Leases, Pulled, Records};
 use hpcagent_orchestrator::store::Reader;
 use hpcagent_proto::v1 as pb;
 use tokio::task::JoinSet;
@@ -23,7 +26,10 @@ use crate::stats::Latency;
 
 #[derive(Debug, Clone)]
 pub struct Options {
+    /// Agents in all (workers of agent instances).
     pub agents: usize,
+    /// Agents per agent instance.
+    pub workers: usize,
     pub judges: usize,
     pub tasks: usize,
     /// Where the campaign's store goes (kept for inspection).
@@ -34,6 +40,7 @@ pub struct Options {
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Outcome {
     pub agents: usize,
+    pub instances: usize,
     pub judges: usize,
     pub leases: usize,
     pub seconds: f64,
@@ -48,32 +55,41 @@ pub struct Outcome {
 }
 
 /// What one agent did: its leases' latencies and when its last one ended.
+#[derive(Default)]
 struct AgentRun {
     latencies: Vec<Duration>,
     last: Option<Instant>,
 }
 
 pub async fn run(options: &Options) -> anyhow::Result<Outcome> {
+    anyhow::ensure!(
+        options.workers > 0 && options.agents.is_multiple_of(options.workers),
+        "{} agents do not make whole instances of {} workers",
+        options.agents,
+        options.workers
+    );
     let shape = Shape {
-        agents: options.agents,
+        agents: options.agents / options.workers,
         judges: options.judges,
         tasks: options.tasks,
-        workers: 1,
+        workers: options.workers as u32,
         heartbeat: Duration::from_secs(5),
     };
     let sim = sim::start(&options.run_dir, &shape).await?;
     let judges = Arc::new(sim.judges_ready().await?);
-    let mut agents = Vec::with_capacity(sim.agents.len());
+    let mut instances = Vec::with_capacity(sim.agents.len());
     for name in &sim.agents {
         let mut client = sim.client(name).await?;
         sim::register(&mut client, name, pb::Role::Agent, "").await?;
-        agents.push((name.clone(), client));
+        instances.push(Leases::new(client, name));
     }
 
     let start = Instant::now();
     let mut running = JoinSet::new();
-    for (name, client) in agents {
-        running.spawn(agent(name, client, judges.clone()));
+    for leases in instances {
+        for worker in 0..shape.workers {
+            running.spawn(agent(leases.clone(), worker, judges.clone()));
+        }
     }
     let mut latencies = Vec::with_capacity(options.tasks);
     let mut last = start;
@@ -91,6 +107,7 @@ pub async fn run(options: &Options) -> anyhow::Result<Outcome> {
     let duplicates = reader.settlements()?.iter().filter(|(_, n)| *n > 1).count();
     Ok(Outcome {
         agents: options.agents,
+        instances: shape.agents,
         judges: options.judges,
         leases: latencies.len(),
         seconds,
@@ -103,67 +120,61 @@ pub async fn run(options: &Options) -> anyhow::Result<Outcome> {
     })
 }
 
-/// One simulated agent: leases until the campaign says it is done.
+/// One simulated agent: leases until the campaign says it is done. As the
+/// agent pool does, it completes a lease and asks for the next together.
 async fn agent(
-    name: String,
-    mut client: Client,
-    judges: Arc<BTreeMap<String, Client>>,
+    leases: Leases,
+    worker: u32,
+    judges: Arc<BTreeMap<String, Records>>,
 ) -> anyhow::Result<AgentRun> {
-    let mut run = AgentRun {
-        latencies: Vec::new(),
-        last: None,
-    };
+    let mut run = AgentRun::default();
+    let mut began = Instant::now();
+    let mut pulled = leases.pull(worker).await.context("Leases (pull)")?;
     loop {
-        let began = Instant::now();
-        let reply = client
-            .pull_task(pb::PullTaskRequest {
-                instance: name.clone(),
-                worker: 0,
-            })
-            .await
-            .with_context(|| format!("{name}: PullTask"))?
-            .into_inner();
-        if reply.done {
-            return Ok(run);
-        }
-        let Some(lease) = reply.lease else {
-            // Every task is leased: ask again soon (shorter than the
+        let lease = match pulled {
+            Pulled::Lease(lease) => lease,
+            Pulled::Done => return Ok(run),
+            // Every task is leased: ask again soon (sooner than the
             // server's hint, which is sized for real agents).
-            tokio::time::sleep(Duration::from_millis(
-                u64::from(reply.retry_after_ms).min(20),
-            ))
-            .await;
-            continue;
+            Pulled::Wait(wait) => {
+                tokio::time::sleep(wait.min(Duration::from_millis(20))).await;
+                began = Instant::now();
+                pulled = leases.pull(worker).await.context("Leases (pull)")?;
+                continue;
+            }
         };
-        let mut judge = judges
+        std::fs::create_dir_all(&lease.attempt_dir)
+            .with_context(|| format!("cannot make {}", lease.attempt_dir))?;
+        judges
             .get(&lease.judge_url)
             .with_context(|| format!("the lease names an unknown judge {}", lease.judge_url))?
-            .clone();
-        judge
-            .record_result(sim::verdict_for(&lease))
+            .record(sim::verdict_for(&lease))
             .await
-            .with_context(|| format!("RecordResult for {}", lease.task_id))?;
-        client
-            .complete_task(pb::CompleteTaskRequest {
-                lease_id: lease.lease_id.clone(),
-                outcome: "submitted".into(),
-                ..Default::default()
-            })
-            .await
-            .with_context(|| format!("{name}: CompleteTask"))?;
+            .with_context(|| format!("RecordResults for {}", lease.task_id))?;
+        let next_began = Instant::now();
+        let completion = pb::Completion {
+            lease_id: lease.lease_id.clone(),
+            outcome: "submitted".into(),
+            ..Default::default()
+        };
+        let (completed, next) = tokio::join!(leases.complete(completion), leases.pull(worker));
+        completed.with_context(|| format!("Leases (complete) for {}", lease.task_id))?;
         let now = Instant::now();
         run.latencies.push(now - began);
         run.last = Some(now);
+        began = next_began;
+        pulled = next.context("Leases (pull)")?;
     }
 }
 
 /// The report's lines.
 pub fn render(outcome: &Outcome) -> String {
     format!(
-        "hpcagent dispatch: {} agents, {} judges, {} leases in {:.2} s = {:.0} leases/s; \
+        "hpcagent dispatch: {} agents ({} instances), {} judges, {} leases in {:.2} s = {:.0} leases/s; \
          latency p50 {:.0} µs, p99 {:.0} µs\n\
          store: {}/{} tasks settled, {} settled twice, {} lost",
         outcome.agents,
+        outcome.instances,
         outcome.judges,
         outcome.leases,
         outcome.seconds,

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use hpcagent_orchestrator::allocation::Allocation;
-use hpcagent_orchestrator::client::Client;
+use hpcagent_orchestrator::client::{Client, Leases, Pulled, Records};
 use hpcagent_orchestrator::config::{self, Override};
 use hpcagent_orchestrator::placement::{self, Layout};
 use hpcagent_orchestrator::plan::Role;
@@ -270,7 +270,7 @@ pub async fn agents(url: &str, tokens: &Path, workers: u32, seconds: u64) -> any
             held: Arc::default(),
         });
     }
-    let judges: Arc<BTreeMap<String, Client>> = Arc::new(
+    let judges: Arc<BTreeMap<String, Records>> = Arc::new(
         clients
             .iter()
             .filter(|i| i.role == pb::Role::Judge)
@@ -278,7 +278,7 @@ pub async fn agents(url: &str, tokens: &Path, workers: u32, seconds: u64) -> any
                 let index: usize = i.name.trim_start_matches("judge-").parse().unwrap_or(0);
                 (
                     format!("http://{}", sim::judge_endpoint(index)),
-                    i.client.clone(),
+                    Records::new(i.client.clone()),
                 )
             })
             .collect(),
@@ -293,9 +293,11 @@ pub async fn agents(url: &str, tokens: &Path, workers: u32, seconds: u64) -> any
     mark(serde_json::json!({"phase": "leases", "heartbeats": counters.heartbeats()}));
     let mut working = JoinSet::new();
     for instance in clients.iter().filter(|i| i.role == pb::Role::Agent) {
+        let leases = Leases::new(instance.client.clone(), &instance.name);
         for worker in 0..workers {
             working.spawn(worker_loop(
                 instance.clone(),
+                leases.clone(),
                 worker,
                 judges.clone(),
                 counters.clone(),
@@ -373,50 +375,40 @@ fn fxhash(name: &str) -> u32 {
 /// its judge settle it, completes it.
 async fn worker_loop(
     instance: Instance,
+    leases: Leases,
     worker: u32,
-    judges: Arc<BTreeMap<String, Client>>,
+    judges: Arc<BTreeMap<String, Records>>,
     counters: Arc<Counters>,
 ) -> anyhow::Result<()> {
-    let Instance {
-        name,
-        mut client,
-        held,
-        ..
-    } = instance;
+    let Instance { name, held, .. } = instance;
     let work =
         Duration::from_millis(2_000 + u64::from(fxhash(&format!("{name}/{worker}")) % 6_000));
+    let mut pulled = leases.pull(worker).await?;
     loop {
-        let reply = client
-            .pull_task(pb::PullTaskRequest {
-                instance: name.clone(),
-                worker,
-            })
-            .await?
-            .into_inner();
-        let Some(lease) = reply.lease else {
-            tokio::time::sleep(Duration::from_millis(u64::from(
-                reply.retry_after_ms.max(100),
-            )))
-            .await;
-            continue;
+        let lease = match pulled {
+            Pulled::Lease(lease) => lease,
+            Pulled::Wait(wait) => {
+                tokio::time::sleep(wait.max(Duration::from_millis(100))).await;
+                pulled = leases.pull(worker).await?;
+                continue;
+            }
+            Pulled::Done => return Ok(()),
         };
         held.lock()
             .expect("held leases")
             .insert(lease.lease_id.clone());
         tokio::time::sleep(work).await;
         if let Some(judge) = judges.get(&lease.judge_url) {
-            judge
-                .clone()
-                .record_result(sim::verdict_for(&lease))
-                .await?;
+            judge.record(sim::verdict_for(&lease)).await?;
         }
-        client
-            .complete_task(pb::CompleteTaskRequest {
-                lease_id: lease.lease_id.clone(),
-                outcome: "submitted".into(),
-                ..Default::default()
-            })
-            .await?;
+        let completion = pb::Completion {
+            lease_id: lease.lease_id.clone(),
+            outcome: "submitted".into(),
+            ..Default::default()
+        };
+        let (completed, next) = tokio::join!(leases.complete(completion), leases.pull(worker));
+        completed?;
+        pulled = next?;
         held.lock().expect("held leases").remove(&lease.lease_id);
         counters
             .leases

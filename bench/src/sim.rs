@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use hpcagent_orchestrator::campaign::state::{Campaign, RoleEntry};
-use hpcagent_orchestrator::client::{self, Client};
+use hpcagent_orchestrator::client::{self, Client, Records};
 use hpcagent_orchestrator::control::{Control, auth::Tokens};
 use hpcagent_orchestrator::plan::Role;
 use hpcagent_orchestrator::scheduler::{Scheduler, Settings, Task, TaskSpec};
@@ -126,17 +126,17 @@ impl Simulated {
         client::connect(&self.url, token).await
     }
 
-    /// Registers every judge and reports it ready; returns their clients,
-    /// keyed by the URL leases name them by.
-    pub async fn judges_ready(&self) -> anyhow::Result<BTreeMap<String, Client>> {
-        let mut clients = BTreeMap::new();
+    /// Registers every judge and reports it ready; returns their verdict
+    /// lines, keyed by the URL leases name them by.
+    pub async fn judges_ready(&self) -> anyhow::Result<BTreeMap<String, Records>> {
+        let mut judges = BTreeMap::new();
         for (i, name) in self.judges.iter().enumerate() {
             let mut judge = self.client(name).await?;
             register(&mut judge, name, pb::Role::Judge, &judge_endpoint(i)).await?;
             heartbeat(&mut judge, name, true, Vec::new()).await?;
-            clients.insert(format!("http://{}", judge_endpoint(i)), judge);
+            judges.insert(format!("http://{}", judge_endpoint(i)), Records::new(judge));
         }
-        Ok(clients)
+        Ok(judges)
     }
 }
 
@@ -185,8 +185,8 @@ pub async fn heartbeat(
 }
 
 /// The verdict a simulated judge records for a lease: an `ok` Submit.
-pub fn verdict_for(lease: &pb::Lease) -> pb::RecordResultRequest {
-    pb::RecordResultRequest {
+pub fn verdict_for(lease: &pb::Lease) -> pb::GradeRecord {
+    pb::GradeRecord {
         lease_id: lease.lease_id.clone(),
         kind: pb::GradeKind::Submit as i32,
         verdict: Some(pb::Verdict {

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hpcagent_orchestrator::campaign::state::{Campaign, RoleEntry};
-use hpcagent_orchestrator::client;
+use hpcagent_orchestrator::client::{self, Leases, Pulled, Records};
 use hpcagent_orchestrator::control::{Control, auth::Tokens};
 use hpcagent_orchestrator::plan::Role;
 use hpcagent_orchestrator::scheduler::{Scheduler, Settings, Task, TaskSpec};
@@ -86,13 +86,55 @@ fn verdict() -> pb::Verdict {
     }
 }
 
-fn record(lease: &str) -> pb::RecordResultRequest {
-    pb::RecordResultRequest {
+fn record(lease: &str) -> pb::GradeRecord {
+    pb::GradeRecord {
         lease_id: lease.into(),
         kind: pb::GradeKind::Submit as i32,
         verdict: Some(verdict()),
         judge: "judge-0".into(),
     }
+}
+
+/// The lease `leases` pulls for worker 0.
+async fn lease_of(leases: &Leases) -> pb::Lease {
+    match leases.pull(0).await.unwrap() {
+        Pulled::Lease(lease) => *lease,
+        other => panic!("no lease: {other:?}"),
+    }
+}
+
+fn completion(lease: &str, outcome: &str) -> pb::Completion {
+    pb::Completion {
+        lease_id: lease.into(),
+        outcome: outcome.into(),
+        ..Default::default()
+    }
+}
+
+/// A judge registered and ready, and its verdict line.
+async fn ready_judge(running: &Running, name: &str) -> Records {
+    let mut judge = client::connect(&running.url, running.tokens.of(name).unwrap())
+        .await
+        .unwrap();
+    judge
+        .register(pb::RegisterRequest {
+            role: pb::Role::Judge as i32,
+            instance: name.into(),
+            node: "n1".into(),
+            endpoint: "n1:8800".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    judge
+        .heartbeat(pb::HeartbeatRequest {
+            instance: name.into(),
+            state: pb::RoleState::Ready as i32,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    Records::new(judge)
 }
 
 #[tokio::test]
@@ -103,63 +145,44 @@ async fn only_judges_record_results_and_every_call_needs_a_token() {
     let mut anonymous = OrchestratorClient::connect(running.url.clone())
         .await
         .unwrap();
-    let err = anonymous.record_result(record("x")).await.unwrap_err();
+    let err = anonymous
+        .record_results(pb::RecordResultsRequest {
+            records: vec![record("x")],
+        })
+        .await
+        .unwrap_err();
     assert_eq!(err.code(), tonic::Code::Unauthenticated);
     let err = anonymous
-        .pull_task(pb::PullTaskRequest {
+        .leases(pb::LeasesRequest {
             instance: "agent-0".into(),
-            worker: 0,
+            pulls: vec![0],
+            ..Default::default()
         })
         .await
         .unwrap_err();
     assert_eq!(err.code(), tonic::Code::Unauthenticated);
 
     // A made-up token.
-    let mut stranger = client::connect(&running.url, "0123456789abcdef")
+    let stranger = client::connect(&running.url, "0123456789abcdef")
         .await
         .unwrap();
-    let err = stranger.record_result(record("x")).await.unwrap_err();
+    let err = Records::new(stranger)
+        .record(record("x"))
+        .await
+        .unwrap_err();
     assert_eq!(err.code(), tonic::Code::Unauthenticated);
 
     // The judge registers and is ready; the agent takes the lease.
-    let mut judge = client::connect(&running.url, running.tokens.of("judge-0").unwrap())
-        .await
-        .unwrap();
-    judge
-        .register(pb::RegisterRequest {
-            role: pb::Role::Judge as i32,
-            instance: "judge-0".into(),
-            node: "n1".into(),
-            endpoint: "n1:8800".into(),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
-    judge
-        .heartbeat(pb::HeartbeatRequest {
-            instance: "judge-0".into(),
-            state: pb::RoleState::Ready as i32,
-            ..Default::default()
-        })
-        .await
-        .unwrap();
+    let judge = ready_judge(&running, "judge-0").await;
     let mut agent = client::connect(&running.url, running.tokens.of("agent-0").unwrap())
         .await
         .unwrap();
-    let lease = agent
-        .pull_task(pb::PullTaskRequest {
-            instance: "agent-0".into(),
-            worker: 0,
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .lease
-        .expect("a lease once a judge is ready");
+    let leases = Leases::new(agent.clone(), "agent-0");
+    let lease = lease_of(&leases).await;
 
     // An agent cannot forge the verdict that settles its own task ...
-    let err = agent
-        .record_result(record(&lease.lease_id))
+    let err = Records::new(agent.clone())
+        .record(record(&lease.lease_id))
         .await
         .unwrap_err();
     assert_eq!(err.code(), tonic::Code::PermissionDenied);
@@ -175,80 +198,32 @@ async fn only_judges_record_results_and_every_call_needs_a_token() {
     assert_eq!(err.code(), tonic::Code::PermissionDenied);
 
     // The judge can, once; the agent then sees the task settled.
-    let settled = judge
-        .record_result(record(&lease.lease_id))
-        .await
-        .unwrap()
-        .into_inner();
-    assert!(settled.settled);
-    let err = judge
-        .record_result(record(&lease.lease_id))
-        .await
-        .unwrap_err();
+    assert!(judge.record(record(&lease.lease_id)).await.unwrap());
+    let err = judge.record(record(&lease.lease_id)).await.unwrap_err();
     assert_eq!(
         err.code(),
         tonic::Code::FailedPrecondition,
         "no task settles twice"
     );
-    let done = agent
-        .complete_task(pb::CompleteTaskRequest {
-            lease_id: lease.lease_id.clone(),
-            outcome: "submitted".into(),
-            ..Default::default()
-        })
-        .await
-        .unwrap()
-        .into_inner();
-    assert!(done.settled);
-    let next = agent
-        .pull_task(pb::PullTaskRequest {
-            instance: "agent-0".into(),
-            worker: 0,
-        })
+    let settled = leases
+        .complete(completion(&lease.lease_id, "submitted"))
         .await
         .unwrap();
-    assert!(next.into_inner().done);
+    assert!(settled);
+    assert_eq!(leases.pull(0).await.unwrap(), Pulled::Done);
 }
 
 #[tokio::test]
 async fn a_verdict_for_another_task_is_refused() {
     let running = start().await;
-    let mut judge = client::connect(&running.url, running.tokens.of("judge-0").unwrap())
+    let judge = ready_judge(&running, "judge-0").await;
+    let agent = client::connect(&running.url, running.tokens.of("agent-0").unwrap())
         .await
         .unwrap();
-    judge
-        .register(pb::RegisterRequest {
-            role: pb::Role::Judge as i32,
-            instance: "judge-0".into(),
-            endpoint: "n1:8800".into(),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
-    judge
-        .heartbeat(pb::HeartbeatRequest {
-            instance: "judge-0".into(),
-            state: pb::RoleState::Ready as i32,
-            ..Default::default()
-        })
-        .await
-        .unwrap();
-    let mut agent = client::connect(&running.url, running.tokens.of("agent-0").unwrap())
-        .await
-        .unwrap();
-    let lease = agent
-        .pull_task(pb::PullTaskRequest {
-            instance: "agent-0".into(),
-            worker: 0,
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .lease
-        .unwrap();
+    let lease = lease_of(&Leases::new(agent, "agent-0")).await;
     let mut wrong = record(&lease.lease_id);
     wrong.verdict.as_mut().unwrap().task_id = "dense_linear_algebra/atax".into();
-    let err = judge.record_result(wrong).await.unwrap_err();
+    let err = judge.record(wrong).await.unwrap_err();
     assert_eq!(err.code(), tonic::Code::InvalidArgument);
 }
 
@@ -256,24 +231,7 @@ async fn a_verdict_for_another_task_is_refused() {
 async fn an_instance_acts_only_as_itself() {
     let running = start().await;
     let connect = |name: &str| client::connect(&running.url, running.tokens.of(name).unwrap());
-    let mut judge = connect("judge-0").await.unwrap();
-    judge
-        .register(pb::RegisterRequest {
-            role: pb::Role::Judge as i32,
-            instance: "judge-0".into(),
-            endpoint: "n1:8800".into(),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
-    judge
-        .heartbeat(pb::HeartbeatRequest {
-            instance: "judge-0".into(),
-            state: pb::RoleState::Ready as i32,
-            ..Default::default()
-        })
-        .await
-        .unwrap();
+    let judge = ready_judge(&running, "judge-0").await;
     let mut other_judge = connect("judge-1").await.unwrap();
     let err = other_judge
         .heartbeat(pb::HeartbeatRequest {
@@ -288,31 +246,20 @@ async fn an_instance_acts_only_as_itself() {
         "judge-1 heartbeats for judge-0"
     );
 
-    let mut agent = connect("agent-0").await.unwrap();
+    let agent = Leases::new(connect("agent-0").await.unwrap(), "agent-0");
     let mut other_agent = connect("agent-1").await.unwrap();
-    let pull_as_0 = pb::PullTaskRequest {
-        instance: "agent-0".into(),
-        worker: 0,
-    };
-    let err = other_agent.pull_task(pull_as_0.clone()).await.unwrap_err();
+    let err = Leases::new(other_agent.clone(), "agent-0")
+        .pull(0)
+        .await
+        .unwrap_err();
     assert_eq!(
         err.code(),
         tonic::Code::PermissionDenied,
         "agent-1 pulls as agent-0"
     );
-    let lease = agent
-        .pull_task(pull_as_0)
-        .await
-        .unwrap()
-        .into_inner()
-        .lease
-        .unwrap();
-    let err = other_agent
-        .complete_task(pb::CompleteTaskRequest {
-            lease_id: lease.lease_id.clone(),
-            outcome: "gave_up".into(),
-            ..Default::default()
-        })
+    let lease = lease_of(&agent).await;
+    let err = Leases::new(other_agent.clone(), "agent-1")
+        .complete(completion(&lease.lease_id, "gave_up"))
         .await
         .unwrap_err();
     assert_eq!(
@@ -333,8 +280,8 @@ async fn an_instance_acts_only_as_itself() {
         tonic::Code::PermissionDenied,
         "agent-1 moves agent-0's lease"
     );
-    let err = other_judge
-        .record_result(record(&lease.lease_id))
+    let err = Records::new(other_judge)
+        .record(record(&lease.lease_id))
         .await
         .unwrap_err();
     assert_eq!(
@@ -342,12 +289,75 @@ async fn an_instance_acts_only_as_itself() {
         tonic::Code::PermissionDenied,
         "judge-1 records a verdict for a lease judge-0 judges"
     );
-    assert!(
-        judge
-            .record_result(record(&lease.lease_id))
-            .await
-            .unwrap()
-            .into_inner()
-            .settled
+    assert!(judge.record(record(&lease.lease_id)).await.unwrap());
+}
+
+/// A batch is answered item by item: a refused item (another agent's lease,
+/// a lease that never was) refuses only itself, and a batch of verdicts
+/// settles the tasks its good records name.
+#[tokio::test]
+async fn a_refused_item_refuses_only_itself() {
+    let running = start().await;
+    let connect = |name: &str| client::connect(&running.url, running.tokens.of(name).unwrap());
+    ready_judge(&running, "judge-0").await;
+    let mut judge = connect("judge-0").await.unwrap();
+    let mut agent = connect("agent-0").await.unwrap();
+    let pulled = agent
+        .leases(pb::LeasesRequest {
+            instance: "agent-0".into(),
+            pulls: vec![4, 7],
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(pulled.leases.len(), 1, "one task, one lease");
+    assert_eq!(
+        pulled.leases[0].worker, 4,
+        "the first asking worker gets it"
     );
+    assert!(!pulled.done && pulled.retry_after_ms > 0, "the other waits");
+    let lease = &pulled.leases[0].lease_id;
+
+    let recorded = judge
+        .record_results(pb::RecordResultsRequest {
+            records: vec![record("no-such-lease"), record(lease), record(lease)],
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .recorded;
+    let codes: Vec<Option<i32>> = recorded
+        .iter()
+        .map(|r| r.refused.as_ref().map(|f| f.code))
+        .collect();
+    assert_eq!(
+        codes,
+        [
+            Some(tonic::Code::FailedPrecondition as i32),
+            None,
+            Some(tonic::Code::FailedPrecondition as i32)
+        ],
+        "{recorded:?}"
+    );
+    assert!(recorded[1].settled);
+
+    let completed = agent
+        .leases(pb::LeasesRequest {
+            instance: "agent-0".into(),
+            completions: vec![
+                completion("no-such-lease", "gave_up"),
+                completion(lease, "submitted"),
+            ],
+            pulls: vec![4],
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        completed.completed[0].refused.as_ref().map(|r| r.code),
+        Some(tonic::Code::NotFound as i32)
+    );
+    assert!(completed.completed[1].refused.is_none() && completed.completed[1].settled);
+    assert!(completed.done, "the completion is applied before the pull");
 }

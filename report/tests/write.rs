@@ -135,7 +135,7 @@ async fn a_campaign_that_failed_before_any_verdict_says_what_became_of_it() {
     store.event("agent-0", "launched", "pid 1");
     store.event("agent-0", "dead", "exited (signal 9)");
     store.event("agent-0", "launched", "pid 2");
-    store.attempt_started(start("atax.c.fp64", 1, "agent-0"));
+    store.attempts_started(vec![start("atax.c.fp64", 1, "agent-0")]);
     store.attempt_ended(AttemptRecord {
         task: "atax.c.fp64".into(),
         attempt: 1,
@@ -172,8 +172,8 @@ async fn a_settled_campaign_shows_each_speedup_and_who_got_it() {
     let store = Store::open(dir.path(), false).unwrap();
     store.campaign_started("c2", dir.path(), None, "AGENT_POLICY=baseline  # default\n");
     store.add_tasks(vec![task("gemm", "c"), task("gemm", "cpp")]);
-    store.attempt_started(start("gemm.c.fp64", 1, "agent-0"));
-    store.attempt_started(start("gemm.cpp.fp64", 1, "agent-1"));
+    store.attempts_started(vec![start("gemm.c.fp64", 1, "agent-0")]);
+    store.attempts_started(vec![start("gemm.cpp.fp64", 1, "agent-1")]);
     settle(&store, "gemm.c.fp64", 2.0, 1200);
     settle(&store, "gemm.cpp.fp64", 8.0, 0);
     store.campaign_state("finished");

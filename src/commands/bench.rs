@@ -32,8 +32,12 @@ enum Bench {
 
 #[derive(Debug, Args)]
 struct DispatchArgs {
+    /// Agents in all.
     #[arg(long, default_value_t = 1000)]
     agents: usize,
+    /// Agents per agent instance (one instance per agent node).
+    #[arg(long, default_value_t = 10)]
+    workers: usize,
     #[arg(long, default_value_t = 4)]
     judges: usize,
     #[arg(long, default_value_t = 20_000)]
@@ -116,6 +120,7 @@ fn dispatch_bench(a: DispatchArgs) -> anyhow::Result<()> {
     let scratch = scratch("dispatch")?;
     let options = dispatch::Options {
         agents: a.agents,
+        workers: a.workers,
         judges: a.judges,
         tasks: a.tasks,
         run_dir: a.run_dir.unwrap_or_else(|| scratch.path().join("run")),

@@ -9,7 +9,7 @@ use clap::{Args, Subcommand};
 use hpcagent_judge::corpus::Corpus;
 use hpcagent_judge::service::{Recorder, Recording, Service};
 use hpcagent_judge::{Judge, JudgeConfig};
-use hpcagent_orchestrator::client::{Client, RoleContext, start_heartbeats};
+use hpcagent_orchestrator::client::{Records, RoleContext, start_heartbeats};
 use hpcagent_orchestrator::control::auth;
 use hpcagent_proto::v1 as pb;
 
@@ -61,24 +61,23 @@ pub fn run(args: RoleArgs) -> anyhow::Result<()> {
 
 /// Reports verdicts given under a lease to the orchestrator.
 struct ToOrchestrator {
-    client: Client,
+    records: Records,
     judge: String,
 }
 
 impl Recorder for ToOrchestrator {
     fn record(&self, lease_id: String, kind: pb::GradeKind, verdict: pb::Verdict) -> Recording {
-        let mut client = self.client.clone();
+        let records = self.records.clone();
         let judge = self.judge.clone();
         Box::pin(async move {
-            client
-                .record_result(pb::RecordResultRequest {
+            records
+                .record(pb::GradeRecord {
                     lease_id,
                     kind: kind as i32,
                     verdict: Some(verdict),
                     judge,
                 })
                 .await
-                .map(|r| r.into_inner().settled)
                 .map_err(|s| s.message().to_string())
         })
     }
@@ -143,7 +142,7 @@ async fn judge(args: Instance) -> anyhow::Result<()> {
         Duration::from_millis(assignment.heartbeat_interval_ms as u64),
     );
     let recorder = Arc::new(ToOrchestrator {
-        client: ctx.client.clone(),
+        records: Records::new(ctx.client.clone()),
         judge: args.instance.clone(),
     });
     let incoming = hpcagent_orchestrator::control::incoming(listener);

@@ -5,7 +5,13 @@
 //! `HPCAGENT_TOKEN`, set by the executor) and its assignment in the run
 //! directory (`plan.json`, `env.resolved`). It registers, then heartbeats in
 //! the background; a role whose orchestrator stays unreachable exits on its
-//! own, so a killed orchestrator leaves no roles behind.
+//! own, so a killed orchestrator leaves no roles behind. Lease traffic (an
+//! agent's pulls and completions, a judge's verdicts) goes out in batches
+//! ([`Leases`], [`Records`]).
+
+mod batch;
+
+pub use batch::{Leases, Pulled, Records};
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};

@@ -6,6 +6,11 @@
 //! snapshots to `hpcagent status`. Every call is checked against the caller's
 //! role token ([`auth`]). Decisions are the scheduler's; this layer checks,
 //! records and answers.
+//!
+//! Lease traffic comes in batches (see the proto): an agent instance's
+//! completions and pulls in one call, a judge's verdicts in another. A batch
+//! takes the scheduler lock once, a batch of verdicts waits for one flush of
+//! the store, and each item is answered, or refused, on its own.
 
 pub mod auth;
 
@@ -19,9 +24,14 @@ use tonic::{Request, Response, Status};
 
 use crate::campaign::state::{Campaign, RoleState, service_of};
 use crate::plan::Role;
-use crate::scheduler::{Completion, Pull, RecordError, Scheduler, Service, TaskSpec};
+use crate::scheduler::{
+    AttemptEnd, Completion, Grant, Pull, RecordError, Scheduler, Service, TaskSpec,
+};
 use crate::store::{AgentReport, AttemptStart, VerdictRecord};
 use auth::Principal;
+
+/// The most items one batch call may carry.
+pub const MAX_BATCH: usize = 1024;
 
 /// A listener's connections for a tonic server, with `TCP_NODELAY`: tonic
 /// sets it only on listeners it binds itself, and without it each small
@@ -77,38 +87,200 @@ impl Control {
             .unwrap_or_default())
     }
 
-    /// Pulls a lease for `agent`'s `worker`, with its attempt directory made
-    /// and its start recorded. The directory is made outside the scheduler
-    /// lock (a mkdir can take milliseconds on a busy filesystem, and every
-    /// other call waits on that lock); the start is recorded under it, so
-    /// the store sees grants and ends in the order they happened. Nothing
-    /// can end the lease in between but its expiry, a lease TTL away.
-    fn grant(&self, agent: &str, worker: u32) -> Result<Pull, Status> {
-        let pull = self
-            .campaign
-            .scheduler()
-            .pull(agent, worker, Instant::now());
-        let Pull::Lease(g) = &pull else {
-            return Ok(pull);
-        };
-        let dir = self.campaign.attempt_dir(&g.task.id, g.attempt);
-        let made = std::fs::create_dir_all(&dir);
-        let mut sched = self.campaign.scheduler();
-        if let Err(e) = made {
-            sched.revoke(&g.lease_id);
-            return Err(Status::internal(format!("{}: {e}", dir.display())));
+    /// A lease for each of `agent`'s asking `workers` while there is work
+    /// (or why not, in `reply`), each start recorded under the scheduler
+    /// lock, so the store sees grants and ends in the order they happened. The attempt's directory is the
+    /// agent's to make: on a shared filesystem, metadata operations per lease
+    /// on this node would bound the whole campaign.
+    fn grant(
+        &self,
+        sched: &mut Scheduler,
+        agent: &str,
+        workers: &[u32],
+        now: Instant,
+        reply: &mut pb::LeasesReply,
+    ) -> Vec<(u32, Grant)> {
+        let mut grants = Vec::new();
+        for &worker in workers {
+            match sched.pull(agent, worker, now) {
+                Pull::Lease(g) => grants.push((worker, *g)),
+                Pull::Wait => {
+                    reply.retry_after_ms = 500;
+                    break;
+                }
+                Pull::Done => {
+                    reply.done = true;
+                    break;
+                }
+            }
         }
-        self.campaign.store.attempt_started(AttemptStart {
+        let starts = grants.iter().map(|(worker, g)| AttemptStart {
             task: g.task.id.clone(),
             attempt: g.attempt,
             lease_id: g.lease_id.clone(),
             agent: agent.to_string(),
-            worker,
+            worker: *worker,
             judge: g.judge.clone(),
             budget_used_s: g.budget_used.as_secs_f64(),
         });
-        Ok(pull)
+        self.campaign.store.attempts_started(starts.collect());
+        grants
     }
+
+    /// A grant as its agent sees it.
+    fn lease(&self, worker: u32, g: Grant) -> pb::Lease {
+        let dir = self.campaign.attempt_dir(&g.task.id, g.attempt);
+        pb::Lease {
+            lease_id: g.lease_id,
+            task_id: g.task.id,
+            kernel: g.task.kernel,
+            language: g.task.language,
+            precision: g.task.precision,
+            attempt: g.attempt,
+            deadline_unix_ms: unix_ms(g.deadline),
+            budget_s: g.budget_left.as_secs_f64(),
+            judge_url: g.judge_url,
+            inference_url: g.inference_url.unwrap_or_default(),
+            attempt_dir: dir.display().to_string(),
+            preset: g.task.preset.unwrap_or_default(),
+            worker,
+        }
+    }
+
+    /// One agent's completion, under the scheduler lock: whether its task
+    /// is settled, and the attempt's end when this completion ended it.
+    fn complete(
+        &self,
+        sched: &mut Scheduler,
+        agent: &Principal,
+        c: pb::Completion,
+        now: Instant,
+    ) -> Result<(bool, Option<AttemptEnd>), Status> {
+        must_hold(sched, &c.lease_id, agent)?;
+        let completion = sched
+            .complete(&c.lease_id, &c.outcome, now)
+            .ok_or_else(|| Status::not_found(format!("no lease {}", c.lease_id)))?;
+        let report = AgentReport {
+            outcome: c.outcome,
+            tokens: c.tokens,
+            transcript: c.transcript_path,
+            message: c.message,
+        };
+        Ok(match completion {
+            Completion::Ended(end) => {
+                self.campaign.record_end(&end, Some(report), None);
+                (false, Some(end))
+            }
+            Completion::Settled { task, attempt } => {
+                self.campaign.store.agent_report(&task, attempt, report);
+                (true, None)
+            }
+            // It expired first: the record of its end stands.
+            Completion::Late => (false, None),
+        })
+    }
+
+    /// One judge's verdict, under the scheduler lock: the attempt's end when
+    /// it settled its task.
+    fn record(
+        &self,
+        sched: &mut Scheduler,
+        judge: &Principal,
+        mut graded: Graded,
+        now: Instant,
+    ) -> Result<Option<AttemptEnd>, Status> {
+        let lease_id = graded.record.lease_id.clone();
+        let lease = sched
+            .any_lease(&lease_id)
+            .ok_or_else(|| Status::failed_precondition(format!("no lease {lease_id}")))?;
+        judge.must_be(
+            &lease.judge,
+            &format!("record verdicts of lease {lease_id}"),
+        )?;
+        let (task, attempt) = sched.attempt_of(&lease_id).expect("the lease exists");
+        check_verdict_matches(&graded.verdict, &task.spec)?;
+        graded.record.task_id = task.spec.id.clone();
+        graded.record.attempt = attempt;
+        let end = if graded.kind == pb::GradeKind::Submit {
+            let status = &graded.record.status;
+            match sched.record(&lease_id, status, graded.record.speedup, now) {
+                Ok(end) => end,
+                Err(e @ RecordError::AlreadySettled(_)) => {
+                    return Err(Status::already_exists(e.to_string()));
+                }
+                Err(e @ RecordError::UnknownLease(_)) => {
+                    return Err(Status::failed_precondition(e.to_string()));
+                }
+            }
+        } else {
+            None
+        };
+        graded.record.settled = end.is_some();
+        match &end {
+            Some(end) => self.campaign.record_end(end, None, Some(graded.record)),
+            None => self.campaign.store.verdict(graded.record),
+        }
+        Ok(end)
+    }
+}
+
+/// A judge's record, read into what the store keeps before the scheduler
+/// lock is taken (the verdict's JSON is made here).
+struct Graded {
+    kind: pb::GradeKind,
+    verdict: pb::Verdict,
+    record: VerdictRecord,
+}
+
+impl Graded {
+    fn read(judge: &Principal, r: pb::GradeRecord) -> Result<Graded, Status> {
+        let verdict = r
+            .verdict
+            .ok_or_else(|| Status::invalid_argument("no verdict"))?;
+        let kind = pb::GradeKind::try_from(r.kind).unwrap_or(pb::GradeKind::Unspecified);
+        let status = pb::Status::try_from(verdict.status).unwrap_or(pb::Status::Unspecified);
+        let status = status
+            .as_str_name()
+            .trim_start_matches("STATUS_")
+            .to_ascii_lowercase();
+        let record = VerdictRecord {
+            kind: kind
+                .as_str_name()
+                .trim_start_matches("GRADE_KIND_")
+                .to_ascii_lowercase(),
+            judge: judge.name().to_string(),
+            speedup: (verdict.speedup > 0.0).then_some(verdict.speedup),
+            median_ns: verdict.timing.as_ref().map(|t| t.median_ns),
+            message: verdict.message.clone(),
+            verdict: verdict_json(&verdict, &status),
+            lease_id: r.lease_id,
+            status,
+            ..VerdictRecord::default()
+        };
+        Ok(Graded {
+            kind,
+            verdict,
+            record,
+        })
+    }
+}
+
+/// A batch call carries at most [`MAX_BATCH`] items.
+fn check_batch(items: usize, what: &str) -> Result<(), Status> {
+    if items > MAX_BATCH {
+        return Err(Status::invalid_argument(format!(
+            "{items} {what} in one call; at most {MAX_BATCH}"
+        )));
+    }
+    Ok(())
+}
+
+/// An item's refusal, as its batch reply carries it.
+fn refusal(status: Status) -> Option<pb::Refusal> {
+    Some(pb::Refusal {
+        code: status.code() as i32,
+        message: status.message().to_string(),
+    })
 }
 
 /// A verdict must be for the task of the lease it is recorded under.
@@ -274,43 +446,45 @@ impl Orchestrator for Control {
         }))
     }
 
-    async fn pull_task(
+    async fn leases(
         &self,
-        request: Request<pb::PullTaskRequest>,
-    ) -> Result<Response<pb::PullTaskReply>, Status> {
-        let principal = auth::require(&request, AGENTS, "PullTask")?;
+        request: Request<pb::LeasesRequest>,
+    ) -> Result<Response<pb::LeasesReply>, Status> {
+        let principal = auth::require(&request, AGENTS, "Leases")?;
         let r = request.into_inner();
-        principal.must_be(&r.instance, "pull tasks")?;
-        let reply = match self.grant(&r.instance, r.worker)? {
-            Pull::Done => pb::PullTaskReply {
-                done: true,
-                ..Default::default()
-            },
-            Pull::Wait => pb::PullTaskReply {
-                retry_after_ms: 500,
-                ..Default::default()
-            },
-            Pull::Lease(g) => {
-                let dir = self.campaign.attempt_dir(&g.task.id, g.attempt);
-                pb::PullTaskReply {
-                    lease: Some(pb::Lease {
-                        lease_id: g.lease_id,
-                        task_id: g.task.id,
-                        kernel: g.task.kernel,
-                        language: g.task.language,
-                        precision: g.task.precision,
-                        attempt: g.attempt,
-                        deadline_unix_ms: unix_ms(g.deadline),
-                        budget_s: g.budget_left.as_secs_f64(),
-                        judge_url: g.judge_url,
-                        inference_url: g.inference_url.unwrap_or_default(),
-                        attempt_dir: dir.display().to_string(),
-                        preset: g.task.preset.unwrap_or_default(),
-                    }),
-                    ..Default::default()
-                }
-            }
+        principal.must_be(&r.instance, "pull or complete leases")?;
+        check_batch(r.completions.len() + r.pulls.len(), "completions and pulls")?;
+        let mut reply = pb::LeasesReply::default();
+        let mut ends = Vec::new();
+        let grants = {
+            let now = Instant::now();
+            let mut sched = self.campaign.scheduler();
+            reply.completed = r
+                .completions
+                .into_iter()
+                .map(|c| match self.complete(&mut sched, &principal, c, now) {
+                    Ok((settled, end)) => {
+                        ends.extend(end);
+                        pb::Completed {
+                            settled,
+                            refused: None,
+                        }
+                    }
+                    Err(status) => pb::Completed {
+                        settled: false,
+                        refused: refusal(status),
+                    },
+                })
+                .collect();
+            self.grant(&mut sched, &r.instance, &r.pulls, now, &mut reply)
         };
+        reply.leases = grants
+            .into_iter()
+            .map(|(worker, g)| self.lease(worker, g))
+            .collect();
+        for end in &ends {
+            self.campaign.write_outcome(end);
+        }
         Ok(Response::new(reply))
     }
 
@@ -346,120 +520,59 @@ impl Orchestrator for Control {
         }))
     }
 
-    async fn complete_task(
+    async fn record_results(
         &self,
-        request: Request<pb::CompleteTaskRequest>,
-    ) -> Result<Response<pb::CompleteTaskReply>, Status> {
-        let principal = auth::require(&request, AGENTS, "CompleteTask")?;
+        request: Request<pb::RecordResultsRequest>,
+    ) -> Result<Response<pb::RecordResultsReply>, Status> {
+        let principal = auth::require(&request, &[Some(Role::Judge)], "RecordResults")?;
         let r = request.into_inner();
-        let report = AgentReport {
-            outcome: r.outcome.clone(),
-            tokens: r.tokens,
-            transcript: r.transcript_path.clone(),
-            message: r.message.clone(),
-        };
-        let (ended, settled) = {
+        check_batch(r.records.len(), "records")?;
+        let now = Instant::now();
+        let graded: Vec<_> = r
+            .records
+            .into_iter()
+            .map(|record| Graded::read(&principal, record))
+            .collect();
+        let mut settled = Vec::new();
+        let recorded: Vec<pb::Recorded> = {
             let mut sched = self.campaign.scheduler();
-            must_hold(&sched, &r.lease_id, &principal)?;
-            let completion = sched
-                .complete(&r.lease_id, &r.outcome, Instant::now())
-                .ok_or_else(|| Status::not_found(format!("no lease {}", r.lease_id)))?;
-            match completion {
-                Completion::Ended(end) => {
-                    self.campaign.record_end(&end, Some(report), None);
-                    (Some(end), false)
-                }
-                Completion::Settled { task, attempt } => {
-                    self.campaign.store.agent_report(&task, attempt, report);
-                    (None, true)
-                }
-                // It expired first: the record of its end stands.
-                Completion::Late => (None, false),
-            }
+            graded
+                .into_iter()
+                .map(|graded| {
+                    self.campaign.grade_recorded(now);
+                    match graded.and_then(|g| self.record(&mut sched, &principal, g, now)) {
+                        Ok(end) => {
+                            let recorded = pb::Recorded {
+                                settled: end.is_some(),
+                                refused: None,
+                            };
+                            settled.extend(end);
+                            recorded
+                        }
+                        Err(status) => pb::Recorded {
+                            settled: false,
+                            refused: refusal(status),
+                        },
+                    }
+                })
+                .collect()
         };
-        if let Some(end) = &ended {
+        if settled.is_empty() {
+            return Ok(Response::new(pb::RecordResultsReply { recorded }));
+        }
+        for end in &settled {
             self.campaign.write_outcome(end);
         }
-        Ok(Response::new(pb::CompleteTaskReply { settled }))
-    }
-
-    async fn record_result(
-        &self,
-        request: Request<pb::RecordResultRequest>,
-    ) -> Result<Response<pb::RecordResultReply>, Status> {
-        let principal = auth::require(&request, &[Some(Role::Judge)], "RecordResult")?;
-        let r = request.into_inner();
-        let verdict = r
-            .verdict
-            .ok_or_else(|| Status::invalid_argument("no verdict"))?;
-        let kind = pb::GradeKind::try_from(r.kind).unwrap_or(pb::GradeKind::Unspecified);
-        let status = pb::Status::try_from(verdict.status).unwrap_or(pb::Status::Unspecified);
-        let status_name = status
-            .as_str_name()
-            .trim_start_matches("STATUS_")
-            .to_ascii_lowercase();
-        let speedup = (verdict.speedup > 0.0).then_some(verdict.speedup);
-        let now = Instant::now();
-        self.campaign.grade_recorded(now);
-        let mut record = VerdictRecord {
-            kind: kind
-                .as_str_name()
-                .trim_start_matches("GRADE_KIND_")
-                .to_ascii_lowercase(),
-            judge: principal.name().to_string(),
-            status: status_name.clone(),
-            speedup,
-            median_ns: verdict.timing.as_ref().map(|t| t.median_ns),
-            message: verdict.message.clone(),
-            verdict: verdict_json(&verdict, &status_name),
-            lease_id: r.lease_id.clone(),
-            ..VerdictRecord::default()
-        };
-        let settled = {
-            let mut sched = self.campaign.scheduler();
-            let lease = sched
-                .any_lease(&r.lease_id)
-                .ok_or_else(|| Status::failed_precondition(format!("no lease {}", r.lease_id)))?;
-            principal.must_be(
-                &lease.judge,
-                &format!("record verdicts of lease {}", r.lease_id),
-            )?;
-            let (task, attempt) = sched.attempt_of(&r.lease_id).expect("the lease exists");
-            check_verdict_matches(&verdict, &task.spec)?;
-            record.task_id = task.spec.id.clone();
-            record.attempt = attempt;
-            let end = if kind == pb::GradeKind::Submit {
-                match sched.record(&r.lease_id, &status_name, speedup, now) {
-                    Ok(end) => end,
-                    Err(e @ RecordError::AlreadySettled(_)) => {
-                        return Err(Status::already_exists(e.to_string()));
-                    }
-                    Err(e @ RecordError::UnknownLease(_)) => {
-                        return Err(Status::failed_precondition(e.to_string()));
-                    }
-                }
-            } else {
-                None
-            };
-            record.settled = end.is_some();
-            match &end {
-                Some(end) => self.campaign.record_end(end, None, Some(record)),
-                None => self.campaign.store.verdict(record),
-            }
-            end
-        };
-        let Some(end) = settled else {
-            return Ok(Response::new(pb::RecordResultReply { settled: false }));
-        };
-        self.campaign.write_outcome(&end);
         // The judge tells the agent only once the settle is on disk.
         self.campaign
             .store
             .flush()
             .await
             .map_err(|e| Status::internal(e.to_string()))?;
-        tracing::info!(task = %end.task, status = %status_name, "settled");
-        Ok(Response::new(pb::RecordResultReply { settled: true }))
+        for end in &settled {
+            tracing::info!(task = %end.task, attempt = end.attempt, "settled");
+        }
+        Ok(Response::new(pb::RecordResultsReply { recorded }))
     }
 
     type WatchStatusStream = ReceiverStream<Result<pb::StatusSnapshot, Status>>;

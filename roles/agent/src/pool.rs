@@ -1,7 +1,9 @@
 //! The worker pool of one agent instance.
 //!
-//! `workers` loops each pull a lease, work it with the policy, and complete
-//! it; heartbeats renew the leases in hand. An orchestrator that does not
+//! `workers` loops each pull a lease, make its attempt directory, work it
+//! with the policy, and complete it; the instance's pulls and completions go
+//! out in batches ([`Leases`]); heartbeats renew the leases in hand. An
+//! orchestrator that does not
 //! answer a pull is asked again with backoff (the heartbeat ends the process
 //! if it stays away). A worker stops when the orchestrator says there is
 //! nothing left (or the campaign drains); the instance exits when its last
@@ -12,7 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use hpcagent_orchestrator::client::{Client, RoleContext, start_heartbeats};
+use hpcagent_orchestrator::client::{Client, Leases, Pulled, RoleContext, start_heartbeats};
 use hpcagent_orchestrator::config::{Config, Policy};
 use hpcagent_orchestrator::control::auth::JUDGE_TOKEN_VAR;
 use hpcagent_proto::v1 as pb;
@@ -127,10 +129,12 @@ pub async fn run(run_dir: &Path, instance: &str) -> anyhow::Result<()> {
     );
     heartbeat.set_ready(true);
     tracing::info!(instance, workers = assignment.workers, %policy, "agent ready");
+    let leases = Leases::new(ctx.client.clone(), instance);
     let mut workers = tokio::task::JoinSet::new();
     for worker in 0..assignment.workers {
         let worker = Worker {
             client: ctx.client.clone(),
+            leases: leases.clone(),
             heartbeat: heartbeat.clone(),
             instance: instance.to_string(),
             judge_token: judge_token.clone(),
@@ -151,6 +155,7 @@ pub async fn run(run_dir: &Path, instance: &str) -> anyhow::Result<()> {
 /// One worker of the pool.
 struct Worker {
     client: Client,
+    leases: Leases,
     heartbeat: hpcagent_orchestrator::client::Heartbeat,
     instance: String,
     judge_token: String,
@@ -159,33 +164,40 @@ struct Worker {
 }
 
 impl Worker {
-    async fn work(mut self) -> anyhow::Result<()> {
-        while let Some(lease) = self.pull().await? {
+    async fn work(self) -> anyhow::Result<()> {
+        let mut next = self.pull().await?;
+        while let Some(lease) = next {
             self.heartbeat.hold(&lease.lease_id);
             tracing::info!(task = %lease.task_id, attempt = lease.attempt, judge = %lease.judge_url, "working");
-            let attempt = self.attempt(&lease).await;
+            let attempt = match std::fs::create_dir_all(&lease.attempt_dir) {
+                Ok(()) => self.attempt(&lease).await,
+                Err(e) => Attempt::ended("error", format!("{}: {e}", lease.attempt_dir)),
+            };
             tracing::info!(task = %lease.task_id, attempt = lease.attempt, outcome = %attempt.outcome, "{}", attempt.message);
-            let report = pb::CompleteTaskRequest {
+            let report = pb::Completion {
                 lease_id: lease.lease_id.clone(),
                 outcome: attempt.outcome,
                 tokens: attempt.tokens,
                 transcript_path: attempt.transcript,
                 message: attempt.message,
             };
-            if let Err(why) = self.complete(report).await {
+            // Asked together, they usually go out in one call.
+            let (completed, pulled) = tokio::join!(self.complete(report), self.pull());
+            if let Err(why) = completed {
                 tracing::warn!(task = %lease.task_id, "complete: {why}");
             }
             self.heartbeat.release(&lease.lease_id);
+            next = pulled?;
         }
         Ok(())
     }
 
     /// Reports an attempt, asking again while the orchestrator does not answer:
     /// the report carries its transcript and tokens.
-    async fn complete(&mut self, report: pb::CompleteTaskRequest) -> Result<(), String> {
+    async fn complete(&self, report: pb::Completion) -> Result<(), String> {
         let mut backoff = Duration::from_millis(500);
         for _ in 0..6 {
-            match self.client.complete_task(report.clone()).await {
+            match self.leases.complete(report.clone()).await {
                 Ok(_) => return Ok(()),
                 Err(status) if transient(&status) => {
                     tokio::time::sleep(backoff).await;
@@ -233,18 +245,16 @@ impl Worker {
     }
 
     /// The next lease; `None` once there is no more work.
-    async fn pull(&mut self) -> anyhow::Result<Option<pb::Lease>> {
+    async fn pull(&self) -> anyhow::Result<Option<pb::Lease>> {
         let mut backoff = Duration::from_millis(250);
         loop {
             if self.heartbeat.draining() {
                 return Ok(None);
             }
-            let request = pb::PullTaskRequest {
-                instance: self.instance.clone(),
-                worker: self.index,
-            };
-            let reply = match self.client.pull_task(request).await {
-                Ok(reply) => reply.into_inner(),
+            let wait = match self.leases.pull(self.index).await {
+                Ok(Pulled::Lease(lease)) => return Ok(Some(*lease)),
+                Ok(Pulled::Done) => return Ok(None),
+                Ok(Pulled::Wait(wait)) => wait,
                 Err(status) if transient(&status) => {
                     tracing::warn!("pull: {}; again in {backoff:?}", status.message());
                     tokio::time::sleep(backoff).await;
@@ -253,13 +263,7 @@ impl Worker {
                 }
                 Err(status) => anyhow::bail!("pull: {}", status.message()),
             };
-            if reply.done {
-                return Ok(None);
-            }
-            if let Some(lease) = reply.lease {
-                return Ok(Some(lease));
-            }
-            tokio::time::sleep(Duration::from_millis(reply.retry_after_ms.max(100) as u64)).await;
+            tokio::time::sleep(wait.max(Duration::from_millis(100))).await;
         }
     }
 }

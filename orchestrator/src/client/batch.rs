@@ -1,0 +1,341 @@
+//! A role's lease calls, batched: what an agent instance's workers and a
+//! judge's grades ask of the orchestrator one at a time goes out as few
+//! batch calls.
+//!
+//! A [`Coalescer`] keeps one call in flight and queues what is asked
+//! meanwhile; the next call carries everything queued. A lone request goes
+//! out at once, a busy node pays one call for many requests, and there is no
+//! timer to tune. A refusal of the whole call reaches every request it
+//! carried; a refused item only its own.
+
+use std::future::Future;
+use std::time::Duration;
+
+use hpcagent_proto::v1 as pb;
+use tokio::sync::{mpsc, oneshot};
+use tonic::{Code, Status};
+
+use super::Client;
+
+/// The most requests one call carries (the orchestrator takes up to
+/// [`crate::control::MAX_BATCH`]).
+const MAX_BATCH: usize = 256;
+
+type Answer<A> = oneshot::Sender<Result<A, Status>>;
+
+/// Requests of type `I`, answered with `A`, sent in batches.
+pub struct Coalescer<I, A> {
+    queue: mpsc::UnboundedSender<(I, Answer<A>)>,
+}
+
+impl<I, A> Clone for Coalescer<I, A> {
+    fn clone(&self) -> Self {
+        Coalescer {
+            queue: self.queue.clone(),
+        }
+    }
+}
+
+impl<I: Send + 'static, A: Send + 'static> Coalescer<I, A> {
+    /// Sends batches with `call`, which answers each item of a batch, in
+    /// order. The sending task ends when the last handle is dropped.
+    pub fn new<F, Fut>(mut call: F) -> Coalescer<I, A>
+    where
+        F: FnMut(Vec<I>) -> Fut + Send + 'static,
+        Fut: Future<Output = Result<Vec<Result<A, Status>>, Status>> + Send,
+    {
+        let (queue, mut queued) = mpsc::unbounded_channel::<(I, Answer<A>)>();
+        tokio::spawn(async move {
+            while let Some(first) = queued.recv().await {
+                let mut batch = vec![first];
+                while batch.len() < MAX_BATCH {
+                    match queued.try_recv() {
+                        Ok(more) => batch.push(more),
+                        Err(_) => break,
+                    }
+                }
+                let (items, answers): (Vec<I>, Vec<Answer<A>>) = batch.into_iter().unzip();
+                let asked = items.len();
+                match call(items).await {
+                    Ok(results) if results.len() == asked => {
+                        for (answer, result) in answers.into_iter().zip(results) {
+                            let _ = answer.send(result);
+                        }
+                    }
+                    Ok(results) => {
+                        let wrong = Status::internal(format!(
+                            "the orchestrator answered {} of {asked} requests",
+                            results.len()
+                        ));
+                        answers
+                            .into_iter()
+                            .for_each(|a| drop(a.send(Err(wrong.clone()))));
+                    }
+                    Err(status) => {
+                        answers
+                            .into_iter()
+                            .for_each(|a| drop(a.send(Err(status.clone()))));
+                    }
+                }
+            }
+        });
+        Coalescer { queue }
+    }
+
+    /// Sends `item` with the next batch and waits for its answer.
+    pub async fn call(&self, item: I) -> Result<A, Status> {
+        let (answer, answered) = oneshot::channel();
+        let gone = || Status::unavailable("the role's batching task has stopped");
+        self.queue.send((item, answer)).map_err(|_| gone())?;
+        answered.await.map_err(|_| gone())?
+    }
+}
+
+/// A batch item's refusal as the status a lone call would have had.
+fn refused(refusal: Option<pb::Refusal>) -> Result<(), Status> {
+    match refusal {
+        None => Ok(()),
+        Some(r) => Err(Status::new(Code::from_i32(r.code), r.message)),
+    }
+}
+
+/// What a worker's pull got.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Pulled {
+    Lease(Box<pb::Lease>),
+    /// Nothing to do now: ask again after this long.
+    Wait(Duration),
+    /// Every task is settled or the campaign drains: stop pulling.
+    Done,
+}
+
+/// What an agent worker asks of its instance's lease call.
+enum Ask {
+    Complete(pb::Completion),
+    Pull(u32),
+}
+
+/// Its answer.
+enum Told {
+    Completed(bool),
+    Pulled(Pulled),
+}
+
+/// An agent instance's lease calls, shared by its workers.
+#[derive(Clone)]
+pub struct Leases(Coalescer<Ask, Told>);
+
+impl Leases {
+    pub fn new(client: Client, instance: &str) -> Leases {
+        let instance = instance.to_string();
+        Leases(Coalescer::new(move |asks: Vec<Ask>| {
+            let mut request = pb::LeasesRequest {
+                instance: instance.clone(),
+                ..Default::default()
+            };
+            let pulling: Vec<bool> = asks.iter().map(|a| matches!(a, Ask::Pull(_))).collect();
+            for ask in asks {
+                match ask {
+                    Ask::Complete(c) => request.completions.push(c),
+                    Ask::Pull(worker) => request.pulls.push(worker),
+                }
+            }
+            let mut client = client.clone();
+            async move {
+                let pulls = request.pulls.clone();
+                let reply = client.leases(request).await?.into_inner();
+                Ok(answer(&pulling, pulls, reply))
+            }
+        }))
+    }
+
+    /// The next lease of `worker`, or what to do without one.
+    pub async fn pull(&self, worker: u32) -> Result<Pulled, Status> {
+        match self.0.call(Ask::Pull(worker)).await? {
+            Told::Pulled(pulled) => Ok(pulled),
+            Told::Completed(_) => unreachable!("a pull is answered with what it pulled"),
+        }
+    }
+
+    /// Ends the worker's lease; `true` when its task is settled.
+    pub async fn complete(&self, completion: pb::Completion) -> Result<bool, Status> {
+        match self.0.call(Ask::Complete(completion)).await? {
+            Told::Completed(settled) => Ok(settled),
+            Told::Pulled(_) => unreachable!("a completion is answered with its end"),
+        }
+    }
+}
+
+/// Each ask's answer, in the order asked (`pulling[i]`: whether ask `i` was a pull).
+fn answer(
+    pulling: &[bool],
+    pulls: Vec<u32>,
+    mut reply: pb::LeasesReply,
+) -> Vec<Result<Told, Status>> {
+    let mut completed = std::mem::take(&mut reply.completed).into_iter();
+    let mut pulled = hand_out(pulls, reply).into_iter();
+    pulling
+        .iter()
+        .map(|&pull| {
+            let missing = || Status::internal("the orchestrator left an ask unanswered");
+            if pull {
+                pulled.next().ok_or_else(missing)?.map(Told::Pulled)
+            } else {
+                let c = completed.next().ok_or_else(missing)?;
+                refused(c.refused).map(|()| Told::Completed(c.settled))
+            }
+        })
+        .collect()
+}
+
+/// Each pulling worker's share of a reply.
+fn hand_out(workers: Vec<u32>, mut reply: pb::LeasesReply) -> Vec<Result<Pulled, Status>> {
+    let otherwise = if reply.done {
+        Pulled::Done
+    } else {
+        Pulled::Wait(Duration::from_millis(u64::from(reply.retry_after_ms)))
+    };
+    workers
+        .into_iter()
+        .map(|worker| {
+            let mine = reply.leases.iter().position(|l| l.worker == worker);
+            Ok(match mine {
+                Some(i) => Pulled::Lease(Box::new(reply.leases.swap_remove(i))),
+                None => otherwise.clone(),
+            })
+        })
+        .collect()
+}
+
+/// A judge's verdict records, shared by its grades.
+#[derive(Clone)]
+pub struct Records(Coalescer<pb::GradeRecord, bool>);
+
+impl Records {
+    pub fn new(client: Client) -> Records {
+        Records(Coalescer::new(move |records: Vec<pb::GradeRecord>| {
+            let mut client = client.clone();
+            async move {
+                Ok(client
+                    .record_results(pb::RecordResultsRequest { records })
+                    .await?
+                    .into_inner()
+                    .recorded
+                    .into_iter()
+                    .map(|r| refused(r.refused).map(|()| r.settled))
+                    .collect())
+            }
+        }))
+    }
+
+    /// Records one verdict; `true` when it settled its task (and the settle
+    /// is on disk).
+    pub async fn record(&self, record: pb::GradeRecord) -> Result<bool, Status> {
+        self.0.call(record).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::{Arc, Mutex};
+
+    #[tokio::test]
+    async fn what_queues_during_a_call_goes_out_in_the_next_one() {
+        let sizes = Arc::new(Mutex::new(Vec::new()));
+        let seen = sizes.clone();
+        let doubling = Coalescer::new(move |items: Vec<u32>| {
+            seen.lock().unwrap().push(items.len());
+            async move {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                Ok(items.into_iter().map(|i| Ok(i * 2)).collect())
+            }
+        });
+        let first = tokio::spawn({
+            let c = doubling.clone();
+            async move { c.call(1).await }
+        });
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        let rest: Vec<_> = (2..=5)
+            .map(|i| {
+                let c = doubling.clone();
+                tokio::spawn(async move { c.call(i).await })
+            })
+            .collect();
+        assert_eq!(first.await.unwrap().unwrap(), 2);
+        for (i, answer) in (2..=5).zip(rest) {
+            assert_eq!(
+                answer.await.unwrap().unwrap(),
+                i * 2,
+                "answers go to their askers"
+            );
+        }
+        assert_eq!(*sizes.lock().unwrap(), vec![1, 4]);
+    }
+
+    #[tokio::test]
+    async fn a_failed_call_fails_every_request_it_carried_and_only_those() {
+        let calls = Arc::new(Mutex::new(0));
+        let counted = calls.clone();
+        let flaky = Coalescer::new(move |items: Vec<u32>| {
+            let n = {
+                let mut c = counted.lock().unwrap();
+                *c += 1;
+                *c
+            };
+            async move {
+                if n == 1 {
+                    Err(Status::unavailable("down"))
+                } else {
+                    Ok(items
+                        .into_iter()
+                        .map(|i| {
+                            if i == 0 {
+                                Err(Status::not_found("no 0"))
+                            } else {
+                                Ok(i)
+                            }
+                        })
+                        .collect())
+                }
+            }
+        });
+        let err = flaky.call(7).await.unwrap_err();
+        assert_eq!(err.code(), Code::Unavailable);
+        let (zero, seven) = tokio::join!(flaky.call(0), flaky.call(7));
+        assert_eq!(zero.unwrap_err().code(), Code::NotFound);
+        assert_eq!(seven.unwrap(), 7);
+    }
+
+    #[test]
+    fn each_worker_gets_its_own_lease_and_the_rest_wait() {
+        let lease = |worker: u32| pb::Lease {
+            lease_id: format!("l{worker}"),
+            worker,
+            ..Default::default()
+        };
+        let reply = pb::LeasesReply {
+            leases: vec![lease(3), lease(1)],
+            retry_after_ms: 500,
+            ..Default::default()
+        };
+        let shares = hand_out(vec![1, 2, 3], reply);
+        assert_eq!(
+            shares[0].as_ref().unwrap(),
+            &Pulled::Lease(Box::new(lease(1)))
+        );
+        assert_eq!(
+            shares[1].as_ref().unwrap(),
+            &Pulled::Wait(Duration::from_millis(500))
+        );
+        assert_eq!(
+            shares[2].as_ref().unwrap(),
+            &Pulled::Lease(Box::new(lease(3)))
+        );
+        let done = pb::LeasesReply {
+            done: true,
+            ..Default::default()
+        };
+        assert_eq!(hand_out(vec![4], done)[0].as_ref().unwrap(), &Pulled::Done);
+    }
+}
