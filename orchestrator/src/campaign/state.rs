@@ -209,8 +209,14 @@ impl Campaign {
             "attempts": end.attempts,
             "budget_used_s": end.budget_used.as_secs_f64(),
         });
-        let written = std::fs::create_dir_all(&dir)
-            .and_then(|()| std::fs::write(dir.join("outcome.json"), evidence.to_string() + "\n"));
+        let (file, text) = (dir.join("outcome.json"), evidence.to_string() + "\n");
+        // The agent made the directory; make it only when it did not.
+        let written = match std::fs::write(&file, &text) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                std::fs::create_dir_all(&dir).and_then(|()| std::fs::write(&file, &text))
+            }
+            other => other,
+        };
         if let Err(e) = written {
             tracing::warn!("{}: {e}", dir.display());
         }
