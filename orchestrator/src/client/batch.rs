@@ -1,6 +1,7 @@
-//! A role's lease calls, batched: what an agent instance's workers and a
-//! judge's grades ask of the orchestrator one at a time goes out as few
-//! batch calls.
+//! A role's lease calls, batched: what an agent instance's workers (their
+//! completions and pulls, one `Leases` call) and a judge's grades (their
+//! verdicts, one `RecordResults` call) ask of the orchestrator one at a
+//! time goes out as few calls.
 //!
 //! A [`Coalescer`] keeps one call in flight and queues what is asked
 //! meanwhile; the next call carries everything queued. A lone request goes
@@ -179,7 +180,7 @@ fn answer(
         .map(|&pull| {
             let missing = || Status::internal("the orchestrator left an ask unanswered");
             if pull {
-                pulled.next().ok_or_else(missing)?.map(Told::Pulled)
+                pulled.next().ok_or_else(missing).map(Told::Pulled)
             } else {
                 let c = completed.next().ok_or_else(missing)?;
                 refused(c.refused).map(|()| Told::Completed(c.settled))
@@ -189,7 +190,7 @@ fn answer(
 }
 
 /// Each pulling worker's share of a reply.
-fn hand_out(workers: Vec<u32>, mut reply: pb::LeasesReply) -> Vec<Result<Pulled, Status>> {
+fn hand_out(workers: Vec<u32>, mut reply: pb::LeasesReply) -> Vec<Pulled> {
     let otherwise = if reply.done {
         Pulled::Done
     } else {
@@ -199,10 +200,10 @@ fn hand_out(workers: Vec<u32>, mut reply: pb::LeasesReply) -> Vec<Result<Pulled,
         .into_iter()
         .map(|worker| {
             let mine = reply.leases.iter().position(|l| l.worker == worker);
-            Ok(match mine {
+            match mine {
                 Some(i) => Pulled::Lease(Box::new(reply.leases.swap_remove(i))),
                 None => otherwise.clone(),
-            })
+            }
         })
         .collect()
 }
@@ -321,21 +322,44 @@ mod tests {
         };
         let shares = hand_out(vec![1, 2, 3], reply);
         assert_eq!(
-            shares[0].as_ref().unwrap(),
-            &Pulled::Lease(Box::new(lease(1)))
-        );
-        assert_eq!(
-            shares[1].as_ref().unwrap(),
-            &Pulled::Wait(Duration::from_millis(500))
-        );
-        assert_eq!(
-            shares[2].as_ref().unwrap(),
-            &Pulled::Lease(Box::new(lease(3)))
+            shares,
+            [
+                Pulled::Lease(Box::new(lease(1))),
+                Pulled::Wait(Duration::from_millis(500)),
+                Pulled::Lease(Box::new(lease(3)))
+            ]
         );
         let done = pb::LeasesReply {
             done: true,
             ..Default::default()
         };
-        assert_eq!(hand_out(vec![4], done)[0].as_ref().unwrap(), &Pulled::Done);
+        assert_eq!(hand_out(vec![4], done), [Pulled::Done]);
+    }
+
+    #[test]
+    fn completions_and_pulls_of_one_call_are_answered_in_the_order_asked() {
+        let reply = pb::LeasesReply {
+            completed: vec![
+                pb::Completed {
+                    settled: true,
+                    refused: None,
+                },
+                pb::Completed {
+                    settled: false,
+                    refused: Some(pb::Refusal {
+                        code: Code::NotFound as i32,
+                        message: "no lease x".into(),
+                    }),
+                },
+            ],
+            done: true,
+            ..Default::default()
+        };
+        let told = answer(&[false, true, false], vec![5], reply);
+        assert!(matches!(told[0], Ok(Told::Completed(true))));
+        assert!(matches!(told[1], Ok(Told::Pulled(Pulled::Done))));
+        assert!(matches!(&told[2], Err(s) if s.code() == Code::NotFound));
+        let short = answer(&[false], Vec::new(), pb::LeasesReply::default());
+        assert!(matches!(&short[0], Err(s) if s.code() == Code::Internal));
     }
 }
