@@ -88,10 +88,11 @@ impl Control {
     }
 
     /// A lease for each of `agent`'s asking `workers` while there is work
-    /// (or why not, in `reply`), each start recorded under the scheduler
-    /// lock, so the store sees grants and ends in the order they happened. The attempt's directory is the
-    /// agent's to make: on a shared filesystem, metadata operations per lease
-    /// on this node would bound the whole campaign.
+    /// (and in `reply`, what the others should do), each start recorded
+    /// under the scheduler lock, so the store sees grants and ends in the
+    /// order they happened. The attempt's directory is the agent's to make:
+    /// on a shared filesystem, metadata operations per lease on this node
+    /// would bound the whole campaign.
     fn grant(
         &self,
         sched: &mut Scheduler,

@@ -140,7 +140,7 @@ pub struct Grant {
     pub budget_used: Duration,
 }
 
-/// What a CompleteTask found.
+/// What an agent's completion of a lease found.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Completion {
     /// The attempt ended without settling its task (requeued or failed).
