@@ -367,18 +367,6 @@ impl Scheduler {
         Some(lease.deadline)
     }
 
-    /// Takes back a lease that never reached its agent: the attempt does not count.
-    pub fn revoke(&mut self, lease_id: &str) {
-        let Some(lease) = self.leases.remove(lease_id) else {
-            return;
-        };
-        self.release(&lease);
-        let task = &mut self.tasks[lease.task];
-        task.attempts = task.attempts.saturating_sub(1);
-        task.state = TaskState::Pending;
-        self.queue.push_front(lease.task);
-    }
-
     /// Renews an agent's leases; returns the ones it no longer holds.
     pub fn renew_agent(&mut self, agent: &str, leases: &[String], now: Instant) -> Vec<String> {
         leases

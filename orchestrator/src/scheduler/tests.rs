@@ -212,16 +212,6 @@ fn renewals_never_pass_the_task_budget() {
 }
 
 #[test]
-fn a_revoked_lease_does_not_count_as_an_attempt() {
-    let mut s = scheduler(1, 3);
-    let t = Instant::now();
-    ready(&mut s, "judge-0", "j0");
-    let g = grant(s.pull("a", 0, t));
-    s.revoke(&g.lease_id);
-    assert_eq!(grant(s.pull("a", 0, t)).attempt, 1);
-}
-
-#[test]
 fn harness_errors_do_not_settle_and_gave_up_requeues() {
     let mut s = scheduler(1, 3);
     let t = Instant::now();
