@@ -335,7 +335,7 @@ impl Store {
         );
         self.write(move |c| {
             execute(
- c,
+                c,
                 "INSERT INTO roles (instance, role, node, endpoint, state, restarts, updated_at)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
                  ON CONFLICT(instance) DO UPDATE SET role = ?2, node = ?3, endpoint = ?4, state = ?5,
@@ -408,7 +408,7 @@ fn execute(c: &Connection, sql: &str, params: impl rusqlite::Params) -> rusqlite
 
 fn agent_report(c: &Connection, task: &str, attempt: u32, r: &AgentReport) -> rusqlite::Result<()> {
     execute(
- c,
+        c,
         "UPDATE attempts SET ended_at = ?3, outcome = ?4, tokens = ?5, transcript = ?6, message = ?7
          WHERE task_id = ?1 AND attempt = ?2",
         params![task, attempt, now(), r.outcome, r.tokens as i64, r.transcript, r.message],

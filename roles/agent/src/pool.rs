@@ -3,9 +3,8 @@
 //! `workers` loops each pull a lease, make its attempt directory, work it
 //! with the policy, and complete it; the instance's pulls and completions go
 //! out in batches ([`Leases`]); heartbeats renew the leases in hand. An
-//! orchestrator that does not
-//! answer a pull is asked again with backoff (the heartbeat ends the process
-//! if it stays away). A worker stops when the orchestrator says there is
+//! orchestrator that does not answer a pull is asked again with backoff (the
+//! heartbeat ends the process if it stays away). A worker stops when the orchestrator says there is
 //! nothing left (or the campaign drains); the instance exits when its last
 //! worker stops.
 
