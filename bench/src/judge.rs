@@ -14,7 +14,7 @@ use std::time::Instant;
 
 use anyhow::Context;
 
-use crate::stats::ratio_line;
+use crate::stats::{median, ratio_line};
 
 #[derive(Debug, Clone)]
 pub struct Options {
@@ -183,6 +183,10 @@ pub fn run_bench(options: &Options) -> anyhow::Result<Outcome> {
     std::fs::write(&warm, format!("/* warm-up */\n{gemm}"))?;
     grade(options, &judge, &warm)?;
 
+    anyhow::ensure!(
+        options.repeats > 0,
+        "the judge bench needs at least one round"
+    );
     let (mut hand, mut graded, mut cached) = (Vec::new(), Vec::new(), Vec::new());
     for i in 0..options.repeats {
         // A new comment is a new submission: a cold build, each time.
@@ -207,11 +211,6 @@ pub fn run_bench(options: &Options) -> anyhow::Result<Outcome> {
         overhead: median(&mut overheads),
         cache_speedup: median(&mut speedups),
     })
-}
-
-fn median(values: &mut [f64]) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
 }
 
 pub fn render(o: &Outcome, repeats: usize) -> String {

@@ -28,9 +28,9 @@ impl Latency {
     }
 }
 
-/// The median of `samples` (0 for none).
-pub fn median(samples: &mut [Duration]) -> Duration {
-    samples.sort_unstable();
+/// The median of `samples` (0 for none): durations, or ratios.
+pub fn median<T: Copy + Default + PartialOrd>(samples: &mut [T]) -> T {
+    samples.sort_unstable_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
     samples.get(samples.len() / 2).copied().unwrap_or_default()
 }
 
