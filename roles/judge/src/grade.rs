@@ -754,6 +754,9 @@ fn run_failure(outcome: &RunOutcome) -> Option<(Status, String)> {
                 Status::Crash,
                 format!("device error after a call ({stage}): {message}"),
             ),
+            // The kernel's threads are the likely cause; an overloaded node
+            // would have to preempt the runner in every one of the tries.
+            "snapshot" => (Status::Incorrect, message.to_string()),
             _ => (Status::HarnessError, format!("runner {stage}: {message}")),
         });
     }

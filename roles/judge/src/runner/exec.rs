@@ -9,7 +9,9 @@
 //! canary; only the call is timed. Every call but the last of a case may get
 //! other input values (`earlier`), so that the verified call is one whose
 //! answer no earlier call computed; its outputs are copied the moment it
-//! returns, so work a kernel leaves running after it returns does not count.
+//! returns, so work a kernel leaves running after it returns does not count
+//! (and a copy the runner was preempted during is taken again, see
+//! [`super::window`]).
 
 use std::collections::BTreeMap;
 use std::ffi::c_void;
@@ -26,6 +28,7 @@ use super::device::{self, Buffer, Memory};
 use super::papi::Papi;
 use super::protocol::{Event, Request, RunArg, RunCase, write_frame};
 use super::reap;
+use super::window::Window;
 use crate::corpus::Role;
 use crate::sandbox::confine::Confinement;
 
@@ -117,6 +120,71 @@ type Failure = (&'static str, String);
 
 struct Runner {
     channel: File,
+}
+
+/// Calls in a row whose outputs' copy may be disturbed before the runner
+/// gives up on a call (see [`super::window`]).
+const SNAPSHOT_TRIES: u32 = 8;
+
+/// One case's call: the symbol, its arguments, and the workspace cleared
+/// before each call.
+struct Call<'a> {
+    cif: &'a Cif,
+    code: CodePtr,
+    args: &'a [Arg],
+    workspace: Buffer,
+    zeros: &'a [u8],
+}
+
+/// What one call measured.
+struct Timed {
+    ns: u64,
+    counters: Vec<(String, f64)>,
+    /// From the call's return on.
+    window: Window,
+}
+
+impl Call<'_> {
+    /// Gives the kernel fresh inputs (the verified ones when `last`) and a
+    /// cleared workspace, then calls and times it.
+    fn run(
+        &self,
+        arrays: &[ArrayState],
+        last: bool,
+        memory: &mut dyn Memory,
+        papi: Option<&Papi>,
+    ) -> Result<Timed, Failure> {
+        for a in arrays {
+            memory
+                .upload(a.buffer, a.input_for(last))
+                .map_err(|e| ("copy", e))?;
+        }
+        if self.workspace.bytes > 0 {
+            memory
+                .upload(self.workspace, self.zeros)
+                .map_err(|e| ("copy", e))?;
+        }
+        memory.sync().map_err(|e| ("sync", e))?;
+        if let Some(p) = papi {
+            p.start().map_err(|e| ("papi", e))?;
+        }
+        let start = Instant::now();
+        // SAFETY: the argument types follow the ABI of the symbol; the
+        // buffers are as large as the kernel's shapes say.
+        unsafe { self.cif.call::<()>(self.code, self.args) };
+        memory.sync().map_err(|e| ("sync", e))?;
+        let returned = Instant::now();
+        let window = Window::open(returned);
+        let counters = match papi {
+            Some(p) => p.stop().map_err(|e| ("papi", e))?,
+            None => Vec::new(),
+        };
+        Ok(Timed {
+            ns: (returned - start).as_nanos() as u64,
+            counters,
+            window,
+        })
+    }
 }
 
 /// One argument's value as libffi passes it; the storage must not move
@@ -313,65 +381,70 @@ impl Runner {
         } else {
             total
         };
+        let call = Call {
+            cif: &cif,
+            code,
+            args: &args,
+            workspace,
+            zeros: &zeros,
+        };
+        // Device outputs are downloaded, which may sleep, so the window
+        // cannot tell; work a device kernel leaves is waited for by the
+        // device sync before the timer stops.
+        let watch_window = arrays
+            .iter()
+            .filter(|a| a.role.is_output())
+            .all(|a| memory.host_view(a.buffer).is_some());
         let mut counters: BTreeMap<String, f64> = BTreeMap::new();
         let mut last_outputs = Vec::new();
         for rep in 0..total {
             let last = rep + 1 == total;
-            for a in &arrays {
-                memory
-                    .upload(a.buffer, a.input_for(last))
-                    .map_err(|e| ("copy", e))?;
-            }
-            if workspace.bytes > 0 {
-                memory.upload(workspace, &zeros).map_err(|e| ("copy", e))?;
-            }
-            memory.sync().map_err(|e| ("sync", e))?;
             let warmup = rep < case.warmup;
-            let timed_papi = papi.filter(|_| !warmup);
-            if let Some(p) = timed_papi {
-                p.start().map_err(|e| ("papi", e))?;
-            }
-            let start = Instant::now();
-            // SAFETY: the argument types follow the ABI of the symbol; the
-            // buffers are as large as the kernel's shapes say.
-            unsafe { cif.call::<()>(code, &args) };
-            memory.sync().map_err(|e| ("sync", e))?;
-            let ns = start.elapsed().as_nanos() as u64;
-            if let Some(p) = timed_papi {
-                for (name, value) in p.stop().map_err(|e| ("papi", e))? {
-                    *counters.entry(name).or_default() += value;
-                }
-            }
+            let papi = papi.filter(|_| !warmup);
             // The first call, and the last two on the same inputs (so a
             // result that alternates between calls shows).
             let digest = case.digests && (rep == 0 || (rep < same && rep + 2 >= same));
             let snapshot = digest || (last && case.send_outputs);
-            if !snapshot {
-                self.check_inputs(index, rep, total, &mut arrays, memory)?;
-                self.send_rep(index, rep, ns, warmup);
-                continue;
+            let mut tries = 0;
+            let (timed, outputs) = loop {
+                let timed = call.run(&arrays, last, memory, papi)?;
+                if !snapshot {
+                    break (timed, None);
+                }
+                // Before anything else: a thread the kernel left computing
+                // must not finish the answer while the judge looks.
+                let outputs = read_outputs(&arrays, memory)?;
+                if !watch_window || timed.window.held() {
+                    break (timed, Some(outputs));
+                }
+                tries += 1;
+                if tries == SNAPSHOT_TRIES {
+                    return Err((
+                        "snapshot",
+                        format!(
+                            "in {tries} calls in a row the runner lost its CPU between the call's \
+                             return and the copy of its outputs (off the CPU {:?} the last \
+                             time), so no copy shows what the call itself computed: threads \
+                             the kernel left running took the runner's CPU, or the node is \
+                             overloaded",
+                            timed.window.off_cpu()
+                        ),
+                    ));
+                }
+            };
+            for (name, value) in timed.counters {
+                *counters.entry(name).or_default() += value;
             }
-            // Before anything else: a thread the kernel left computing must
-            // not finish the answer while the judge looks.
-            let outputs = read_outputs(&arrays, memory)?;
-            if digest {
-                let mut hash = Sha256::new();
-                outputs.iter().for_each(|bytes| hash.update(bytes));
-                let digest = hash.finalize().iter().map(|b| format!("{b:02x}")).collect();
-                self.send(
-                    &Event::OutputDigest {
-                        case: index,
-                        rep,
-                        digest,
-                    },
-                    &[],
-                );
-            }
-            if last {
-                last_outputs = outputs;
+            if let Some(outputs) = outputs {
+                if digest {
+                    self.send_digest(index, rep, &outputs);
+                }
+                if last {
+                    last_outputs = outputs;
+                }
             }
             self.check_inputs(index, rep, total, &mut arrays, memory)?;
-            self.send_rep(index, rep, ns, warmup);
+            self.send_rep(index, rep, timed.ns, warmup);
         }
         if !counters.is_empty() {
             let reps = case.reps.max(1) as f64;
@@ -395,6 +468,13 @@ impl Runner {
             );
         }
         Ok(())
+    }
+
+    fn send_digest(&mut self, case: usize, rep: u32, outputs: &[Vec<u8>]) {
+        let mut hash = Sha256::new();
+        outputs.iter().for_each(|bytes| hash.update(bytes));
+        let digest = hash.finalize().iter().map(|b| format!("{b:02x}")).collect();
+        self.send(&Event::OutputDigest { case, rep, digest }, &[]);
     }
 
     fn send_rep(&mut self, case: usize, rep: u32, ns: u64, warmup: bool) {

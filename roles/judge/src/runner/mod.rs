@@ -13,6 +13,7 @@ pub mod exec;
 mod papi;
 pub mod protocol;
 mod reap;
+mod window;
 
 use std::collections::BTreeMap;
 use std::os::fd::{AsRawFd, OwnedFd};
