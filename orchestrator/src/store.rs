@@ -105,7 +105,9 @@ impl TaskRow {
     }
 }
 
-type Job = Box<dyn FnOnce(&Connection) -> rusqlite::Result<()> + Send>;
+/// A change to the store. `Fn`, not `FnOnce`: a batch in which one change
+/// fails is rolled back and applied again change by change.
+type Job = Box<dyn Fn(&Connection) -> rusqlite::Result<()> + Send>;
 
 enum Op {
     Write(Job),
@@ -176,7 +178,7 @@ impl Store {
     }
 
     /// Queues a change; it is committed with the next batch.
-    pub fn write(&self, job: impl FnOnce(&Connection) -> rusqlite::Result<()> + Send + 'static) {
+    pub fn write(&self, job: impl Fn(&Connection) -> rusqlite::Result<()> + Send + 'static) {
         // A stopped writer means the campaign is ending; the flush reports it.
         let _ = self.ops.send(Op::Write(Box::new(job)));
     }
@@ -234,7 +236,7 @@ impl Store {
                 "INSERT OR IGNORE INTO tasks (id, kernel, language, precision, repeat, state,
                  attempts, budget_used_s) VALUES (?1, ?2, ?3, ?4, ?5, 'pending', 0, 0)",
             )?;
-            for t in tasks {
+            for t in &tasks {
                 insert.execute(params![t.id, t.kernel, t.language, t.precision, t.repeat])?;
             }
             Ok(())
@@ -247,7 +249,7 @@ impl Store {
             return;
         }
         self.write(move |c| {
-            for start in starts {
+            for start in &starts {
                 execute(
                     c,
                     "INSERT OR REPLACE INTO attempts (task_id, attempt, lease_id, agent, worker,
@@ -282,26 +284,30 @@ impl Store {
             if let Some(verdict) = &end.verdict {
                 insert_verdict(c, verdict)?;
             }
+            let Some(status) = &end.status else {
+                return execute(
+                    c,
+                    "UPDATE tasks SET state = ?2, attempts = ?3, budget_used_s = ?4 WHERE id = ?1",
+                    params![end.task, end.state, end.attempts, end.budget_used_s],
+                )
+                .map(drop);
+            };
             execute(
                 c,
-                "UPDATE tasks SET state = ?2, attempts = ?3, budget_used_s = ?4 WHERE id = ?1",
-                params![end.task, end.state, end.attempts, end.budget_used_s],
-            )?;
-            if let Some(status) = &end.status {
-                execute(
-                    c,
-                    "UPDATE tasks SET status = ?2, speedup = ?3, verdict = ?4, settled_at = ?5
-                     WHERE id = ?1",
-                    params![
-                        end.task,
-                        status,
-                        end.speedup,
-                        end.verdict.as_ref().map(|v| &v.verdict),
-                        now()
-                    ],
-                )?;
-            }
-            Ok(())
+                "UPDATE tasks SET state = ?2, attempts = ?3, budget_used_s = ?4, status = ?5,
+                 speedup = ?6, verdict = ?7, settled_at = ?8 WHERE id = ?1",
+                params![
+                    end.task,
+                    end.state,
+                    end.attempts,
+                    end.budget_used_s,
+                    status,
+                    end.speedup,
+                    end.verdict.as_ref().map(|v| &v.verdict),
+                    now()
+                ],
+            )
+            .map(drop)
         });
     }
 
@@ -456,8 +462,7 @@ pub struct VerdictRecord {
     pub verdict: String,
 }
 
-/// Applies queued changes in batches: one transaction per batch, one
-/// savepoint per change.
+/// Applies queued changes in batches, one transaction per batch.
 fn writer(mut conn: Connection, queue: mpsc::Receiver<Op>, failure: Arc<Mutex<Option<String>>>) {
     let fail = |why: String| {
         tracing::error!("store: {why}");
@@ -467,36 +472,19 @@ fn writer(mut conn: Connection, queue: mpsc::Receiver<Op>, failure: Arc<Mutex<Op
             .get_or_insert(why);
     };
     while let Ok(first) = queue.recv() {
-        let mut batch = vec![first];
-        while let Ok(more) = queue.try_recv() {
-            batch.push(more);
-            if batch.len() >= 4096 {
-                break;
+        let mut jobs = Vec::new();
+        let mut flushes = Vec::new();
+        let mut next = Some(first);
+        while let Some(op) = next.take() {
+            match op {
+                Op::Write(job) => jobs.push(job),
+                Op::Flush(done) => flushes.push(done),
+            }
+            if jobs.len() < 4096 {
+                next = queue.try_recv().ok();
             }
         }
-        let mut flushes = Vec::new();
-        let result = (|| -> rusqlite::Result<()> {
-            let tx = conn.transaction()?;
-            for op in batch {
-                match op {
-                    Op::Write(job) => {
-                        // Savepoints by cached statements: rusqlite's own
-                        // parse their SQL anew each time, which showed in
-                        // the lease traffic's profile.
-                        execute(&tx, "SAVEPOINT job", [])?;
-                        if let Err(e) = job(&tx) {
-                            // Rolls this change back alone.
-                            execute(&tx, "ROLLBACK TO job", [])?;
-                            fail(e.to_string());
-                        }
-                        execute(&tx, "RELEASE job", [])?;
-                    }
-                    Op::Flush(done) => flushes.push(done),
-                }
-            }
-            tx.commit()
-        })();
-        if let Err(e) = result {
+        if let Err(e) = commit(&mut conn, &jobs, &fail) {
             fail(format!("commit: {e}"));
         }
         let state = failure.lock().expect("store failure lock").clone();
@@ -504,6 +492,33 @@ fn writer(mut conn: Connection, queue: mpsc::Receiver<Op>, failure: Arc<Mutex<Op
             let _ = done.send(state.clone().map_or(Ok(()), Err));
         }
     }
+}
+
+/// Commits `jobs` in one transaction. A failing job is rolled back alone
+/// (and reported through `fail`); the others are kept.
+///
+/// Changes seldom fail, so the batch is first applied as it is: a savepoint
+/// per change journals every page it touches a second time, which showed in
+/// the lease traffic's profile. Only when a change fails is the batch rolled
+/// back and applied again with a savepoint around each change.
+fn commit(conn: &mut Connection, jobs: &[Job], fail: &impl Fn(String)) -> rusqlite::Result<()> {
+    let tx = conn.transaction()?;
+    if jobs.iter().try_for_each(|job| job(&tx)).is_ok() {
+        return tx.commit();
+    }
+    tx.rollback()?;
+    let tx = conn.transaction()?;
+    for job in jobs {
+        // Savepoints by cached statements: rusqlite's own parse their SQL
+        // anew each time.
+        execute(&tx, "SAVEPOINT job", [])?;
+        if let Err(e) = job(&tx) {
+            execute(&tx, "ROLLBACK TO job", [])?;
+            fail(e.to_string());
+        }
+        execute(&tx, "RELEASE job", [])?;
+    }
+    tx.commit()
 }
 
 /// Reads a finished (or running) campaign's store.
