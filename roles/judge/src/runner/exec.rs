@@ -419,15 +419,15 @@ impl Runner {
                 }
                 tries += 1;
                 if tries == SNAPSHOT_TRIES {
+                    let (on, off) = timed.window.times();
                     return Err((
                         "snapshot",
                         format!(
                             "in {tries} calls in a row the runner lost its CPU between the call's \
-                             return and the copy of its outputs (off the CPU {:?} the last \
-                             time), so no copy shows what the call itself computed: threads \
-                             the kernel left running took the runner's CPU, or the node is \
-                             overloaded",
-                            timed.window.off_cpu()
+                             return and the copy of its outputs (the last time {off:?} off \
+                             it, {on:?} on it), so no copy shows what the call itself computed: \
+                             threads the kernel left running took the runner's CPU, or the \
+                             node is overloaded"
                         ),
                     ));
                 }
