@@ -15,6 +15,9 @@ use commands::Command;
 /// traffic allocates per message and per row, and glibc's malloc took 15%
 /// of its profile; `bench dispatch` handles 18% more leases with it. C code
 /// a submission loads keeps glibc's malloc (no symbols are overridden).
+/// Version 2 without huge pages (Cargo.toml): version 3, and huge pages
+/// zeroed at first touch, each cost about a millisecond at every process
+/// start, and the judge starts a runner per grade.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
