@@ -4,15 +4,18 @@
 //! By hand: compile gemm with the judge's own flags into a library, then a
 //! small driver (compiled beforehand, not counted) loads it and makes 1 + N
 //! calls on gemm's S inputs, restoring the in/out array before each. The
-//! judge: `hpcagent judge score` of the same source at S, on a judge whose
-//! baseline and reference data are already warm (they are per task, not per
-//! submission). Then the same source again: its build comes from the cache.
+//! judge: a Score call of the same source at S from a connected client (as
+//! an agent makes it), on a judge whose baseline and reference data are
+//! already warm (they are per task, not per submission). Then the same
+//! source again: its build comes from the cache.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
 use anyhow::Context;
+use hpcagent_proto::v1::{self as pb, judge_client::JudgeClient};
+use tonic::transport::Channel;
 
 use crate::stats::{median, ratio_line};
 
@@ -146,19 +149,50 @@ fn start_judge(options: &Options) -> anyhow::Result<Judge> {
     })
 }
 
-/// One `judge score` of `source`; seconds, and whether the build was cached.
-fn grade(options: &Options, judge: &Judge, source: &Path) -> anyhow::Result<(f64, bool)> {
-    let start = Instant::now();
-    let out = Command::new(&options.exe)
-        .args(["judge", "score", "--judge", &judge.url, "--task", "gemm"])
-        .args(["--language", "c", "--json"])
-        .arg(source)
-        .output()?;
-    let seconds = start.elapsed().as_secs_f64();
-    let verdict: serde_json::Value =
-        serde_json::from_slice(&out.stdout).context("the judge answered no verdict")?;
-    anyhow::ensure!(verdict["status"] == "ok", "the grade was not ok: {verdict}");
-    Ok((seconds, verdict["cached_build"] == true))
+/// A client connected to the judge, as an agent holds one: a grade's
+/// latency is its Score call, not the start of a process to make it.
+struct Client {
+    runtime: tokio::runtime::Runtime,
+    judge: JudgeClient<Channel>,
+}
+
+impl Client {
+    fn connect(judge: &Judge) -> anyhow::Result<Client> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        let judge = runtime
+            .block_on(JudgeClient::connect(judge.url.clone()))
+            .with_context(|| format!("cannot reach the judge at {}", judge.url))?;
+        Ok(Client { runtime, judge })
+    }
+
+    /// One Score of `source`; seconds, and whether the build was cached.
+    fn grade(&mut self, source: &Path) -> anyhow::Result<(f64, bool)> {
+        let request = pb::GradeRequest {
+            task_id: "gemm".into(),
+            language: "c".into(),
+            code: Some(pb::grade_request::Code::Source(std::fs::read_to_string(
+                source,
+            )?)),
+            client: "hpcagent bench judge".into(),
+            ..Default::default()
+        };
+        let start = Instant::now();
+        let verdict = self
+            .runtime
+            .block_on(self.judge.score(request))
+            .context("Score")?
+            .into_inner();
+        let seconds = start.elapsed().as_secs_f64();
+        anyhow::ensure!(
+            verdict.status() == pb::Status::Ok,
+            "the grade was not ok: {:?}: {}",
+            verdict.status(),
+            verdict.message
+        );
+        Ok((seconds, verdict.cached_build))
+    }
 }
 
 pub fn run_bench(options: &Options) -> anyhow::Result<Outcome> {
@@ -178,10 +212,11 @@ pub fn run_bench(options: &Options) -> anyhow::Result<Outcome> {
     )?;
     let gemm = std::fs::read_to_string(options.repo.join("tests/submissions/gemm_ok.c"))?;
     let judge = start_judge(options)?;
+    let mut client = Client::connect(&judge)?;
     // Baseline timing and reference data are per task: make them warm.
     let warm = dir.join("warm.c");
     std::fs::write(&warm, format!("/* warm-up */\n{gemm}"))?;
-    grade(options, &judge, &warm)?;
+    client.grade(&warm)?;
 
     anyhow::ensure!(
         options.repeats > 0,
@@ -193,10 +228,10 @@ pub fn run_bench(options: &Options) -> anyhow::Result<Outcome> {
         let source = dir.join(format!("variant-{i}.c"));
         std::fs::write(&source, format!("/* variant {i} */\n{gemm}"))?;
         hand.push(by_hand(&flags, &source, &driver, dir)?);
-        let (t, hit) = grade(options, &judge, &source)?;
+        let (t, hit) = client.grade(&source)?;
         anyhow::ensure!(!hit, "a new variant came from the cache");
         graded.push(t);
-        let (t, hit) = grade(options, &judge, &source)?;
+        let (t, hit) = client.grade(&source)?;
         anyhow::ensure!(hit, "the resubmission was built again");
         cached.push(t);
     }
@@ -217,7 +252,7 @@ pub fn render(o: &Outcome, repeats: usize) -> String {
     format!(
         "hpcagent judge: gemm at S in C, {CALLS} timed calls, medians of {repeats} rounds\n\
          by hand (gcc with the judge's flags, then 1 + {CALLS} calls): {:.0} ms\n\
-         graded (judge score, new source):                       {:.0} ms\n\
+         graded (a Score call, new source):                      {:.0} ms\n\
          graded again (build from the cache):                    {:.0} ms\n\
          {}\n{}",
         o.by_hand_ms,
