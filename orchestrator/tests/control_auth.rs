@@ -15,6 +15,21 @@ use hpcagent_orchestrator::store::Store;
 use hpcagent_proto::v1 as pb;
 use hpcagent_proto::v1::orchestrator_client::OrchestratorClient;
 
+/// Sends one request on a `Leases` stream and takes its one reply.
+macro_rules! exchange {
+    ($client:expr, $request:expr) => {
+        async {
+            let mut replies = $client
+                .leases(tokio_stream::iter([$request]))
+                .await?
+                .into_inner();
+            let reply = replies.message().await?;
+            Ok::<_, tonic::Status>(reply.expect("one reply to one request"))
+        }
+        .await
+    };
+}
+
 struct Running {
     url: String,
     tokens: Tokens,
@@ -152,14 +167,15 @@ async fn only_judges_record_results_and_every_call_needs_a_token() {
         .await
         .unwrap_err();
     assert_eq!(err.code(), tonic::Code::Unauthenticated);
-    let err = anonymous
-        .leases(pb::LeasesRequest {
+    let err = exchange!(
+        anonymous,
+        pb::LeasesRequest {
             instance: "agent-0".into(),
             pulls: vec![0],
             ..Default::default()
-        })
-        .await
-        .unwrap_err();
+        }
+    )
+    .unwrap_err();
     assert_eq!(err.code(), tonic::Code::Unauthenticated);
 
     // A made-up token.
@@ -302,15 +318,15 @@ async fn a_refused_item_refuses_only_itself() {
     ready_judge(&running, "judge-0").await;
     let mut judge = connect("judge-0").await.unwrap();
     let mut agent = connect("agent-0").await.unwrap();
-    let pulled = agent
-        .leases(pb::LeasesRequest {
+    let pulled = exchange!(
+        agent,
+        pb::LeasesRequest {
             instance: "agent-0".into(),
             pulls: vec![4, 7],
             ..Default::default()
-        })
-        .await
-        .unwrap()
-        .into_inner();
+        }
+    )
+    .unwrap();
     assert_eq!(pulled.leases.len(), 1, "one task, one lease");
     assert_eq!(
         pulled.leases[0].worker, 4,
@@ -342,22 +358,68 @@ async fn a_refused_item_refuses_only_itself() {
     );
     assert!(recorded[1].settled);
 
-    let completed = agent
-        .leases(pb::LeasesRequest {
+    let completed = exchange!(
+        agent,
+        pb::LeasesRequest {
             instance: "agent-0".into(),
             completions: vec![
                 completion("no-such-lease", "gave_up"),
                 completion(lease, "submitted"),
             ],
             pulls: vec![4],
-        })
-        .await
-        .unwrap()
-        .into_inner();
+        }
+    )
+    .unwrap();
     assert_eq!(
         completed.completed[0].refused.as_ref().map(|r| r.code),
         Some(tonic::Code::NotFound as i32)
     );
     assert!(completed.completed[1].refused.is_none() && completed.completed[1].settled);
     assert!(completed.done, "the completion is applied before the pull");
+}
+
+/// A stream's requests are answered in order; one refused whole (it names
+/// another instance) ends the stream with its status, and the stream's
+/// earlier requests keep their answers.
+#[tokio::test]
+async fn a_request_refused_whole_ends_its_stream() {
+    let running = start().await;
+    ready_judge(&running, "judge-0").await;
+    let mut agent = client::connect(&running.url, running.tokens.of("agent-0").unwrap())
+        .await
+        .unwrap();
+    let asks = [
+        pb::LeasesRequest {
+            instance: "agent-0".into(),
+            pulls: vec![0],
+            ..Default::default()
+        },
+        pb::LeasesRequest {
+            instance: "agent-1".into(),
+            pulls: vec![0],
+            ..Default::default()
+        },
+        pb::LeasesRequest {
+            instance: "agent-0".into(),
+            pulls: vec![1],
+            ..Default::default()
+        },
+    ];
+    let mut replies = agent
+        .leases(tokio_stream::iter(asks))
+        .await
+        .unwrap()
+        .into_inner();
+    let first = replies
+        .message()
+        .await
+        .unwrap()
+        .expect("the first is answered");
+    assert_eq!(first.leases.len(), 1);
+    let err = replies.message().await.unwrap_err();
+    assert_eq!(err.code(), tonic::Code::PermissionDenied, "{err}");
+    assert!(
+        matches!(replies.message().await, Ok(None) | Err(_)),
+        "nothing is answered after the refusal"
+    );
 }

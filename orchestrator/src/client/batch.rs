@@ -1,7 +1,7 @@
 //! A role's lease calls, batched: what an agent instance's workers (their
-//! completions and pulls, one `Leases` call) and a judge's grades (their
-//! verdicts, one `RecordResults` call) ask of the orchestrator one at a
-//! time goes out as few calls.
+//! completions and pulls, one request on the instance's `Leases` stream)
+//! and a judge's grades (their verdicts, one `RecordResults` call) ask of
+//! the orchestrator one at a time goes out as few requests.
 //!
 //! A [`Coalescer`] keeps one call in flight and queues what is asked
 //! meanwhile; the next call carries everything queued. A lone request goes
@@ -10,6 +10,7 @@
 //! carried; a refused item only its own.
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use hpcagent_proto::v1 as pb;
@@ -129,6 +130,9 @@ pub struct Leases(Coalescer<Ask, Told>);
 impl Leases {
     pub fn new(client: Client, instance: &str) -> Leases {
         let instance = instance.to_string();
+        // The coalescer has one call in flight, so the lock is never
+        // contended: it only hands the stream from call to call.
+        let stream = Arc::new(tokio::sync::Mutex::new(LeaseStream { client, open: None }));
         Leases(Coalescer::new(move |asks: Vec<Ask>| {
             let mut request = pb::LeasesRequest {
                 instance: instance.clone(),
@@ -141,10 +145,10 @@ impl Leases {
                     Ask::Pull(worker) => request.pulls.push(worker),
                 }
             }
-            let mut client = client.clone();
+            let stream = stream.clone();
             async move {
                 let pulls = request.pulls.clone();
-                let reply = client.leases(request).await?.into_inner();
+                let reply = stream.lock().await.exchange(request).await?;
                 Ok(answer(&pulling, pulls, reply))
             }
         }))
@@ -164,6 +168,55 @@ impl Leases {
             Told::Completed(settled) => Ok(settled),
             Told::Pulled(_) => unreachable!("a completion is answered with its end"),
         }
+    }
+}
+
+/// An agent instance's `Leases` stream: each request is answered by one
+/// reply, in order. It is opened at the first exchange and again after one
+/// fails (the orchestrator ends a stream with the status of a request it
+/// refuses whole).
+struct LeaseStream {
+    client: Client,
+    open: Option<Open>,
+}
+
+struct Open {
+    asks: mpsc::Sender<pb::LeasesRequest>,
+    replies: tonic::Streaming<pb::LeasesReply>,
+}
+
+impl LeaseStream {
+    async fn exchange(&mut self, request: pb::LeasesRequest) -> Result<pb::LeasesReply, Status> {
+        let result = self.send_and_receive(request).await;
+        if result.is_err() {
+            self.open = None;
+        }
+        result
+    }
+
+    async fn send_and_receive(
+        &mut self,
+        request: pb::LeasesRequest,
+    ) -> Result<pb::LeasesReply, Status> {
+        let closed = || Status::unavailable("the orchestrator ended the lease stream");
+        let open = match &mut self.open {
+            Some(open) => {
+                open.asks.send(request).await.map_err(|_| closed())?;
+                open
+            }
+            None => {
+                // The first request waits in the channel while the stream opens.
+                let (asks, queue) = mpsc::channel(1);
+                asks.send(request).await.map_err(|_| closed())?;
+                let replies = self
+                    .client
+                    .leases(tokio_stream::wrappers::ReceiverStream::new(queue))
+                    .await?
+                    .into_inner();
+                self.open.insert(Open { asks, replies })
+            }
+        };
+        open.replies.message().await?.ok_or_else(closed)
     }
 }
 

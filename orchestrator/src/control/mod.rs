@@ -8,9 +8,10 @@
 //! records and answers.
 //!
 //! Lease traffic comes in batches (see the proto): an agent instance's
-//! completions and pulls in one call, a judge's verdicts in another. A batch
-//! takes the scheduler lock once, a batch of verdicts waits for one flush of
-//! the store, and each item is answered, or refused, on its own.
+//! completions and pulls in one request of its `Leases` stream, a judge's
+//! verdicts in one `RecordResults` call. A batch takes the scheduler lock
+//! once, a batch of verdicts waits for one flush of the store, and each item
+//! is answered, or refused, on its own.
 
 pub mod auth;
 
@@ -56,6 +57,48 @@ impl Control {
     > {
         let tokens = campaign.tokens.clone();
         OrchestratorServer::with_interceptor(Control { campaign }, auth::interceptor(tokens))
+    }
+
+    /// The answer to one message of an agent instance's lease stream.
+    fn answer_leases(
+        &self,
+        principal: &Principal,
+        r: pb::LeasesRequest,
+    ) -> Result<pb::LeasesReply, Status> {
+        principal.must_be(&r.instance, "pull or complete leases")?;
+        check_batch(r.completions.len() + r.pulls.len(), "completions and pulls")?;
+        let mut reply = pb::LeasesReply::default();
+        let mut ends = Vec::new();
+        let grants = {
+            let now = Instant::now();
+            let mut sched = self.campaign.scheduler();
+            reply.completed = r
+                .completions
+                .into_iter()
+                .map(|c| match self.complete(&mut sched, principal, c, now) {
+                    Ok((settled, end)) => {
+                        ends.extend(end);
+                        pb::Completed {
+                            settled,
+                            refused: None,
+                        }
+                    }
+                    Err(status) => pb::Completed {
+                        settled: false,
+                        refused: refusal(status),
+                    },
+                })
+                .collect();
+            self.grant(&mut sched, &r.instance, &r.pulls, now, &mut reply)
+        };
+        reply.leases = grants
+            .into_iter()
+            .map(|(worker, g)| self.lease(worker, g))
+            .collect();
+        for end in &ends {
+            self.campaign.write_outcome(end);
+        }
+        Ok(reply)
     }
 
     /// The lease's usable `service` endpoint ("" if none now), after setting
@@ -447,46 +490,26 @@ impl Orchestrator for Control {
         }))
     }
 
+    type LeasesStream = ReceiverStream<Result<pb::LeasesReply, Status>>;
+
     async fn leases(
         &self,
-        request: Request<pb::LeasesRequest>,
-    ) -> Result<Response<pb::LeasesReply>, Status> {
+        request: Request<tonic::Streaming<pb::LeasesRequest>>,
+    ) -> Result<Response<Self::LeasesStream>, Status> {
         let principal = auth::require(&request, AGENTS, "Leases")?;
-        let r = request.into_inner();
-        principal.must_be(&r.instance, "pull or complete leases")?;
-        check_batch(r.completions.len() + r.pulls.len(), "completions and pulls")?;
-        let mut reply = pb::LeasesReply::default();
-        let mut ends = Vec::new();
-        let grants = {
-            let now = Instant::now();
-            let mut sched = self.campaign.scheduler();
-            reply.completed = r
-                .completions
-                .into_iter()
-                .map(|c| match self.complete(&mut sched, &principal, c, now) {
-                    Ok((settled, end)) => {
-                        ends.extend(end);
-                        pb::Completed {
-                            settled,
-                            refused: None,
-                        }
-                    }
-                    Err(status) => pb::Completed {
-                        settled: false,
-                        refused: refusal(status),
-                    },
-                })
-                .collect();
-            self.grant(&mut sched, &r.instance, &r.pulls, now, &mut reply)
-        };
-        reply.leases = grants
-            .into_iter()
-            .map(|(worker, g)| self.lease(worker, g))
-            .collect();
-        for end in &ends {
-            self.campaign.write_outcome(end);
-        }
-        Ok(Response::new(reply))
+        let mut asks = request.into_inner();
+        let (tx, rx) = tokio::sync::mpsc::channel(1);
+        let control = self.clone();
+        tokio::spawn(async move {
+            while let Some(ask) = asks.message().await.transpose() {
+                let reply = ask.and_then(|r| control.answer_leases(&principal, r));
+                let refused = reply.is_err();
+                if tx.send(reply).await.is_err() || refused {
+                    break;
+                }
+            }
+        });
+        Ok(Response::new(ReceiverStream::new(rx)))
     }
 
     async fn renew_lease(
