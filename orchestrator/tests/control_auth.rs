@@ -264,15 +264,17 @@ async fn an_instance_acts_only_as_itself() {
 
     let agent = Leases::new(connect("agent-0").await.unwrap(), "agent-0");
     let mut other_agent = connect("agent-1").await.unwrap();
-    let err = Leases::new(other_agent.clone(), "agent-0")
-        .pull(0)
-        .await
-        .unwrap_err();
-    assert_eq!(
-        err.code(),
-        tonic::Code::PermissionDenied,
-        "agent-1 pulls as agent-0"
-    );
+    let impostor = Leases::new(other_agent.clone(), "agent-0");
+    for ask in ["first", "second"] {
+        // The refusal ends the stream; the second ask opens a new one and
+        // is refused for the same reason, not for a dead stream.
+        let err = impostor.pull(0).await.unwrap_err();
+        assert_eq!(
+            err.code(),
+            tonic::Code::PermissionDenied,
+            "agent-1 pulls as agent-0 ({ask} ask): {err}"
+        );
+    }
     let lease = lease_of(&agent).await;
     let err = Leases::new(other_agent.clone(), "agent-1")
         .complete(completion(&lease.lease_id, "gave_up"))
