@@ -507,16 +507,14 @@ fn commit(conn: &mut Connection, jobs: &[Job], fail: &impl Fn(String)) -> rusqli
         return tx.commit();
     }
     tx.rollback()?;
-    let tx = conn.transaction()?;
+    let mut tx = conn.transaction()?;
     for job in jobs {
-        // Savepoints by cached statements: rusqlite's own parse their SQL
-        // anew each time.
-        execute(&tx, "SAVEPOINT job", [])?;
-        if let Err(e) = job(&tx) {
-            execute(&tx, "ROLLBACK TO job", [])?;
-            fail(e.to_string());
+        let savepoint = tx.savepoint()?;
+        match job(&savepoint) {
+            Ok(()) => savepoint.commit()?,
+            // Dropping the savepoint rolls this change back alone.
+            Err(e) => fail(e.to_string()),
         }
-        execute(&tx, "RELEASE job", [])?;
     }
     tx.commit()
 }

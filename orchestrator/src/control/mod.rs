@@ -31,7 +31,7 @@ use crate::scheduler::{
 use crate::store::{AgentReport, AttemptStart, VerdictRecord};
 use auth::Principal;
 
-/// The most items one batch call may carry.
+/// The most items one batch may carry.
 pub const MAX_BATCH: usize = 1024;
 
 /// A listener's connections for a tonic server, with `TCP_NODELAY`: tonic
@@ -309,11 +309,12 @@ impl Graded {
     }
 }
 
-/// A batch call carries at most [`MAX_BATCH`] items.
+/// A batch (a `Leases` request, a `RecordResults` call) carries at most
+/// [`MAX_BATCH`] items.
 fn check_batch(items: usize, what: &str) -> Result<(), Status> {
     if items > MAX_BATCH {
         return Err(Status::invalid_argument(format!(
-            "{items} {what} in one call; at most {MAX_BATCH}"
+            "{items} {what} in one request; at most {MAX_BATCH}"
         )));
     }
     Ok(())

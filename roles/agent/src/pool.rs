@@ -4,9 +4,9 @@
 //! with the policy, and complete it; the instance's pulls and completions go
 //! out in batches ([`Leases`]); heartbeats renew the leases in hand. An
 //! orchestrator that does not answer a pull is asked again with backoff (the
-//! heartbeat ends the process if it stays away). A worker stops when the orchestrator says there is
-//! nothing left (or the campaign drains); the instance exits when its last
-//! worker stops.
+//! heartbeat ends the process if it stays away). A worker stops when the
+//! orchestrator says there is nothing left (or the campaign drains); the
+//! instance exits when its last worker stops.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -180,7 +180,7 @@ impl Worker {
                 transcript_path: attempt.transcript,
                 message: attempt.message,
             };
-            // Asked together, they usually go out in one call.
+            // Asked together, they usually go out in one request.
             let (completed, pulled) = tokio::join!(self.complete(report), self.pull());
             if let Err(why) = completed {
                 tracing::warn!(task = %lease.task_id, "complete: {why}");
