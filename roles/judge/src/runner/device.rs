@@ -2,9 +2,12 @@
 //! memory through the CUDA driver (cudarc, loaded at run time) or the HIP
 //! runtime (libamdhip64, loaded at run time) for cuda and hip.
 //!
-//! Host buffers are 2 MiB-aligned with transparent huge pages requested, the
-//! way NumPy's large arrays get them: the baseline and every submission see
-//! the same memory system, so a speedup is not an allocator artefact.
+//! Host buffers of 4 MiB or more are 2 MiB-aligned with transparent huge
+//! pages requested, the way NumPy's arrays get them (its threshold too):
+//! the baseline and every submission see the same memory system, so a
+//! speedup is not an allocator artefact. Smaller buffers get ordinary
+//! pages, as in NumPy: a huge page would be zeroed whole at first touch
+//! (2 MiB for a 100 KB array) in every run.
 
 use std::ffi::c_void;
 
@@ -38,6 +41,8 @@ pub fn for_language(language: Language) -> Result<Box<dyn Memory>, String> {
 }
 
 const HUGE_PAGE: usize = 2 << 20;
+/// NumPy asks for huge pages from this size on (`indicate_hugepages`).
+const HUGE_PAGES_FROM: usize = 4 << 20;
 
 /// Host memory from `mmap`, released when the process ends.
 #[derive(Debug)]
@@ -51,9 +56,14 @@ impl Memory for Host {
                 bytes: 0,
             });
         }
-        let rounded = bytes.div_ceil(HUGE_PAGE) * HUGE_PAGE;
+        let huge = bytes >= HUGE_PAGES_FROM;
+        let rounded = if huge {
+            bytes.div_ceil(HUGE_PAGE) * HUGE_PAGE
+        } else {
+            bytes
+        };
         // Over-allocate by one huge page so the start can be aligned to one.
-        let span = rounded + HUGE_PAGE;
+        let span = if huge { rounded + HUGE_PAGE } else { rounded };
         // SAFETY: anonymous private mapping; checked for failure below.
         let base = unsafe {
             libc::mmap(
@@ -70,6 +80,9 @@ impl Memory for Host {
                 "cannot allocate {bytes} bytes: {}",
                 std::io::Error::last_os_error()
             ));
+        }
+        if !huge {
+            return Ok(Buffer { ptr: base, bytes });
         }
         let aligned = (base as usize).div_ceil(HUGE_PAGE) * HUGE_PAGE;
         // SAFETY: [aligned, aligned + rounded) lies inside the mapping.
@@ -244,5 +257,51 @@ impl Memory for Hip {
 
     fn host_view(&self, _: Buffer) -> Option<&[u8]> {
         None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The `VmFlags` of the mapping that holds `ptr`, from /proc/self/smaps.
+    fn vm_flags(ptr: *mut c_void) -> String {
+        let smaps = std::fs::read_to_string("/proc/self/smaps").expect("smaps");
+        let address = ptr as usize;
+        let mut inside = false;
+        for line in smaps.lines() {
+            let range = line
+                .split_whitespace()
+                .next()
+                .and_then(|r| r.split_once('-'));
+            if let Some((start, end)) = range
+                && let (Ok(start), Ok(end)) = (
+                    usize::from_str_radix(start, 16),
+                    usize::from_str_radix(end, 16),
+                )
+            {
+                inside = (start..end).contains(&address);
+            } else if inside && let Some(flags) = line.strip_prefix("VmFlags:") {
+                return flags.trim().to_string();
+            }
+        }
+        panic!("no mapping holds {ptr:?}");
+    }
+
+    #[test]
+    fn only_large_host_buffers_ask_for_huge_pages() {
+        let small = Host.alloc(100_000).unwrap();
+        assert!(
+            !vm_flags(small.ptr).split(' ').any(|f| f == "hg"),
+            "a 100 KB buffer asked for huge pages: {}",
+            vm_flags(small.ptr)
+        );
+        let large = Host.alloc(HUGE_PAGES_FROM).unwrap();
+        assert_eq!(large.ptr as usize % HUGE_PAGE, 0, "not 2 MiB-aligned");
+        assert!(
+            vm_flags(large.ptr).split(' ').any(|f| f == "hg"),
+            "a 4 MiB buffer did not ask for huge pages: {}",
+            vm_flags(large.ptr)
+        );
     }
 }

@@ -129,7 +129,10 @@ pub async fn launch(launch: Launch<'_>) -> Result<RunOutcome, String> {
     // Should this future be dropped mid-run, the run's processes go with it.
     let cleanup = KillOnDrop(pid);
     let budget = launch.output_bytes + (64 << 20);
-    let collect = tokio::spawn(read_channel(reader, budget));
+    // Room for the outputs and the events around them, so the read does not
+    // grow the buffer step by step.
+    let expected = launch.output_bytes + (64 << 10);
+    let collect = tokio::spawn(read_channel(reader, budget, expected));
     if let Some(mut stdin) = child.stdin.take() {
         // A runner that dies at once closes its stdin: that is its verdict, not ours.
         let _ = stdin.write_all(&request).await;
@@ -197,8 +200,8 @@ type Collected = (
 );
 
 /// Reads the whole channel (bounded), then parses its frames.
-async fn read_channel(reader: OwnedFd, budget: u64) -> Collected {
-    let mut bytes = Vec::new();
+async fn read_channel(reader: OwnedFd, budget: u64, expected: u64) -> Collected {
+    let mut bytes = Vec::with_capacity(expected.min(budget) as usize);
     let pipe = match tokio::net::unix::pipe::Receiver::from_owned_fd(reader) {
         Ok(p) => p,
         Err(e) => return (Vec::new(), BTreeMap::new(), Some(format!("channel: {e}"))),
