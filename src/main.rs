@@ -31,6 +31,10 @@ struct Cli {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if cli.command.only_prints() {
+        // SAFETY: before any thread starts; restores the default action.
+        unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+    }
     let result = match cli.command {
         Command::Config(args) => commands::config::run(args).map(|()| ExitCode::SUCCESS),
         Command::Plan(args) => commands::plan::run(args).map(|()| ExitCode::SUCCESS),

@@ -286,6 +286,31 @@ fn config_shows_each_value_and_its_origin() {
 }
 
 #[test]
+fn a_printing_command_whose_reader_went_away_ends_quietly() {
+    // `hpcagent config | head -1`, with the reader gone before the first line.
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let env = example("beverin.env");
+    let out = hpcagent()
+        .args(["config", "--env", env.to_str().unwrap()])
+        .stdout(writer)
+        .output()
+        .unwrap();
+    assert!(
+        !stderr(&out).contains("panicked"),
+        "{:?}: {}",
+        out.status,
+        stderr(&out)
+    );
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&out.status),
+        Some(libc::SIGPIPE),
+        "{:?}",
+        out.status
+    );
+}
+
+#[test]
 fn submit_dry_run_renders_flags_from_the_env_file() {
     let env = example("beverin.env");
     let out = hpcagent()

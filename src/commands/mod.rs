@@ -49,6 +49,26 @@ pub enum Command {
     Bench(bench::BenchArgs),
 }
 
+impl Command {
+    /// Whether the command only reads and prints: it ends quietly when its
+    /// reader goes away (`hpcagent results | head -1`), as Unix tools do,
+    /// instead of panicking in `println!`. The others keep SIGPIPE ignored:
+    /// a judge writing to a runner that died at once must get an error, not
+    /// end the judge.
+    pub fn only_prints(&self) -> bool {
+        matches!(
+            self,
+            Command::Config(_)
+                | Command::Plan(_)
+                | Command::Status(_)
+                | Command::Results(_)
+                | Command::Report(_)
+                | Command::Corpus(_)
+                | Command::Bench(_)
+        )
+    }
+}
+
 /// Marks an error as a request that can never succeed as sent (exit code 2).
 #[derive(Debug)]
 pub struct InvalidRequest;
