@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use hpcagent_orchestrator::client::{Leases, Pulled, Records};
+use hpcagent_orchestrator::client::{self, Leases, Pulled, Records};
 use hpcagent_orchestrator::store::Reader;
 use hpcagent_proto::v1 as pb;
 use tokio::task::JoinSet;
@@ -143,7 +143,7 @@ async fn agent(
                 continue;
             }
         };
-        std::fs::create_dir_all(&lease.attempt_dir)
+        client::make_attempt_dir(&lease)
             .with_context(|| format!("cannot make {}", lease.attempt_dir))?;
         judges
             .get(&lease.judge_url)

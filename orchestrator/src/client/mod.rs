@@ -177,6 +177,22 @@ pub fn hostname() -> String {
         .unwrap_or_else(|_| "localhost".into())
 }
 
+/// Makes a lease's attempt directory (`<run>/tasks/<task>/attempt-<k>`).
+/// A first attempt's task directory does not exist yet, so it is made
+/// first: `create_dir_all` would try the whole path, fail, and only then
+/// make it, one metadata operation per task that a shared filesystem's
+/// server answers for nothing.
+pub fn make_attempt_dir(lease: &pb::Lease) -> std::io::Result<()> {
+    let dir = Path::new(&lease.attempt_dir);
+    if lease.attempt <= 1
+        && let Some(task) = dir.parent()
+        && std::fs::create_dir(task).is_ok()
+    {
+        return std::fs::create_dir(dir);
+    }
+    std::fs::create_dir_all(dir)
+}
+
 /// What the heartbeat reports, updated by the role as it works.
 #[derive(Debug, Default)]
 pub struct Pulse {
@@ -311,4 +327,37 @@ pub fn start_heartbeats_then(
         }
     });
     Heartbeat { pulse, drain, wake }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lease(dir: &Path, attempt: u32) -> pb::Lease {
+        pb::Lease {
+            attempt,
+            attempt_dir: dir.display().to_string(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn attempt_directories_are_made_whatever_already_exists() {
+        let run = tempfile::tempdir().unwrap();
+        let task = run.path().join("tasks").join("gemm.c.fp64");
+        // No tasks/ yet, then a first attempt, then a later one, then the
+        // first again (a resumed campaign).
+        for attempt in [1, 2, 1] {
+            let dir = task.join(format!("attempt-{attempt}"));
+            make_attempt_dir(&lease(&dir, attempt)).unwrap();
+            assert!(dir.is_dir(), "{}", dir.display());
+        }
+        let fresh = run
+            .path()
+            .join("tasks")
+            .join("other.c.fp64")
+            .join("attempt-1");
+        make_attempt_dir(&lease(&fresh, 1)).unwrap();
+        assert!(fresh.is_dir());
+    }
 }

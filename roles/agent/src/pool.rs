@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use hpcagent_orchestrator::client::{Client, Leases, Pulled, RoleContext, start_heartbeats};
+use hpcagent_orchestrator::client::{self, Client, Leases, Pulled, RoleContext, start_heartbeats};
 use hpcagent_orchestrator::config::{Config, Policy};
 use hpcagent_orchestrator::control::auth::JUDGE_TOKEN_VAR;
 use hpcagent_proto::v1 as pb;
@@ -168,7 +168,7 @@ impl Worker {
         while let Some(lease) = next {
             self.heartbeat.hold(&lease.lease_id);
             tracing::info!(task = %lease.task_id, attempt = lease.attempt, judge = %lease.judge_url, "working");
-            let attempt = match std::fs::create_dir_all(&lease.attempt_dir) {
+            let attempt = match client::make_attempt_dir(&lease) {
                 Ok(()) => self.attempt(&lease).await,
                 Err(e) => Attempt::ended("error", format!("{}: {e}", lease.attempt_dir)),
             };
