@@ -56,34 +56,15 @@ impl Memory for Host {
                 bytes: 0,
             });
         }
-        let huge = bytes >= HUGE_PAGES_FROM;
-        let rounded = if huge {
-            bytes.div_ceil(HUGE_PAGE) * HUGE_PAGE
-        } else {
-            bytes
-        };
+        if bytes < HUGE_PAGES_FROM {
+            return Ok(Buffer {
+                ptr: map(bytes)?,
+                bytes,
+            });
+        }
+        let rounded = bytes.div_ceil(HUGE_PAGE) * HUGE_PAGE;
         // Over-allocate by one huge page so the start can be aligned to one.
-        let span = if huge { rounded + HUGE_PAGE } else { rounded };
-        // SAFETY: anonymous private mapping; checked for failure below.
-        let base = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                span,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if base == libc::MAP_FAILED {
-            return Err(format!(
-                "cannot allocate {bytes} bytes: {}",
-                std::io::Error::last_os_error()
-            ));
-        }
-        if !huge {
-            return Ok(Buffer { ptr: base, bytes });
-        }
+        let base = map(rounded + HUGE_PAGE)?;
         let aligned = (base as usize).div_ceil(HUGE_PAGE) * HUGE_PAGE;
         // SAFETY: [aligned, aligned + rounded) lies inside the mapping.
         unsafe { libc::madvise(aligned as *mut c_void, rounded, libc::MADV_HUGEPAGE) };
@@ -117,6 +98,28 @@ impl Memory for Host {
         // SAFETY: the mapping lives until the process exits.
         Some(unsafe { std::slice::from_raw_parts(buffer.ptr as *const u8, buffer.bytes) })
     }
+}
+
+/// An anonymous private mapping of `bytes`, released when the process ends.
+fn map(bytes: usize) -> Result<*mut c_void, String> {
+    // SAFETY: anonymous private mapping; checked for failure below.
+    let base = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            bytes,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    if base == libc::MAP_FAILED {
+        return Err(format!(
+            "cannot allocate {bytes} bytes: {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+    Ok(base)
 }
 
 /// Device memory through the CUDA driver API, in the device's primary context
