@@ -22,14 +22,15 @@ pub fn record(group: &str, case: &str, expected: &str, got: &str, pass: bool) {
         .append(true)
         .open(dir.join(format!("{group}.tsv")))
         .unwrap();
-    writeln!(
-        file,
-        "{}\t{}\t{}\t{}\t{}",
+    let row = format!(
+        "{}\t{}\t{}\t{}\t{}\n",
         clean(group),
         clean(case),
         clean(expected),
         clean(got),
         if pass { "pass" } else { "FAIL" }
-    )
-    .unwrap();
+    );
+    // One write per row: cases graded at once append to the same file, and
+    // `writeln!` on a File writes each piece of the format on its own.
+    file.write_all(row.as_bytes()).unwrap();
 }
