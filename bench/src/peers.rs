@@ -63,17 +63,23 @@ fn value_of(out: &str) -> Result<f64, String> {
         .ok_or_else(|| format!("unexpected peer output: {last:?}"))
 }
 
-fn has_ray() -> Result<(), String> {
+/// Whether the peers' Python has the PyPI package `package`, or why not.
+fn installed(package: &str) -> Result<(), String> {
     let mut probe = Command::new(python());
-    probe.args(["-c", "import ray"]);
+    probe.args(["-c", &format!("import {package}")]);
     output_within(probe, Duration::from_secs(60))
         .map(drop)
-        .map_err(|_| format!("ray is not installed for {}", python().display()))
+        .map_err(|_| {
+            format!(
+                "{package} is not installed for {} (scripts/bench-peers.sh installs it)",
+                python().display()
+            )
+        })
 }
 
 /// Ray: `n` trivial remote tasks on a local Ray; tasks per second.
 pub fn ray_tasks(n: usize) -> Result<f64, String> {
-    has_ray()?;
+    installed("ray")?;
     let script = format!(
         r#"
 import json, time, ray
@@ -99,7 +105,7 @@ print(json.dumps({{"value": {n} / seconds}}))
 /// several nodes on one machine (`ray.cluster_utils.Cluster`, which starts
 /// the same processes `ray start` does).
 pub fn ray_startup() -> Result<f64, String> {
-    has_ray()?;
+    installed("ray")?;
     let script = r#"
 import json, time
 from ray.cluster_utils import Cluster
@@ -116,68 +122,35 @@ print(json.dumps({"value": seconds}))
     value_of(&output_within(command, Duration::from_secs(300))?)
 }
 
-/// The `hq` binary: on PATH, or beside the peers' Python.
-fn hq() -> Result<PathBuf, String> {
-    let beside = python().with_file_name("hq");
-    if beside.is_file() {
-        return Ok(beside);
-    }
-    let on_path = std::env::var_os("PATH")
-        .map(|p| {
-            std::env::split_paths(&p)
-                .map(|d| d.join("hq"))
-                .collect::<Vec<_>>()
-        })
-        .unwrap_or_default();
-    on_path
-        .into_iter()
-        .find(|p| p.is_file())
-        .ok_or_else(|| "HyperQueue (hq) is not installed".to_string())
-}
-
-/// HyperQueue: an array job of `n` `true` tasks on one local worker, from
-/// submission to the last task's end; tasks per second.
-pub fn hq_tasks(n: usize) -> Result<f64, String> {
-    let hq = hq()?;
-    let dir = std::env::temp_dir().join(format!("hpcagent-bench-hq-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
-    let server_dir = format!("--server-dir={}", dir.display());
-    let spawn = |args: &[&str]| {
-        Command::new(&hq)
-            .arg(&server_dir)
-            .args(args)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .map_err(|e| format!("cannot run hq: {e}"))
-    };
-    let mut server = spawn(&["server", "start"])?;
-    std::thread::sleep(Duration::from_secs(1));
-    let mut worker = spawn(&["worker", "start", "--cpus=2"])?;
-    let result = (|| {
-        let mut wait = Command::new(&hq);
-        wait.arg(&server_dir).args(["worker", "wait", "1"]);
-        output_within(wait, Duration::from_secs(60))?;
-        let mut submit = Command::new(&hq);
-        submit.arg(&server_dir).args([
-            "submit",
-            "--wait",
-            "--array",
-            &format!("1-{n}"),
-            "--",
-            "true",
-        ]);
-        let start = Instant::now();
-        output_within(submit, Duration::from_secs(600))?;
-        Ok(n as f64 / start.elapsed().as_secs_f64())
-    })();
-    let _ = worker.kill();
-    let _ = server.kill();
-    let _ = worker.wait();
-    let _ = server.wait();
-    let _ = std::fs::remove_dir_all(&dir);
-    result
+/// HyperQueue: `n` `true` tasks submitted as one job to a local server
+/// with one 2-core worker, until the server has accepted them; tasks per
+/// second. The PyPI package carries HyperQueue's server and worker (the
+/// same Rust code as its `hq` binary) and runs them inside Python.
+pub fn hq_submission(n: usize) -> Result<f64, String> {
+    installed("hyperqueue")?;
+    let script = format!(
+        r#"
+import json, tempfile, time
+from hyperqueue import Job
+from hyperqueue.cluster import LocalCluster, WorkerConfig
+with tempfile.TemporaryDirectory() as server_dir, LocalCluster(server_dir=server_dir) as cluster:
+    cluster.start_worker(WorkerConfig(cores=2))
+    client = cluster.client()
+    warm = Job()
+    warm.program(["true"])
+    client.wait_for_jobs([client.submit(warm)])
+    job = Job()
+    for _ in range({n}):
+        job.program(["true"])
+    start = time.perf_counter()
+    client.submit(job)
+    seconds = time.perf_counter() - start
+print(json.dumps({{"value": {n} / seconds}}))
+"#
+    );
+    let mut command = Command::new(python());
+    command.args(["-c", &script]);
+    value_of(&output_within(command, Duration::from_secs(300))?)
 }
 
 /// One `srun true` (an allocation and its step) on the Slurm of this

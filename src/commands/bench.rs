@@ -155,7 +155,12 @@ fn dispatch_bench(a: DispatchArgs) -> anyhow::Result<()> {
         peers::ray_tasks(a.peer_tasks),
         "≥ 25×",
     );
-    peer("hyperqueue", "tasks", peers::hq_tasks(a.peer_tasks), "—");
+    peer(
+        "hyperqueue",
+        "`true` tasks submitted as one job",
+        peers::hq_submission(a.peer_tasks),
+        "—",
+    );
     Ok(())
 }
 
