@@ -124,12 +124,16 @@ pub enum Event {
     },
 }
 
-/// Writes one frame.
+/// Writes one frame. Its head (lengths and event) goes out in one write:
+/// the judge reads the channel as the run goes, and wakes once per event
+/// instead of once per piece (a run sends an event per call).
 pub fn write_frame(out: &mut impl Write, event: &Event, payload: &[u8]) -> std::io::Result<()> {
     let header = serde_json::to_vec(event).map_err(std::io::Error::other)?;
-    out.write_all(&(header.len() as u32).to_le_bytes())?;
-    out.write_all(&header)?;
-    out.write_all(&(payload.len() as u64).to_le_bytes())?;
+    let mut head = Vec::with_capacity(header.len() + 12);
+    head.extend_from_slice(&(header.len() as u32).to_le_bytes());
+    head.extend_from_slice(&header);
+    head.extend_from_slice(&(payload.len() as u64).to_le_bytes());
+    out.write_all(&head)?;
     out.write_all(payload)?;
     out.flush()
 }
@@ -217,5 +221,32 @@ mod tests {
             read_frame(&mut r, 2).is_err(),
             "a payload larger than the budget is refused"
         );
+    }
+
+    /// Counts the writes a frame takes (each is a wakeup of the judge).
+    #[derive(Default)]
+    struct Writes(Vec<usize>);
+
+    impl Write for Writes {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.push(buf.len());
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_frame_without_payload_is_one_write() {
+        let mut out = Writes::default();
+        write_frame(&mut out, &Event::Done, &[]).unwrap();
+        assert_eq!(out.0.len(), 1, "{:?}", out.0);
+        let output = Event::Output {
+            case: 0,
+            array: "C".into(),
+        };
+        write_frame(&mut out, &output, &[0; 100]).unwrap();
+        assert_eq!(out.0.len(), 3, "the head, then the payload: {:?}", out.0);
     }
 }
