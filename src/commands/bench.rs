@@ -45,7 +45,7 @@ struct DispatchArgs {
     /// Keep the campaign's store here (default: a temporary directory).
     #[arg(long)]
     run_dir: Option<PathBuf>,
-    /// Trivial tasks the Ray peer runs.
+    /// Trivial tasks each peer runs (Ray) or is submitted (HyperQueue).
     #[arg(long, default_value_t = 10_000)]
     peer_tasks: usize,
     /// Measure hpcagent only.
