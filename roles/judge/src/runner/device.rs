@@ -56,15 +56,16 @@ impl Memory for Host {
                 bytes: 0,
             });
         }
+        let failed = |e| format!("cannot allocate {bytes} bytes: {e}");
         if bytes < HUGE_PAGES_FROM {
             return Ok(Buffer {
-                ptr: map(bytes)?,
+                ptr: map(bytes).map_err(failed)?,
                 bytes,
             });
         }
         let rounded = bytes.div_ceil(HUGE_PAGE) * HUGE_PAGE;
         // Over-allocate by one huge page so the start can be aligned to one.
-        let base = map(rounded + HUGE_PAGE)?;
+        let base = map(rounded + HUGE_PAGE).map_err(failed)?;
         let aligned = (base as usize).div_ceil(HUGE_PAGE) * HUGE_PAGE;
         // SAFETY: [aligned, aligned + rounded) lies inside the mapping.
         unsafe { libc::madvise(aligned as *mut c_void, rounded, libc::MADV_HUGEPAGE) };
@@ -101,7 +102,7 @@ impl Memory for Host {
 }
 
 /// An anonymous private mapping of `bytes`, released when the process ends.
-fn map(bytes: usize) -> Result<*mut c_void, String> {
+fn map(bytes: usize) -> std::io::Result<*mut c_void> {
     // SAFETY: anonymous private mapping; checked for failure below.
     let base = unsafe {
         libc::mmap(
@@ -114,10 +115,7 @@ fn map(bytes: usize) -> Result<*mut c_void, String> {
         )
     };
     if base == libc::MAP_FAILED {
-        return Err(format!(
-            "cannot allocate {bytes} bytes: {}",
-            std::io::Error::last_os_error()
-        ));
+        return Err(std::io::Error::last_os_error());
     }
     Ok(base)
 }
