@@ -63,6 +63,14 @@ fn value_of(out: &str) -> Result<f64, String> {
         .ok_or_else(|| format!("unexpected peer output: {last:?}"))
 }
 
+/// Runs a peer's Python `script` (within five minutes) and reads the value
+/// it printed last.
+fn script_value(script: &str) -> Result<f64, String> {
+    let mut command = Command::new(python());
+    command.args(["-c", script]);
+    value_of(&output_within(command, Duration::from_secs(300))?)
+}
+
 /// Whether the peers' Python has the PyPI package `package`, or why not.
 fn installed(package: &str) -> Result<(), String> {
     let mut probe = Command::new(python());
@@ -95,9 +103,7 @@ ray.shutdown()
 print(json.dumps({{"value": {n} / seconds}}))
 "#
     );
-    let mut command = Command::new(python());
-    command.args(["-c", &script]);
-    value_of(&output_within(command, Duration::from_secs(300))?)
+    script_value(&script)
 }
 
 /// Ray: a head and one worker node until both are alive; seconds. Two
@@ -117,9 +123,7 @@ seconds = time.perf_counter() - start
 cluster.shutdown()
 print(json.dumps({"value": seconds}))
 "#;
-    let mut command = Command::new(python());
-    command.args(["-c", script]);
-    value_of(&output_within(command, Duration::from_secs(300))?)
+    script_value(script)
 }
 
 /// HyperQueue: `n` `true` tasks submitted as one job to a local server
@@ -150,9 +154,7 @@ with tempfile.TemporaryDirectory() as server_dir, LocalCluster(server_dir=server
 print(json.dumps({{"value": {n} / seconds}}))
 "#
     );
-    let mut command = Command::new(python());
-    command.args(["-c", &script]);
-    value_of(&output_within(command, Duration::from_secs(300))?)
+    script_value(&script)
 }
 
 /// One `srun true` (an allocation and its step) on the Slurm of this
