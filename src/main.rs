@@ -30,6 +30,10 @@ struct Cli {
 }
 
 fn main() -> ExitCode {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    if let Some(channel) = hpcagent_judge::runner::runner_channel(&args) {
+        commands::judge::runner(channel);
+    }
     let cli = Cli::parse();
     if cli.command.only_prints() {
         // SAFETY: before any thread starts; restores the default action.

@@ -33,13 +33,6 @@ enum JudgeCommand {
     Profile(ProfileArgs),
     /// What a judge can build and profile.
     Capabilities(ClientArgs),
-    /// The runner process (started by the judge; reads its request on stdin).
-    #[command(hide = true)]
-    Exec {
-        /// The descriptor of the result channel the judge opened.
-        #[arg(long)]
-        channel: i32,
-    },
 }
 
 /// Where the judge finds its corpus and keeps its cache.
@@ -157,12 +150,17 @@ struct ProfileArgs {
     events: Vec<String>,
 }
 
+/// Runs the runner (`main` found [`hpcagent_judge::runner::RUNNER_ARGS`])
+/// and exits with its status.
+pub fn runner(channel: i32) -> ! {
+    std::process::exit(hpcagent_judge::runner::exec::main(
+        &mut std::io::stdin(),
+        channel,
+    ))
+}
+
 pub fn run(args: JudgeArgs) -> anyhow::Result<()> {
     match args.command {
-        JudgeCommand::Exec { channel } => std::process::exit(hpcagent_judge::runner::exec::main(
-            &mut std::io::stdin(),
-            channel,
-        )),
         JudgeCommand::Serve(a) => runtime()?.block_on(serve(a)),
         JudgeCommand::Task(a) => runtime()?.block_on(task(a)),
         JudgeCommand::Score(a) => runtime()?.block_on(grade(a, false)),

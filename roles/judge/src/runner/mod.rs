@@ -28,6 +28,21 @@ use crate::data::tail;
 use crate::sandbox::limits::Limits;
 use protocol::{Event, Request, read_frame};
 
+/// The arguments that make the hpcagent binary the runner, followed by the
+/// result channel's descriptor. `main` looks for exactly these before it
+/// parses anything else: the runner starts once per grade, and building the
+/// parser of the whole command line took about a millisecond of its start.
+pub const RUNNER_ARGS: [&str; 3] = ["judge", "exec", "--channel"];
+
+/// The result channel's descriptor, when `args` (without the program's
+/// name) are [`RUNNER_ARGS`] and one.
+pub fn runner_channel(args: &[std::ffi::OsString]) -> Option<i32> {
+    match args {
+        [rest @ .., fd] if *rest == RUNNER_ARGS => fd.to_str()?.parse().ok(),
+        _ => None,
+    }
+}
+
 /// How the runner process ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum End {
@@ -101,7 +116,8 @@ pub async fn launch(launch: Launch<'_>) -> Result<RunOutcome, String> {
         None => std::process::Command::new(launch.exe),
     };
     command
-        .args(["judge", "exec", "--channel", &channel_fd.to_string()])
+        .args(RUNNER_ARGS)
+        .arg(channel_fd.to_string())
         .current_dir(&sandbox)
         .env_clear()
         .envs(launch.env.iter().cloned())
@@ -273,4 +289,31 @@ fn file_tail(mut file: std::fs::File) -> String {
     let mut buf = Vec::new();
     let _ = file.take(8192).read_to_end(&mut buf);
     tail(&String::from_utf8_lossy(&buf), 4000)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(words: &[&str]) -> Vec<std::ffi::OsString> {
+        words.iter().map(Into::into).collect()
+    }
+
+    #[test]
+    fn only_the_runners_own_arguments_make_the_runner() {
+        assert_eq!(
+            runner_channel(&args(&["judge", "exec", "--channel", "7"])),
+            Some(7)
+        );
+        for other in [
+            &["judge", "exec", "--channel"][..],
+            &["judge", "exec", "--channel", "x"],
+            &["judge", "exec", "--channel=7"],
+            &["judge", "score", "--channel", "7"],
+            &["judge", "exec", "--channel", "7", "more"],
+            &[],
+        ] {
+            assert_eq!(runner_channel(&args(other)), None, "{other:?}");
+        }
+    }
 }
