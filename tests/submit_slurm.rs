@@ -123,9 +123,21 @@ fn gpus_requested_are_gpus_planned() {
         .filter(|i| i["role"] == "judge")
         .collect();
     assert_eq!(judges.len(), 4, "2 judge nodes × 2 judges");
+    // Two steps share each judge node. Memory is consumable on the local
+    // cluster (as on sites that share nodes by memory): a step that held a
+    // node's memory would keep the other queued until the campaign ended,
+    // and srun says so in the step's log.
     for judge in judges {
         assert_eq!(judge["gpus_per_node"], 2);
         assert!(strings(&judge["srun"]).contains(&"--gres=gpu:2".to_string()));
+        let name = judge["name"].as_str().unwrap();
+        let srun_log = run_dir.join("roles").join(name).join("srun.log");
+        let said = std::fs::read_to_string(&srun_log)
+            .unwrap_or_else(|e| panic!("{}: {e}", srun_log.display()));
+        assert!(
+            !said.contains("step creation temporarily disabled"),
+            "{name} waited for another step's resources: {said}"
+        );
     }
 }
 

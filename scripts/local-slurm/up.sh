@@ -12,12 +12,15 @@
 #   scripts/local-slurm/down.sh
 #
 # Knobs (environment): NODES=4 CPUS=4 GPUS=4 R=/tmp/hpcagent-slurm
+#   SELECT=CR_Core_Memory (SelectTypeParameters; CR_Core leaves memory out)
 set -euo pipefail
 
 NODES=${NODES:-4}
 CPUS=${CPUS:-4}        # may exceed the real cores (SlurmdParameters=config_overrides)
 GPUS=${GPUS:-4}        # fake gres/gpu per node; 0 = none
 R=${R:-/tmp/hpcagent-slurm}
+SELECT=${SELECT:-CR_Core_Memory}
+MEMORY=4000           # RealMemory per node (MB), shared out by DefMemPerCPU
 NET=10.77.0            # node i is $NET.i; the controller is $NET.254 on the bridge
 BRIDGE=hpcaslurm0
 CTLD_PORT=16817        # not 6817/6818: no clash with a system Slurm
@@ -103,7 +106,7 @@ SlurmdSpoolDir=$R/spool/%n
 ProctrackType=proctrack/$proctrack
 TaskPlugin=task/none
 SelectType=select/cons_tres
-SelectTypeParameters=CR_Core
+SelectTypeParameters=$SELECT
 SlurmdParameters=config_overrides
 GresTypes=gpu
 MpiDefault=none
@@ -123,10 +126,12 @@ CONF
 echo "AutoDetect=off" > "$R/etc/gres.conf"
 gres=""; [ "$GPUS" -gt 0 ] && gres="Gres=gpu:$GPUS"
 for i in $(seq "$NODES"); do
-  echo "NodeName=n$i NodeHostname=n$i NodeAddr=$NET.$i Port=$((NODE_PORT0 + i)) CPUs=$CPUS RealMemory=4000 $gres State=UNKNOWN" >> "$R/etc/slurm.conf"
+  echo "NodeName=n$i NodeHostname=n$i NodeAddr=$NET.$i Port=$((NODE_PORT0 + i)) CPUs=$CPUS RealMemory=$MEMORY $gres State=UNKNOWN" >> "$R/etc/slurm.conf"
   [ "$GPUS" -gt 0 ] && echo "NodeName=n$i Name=gpu File=$R/dev/gpu[0-$((GPUS - 1))]" >> "$R/etc/gres.conf"
 done
-echo "PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP" >> "$R/etc/slurm.conf"
+# Memory is consumable, as on sites that share nodes by memory, and a job or
+# step that asks for none gets DefMemPerCPU for each of its CPUs.
+echo "PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP DefMemPerCPU=$((MEMORY / CPUS))" >> "$R/etc/slurm.conf"
 printf 'CgroupPlugin=cgroup/v1\nCgroupMountpoint=/sys/fs/cgroup\nConstrainCores=no\nConstrainDevices=no\nConstrainRAMSpace=no\n' > "$R/etc/cgroup.conf"
 echo "export SLURM_CONF=$SLURM_CONF" > "$R/env.sh"
 
