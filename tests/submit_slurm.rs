@@ -112,7 +112,9 @@ fn submitted_job_writes_a_plan_of_its_own_nodes() {
 
 #[test]
 fn gpus_requested_are_gpus_planned() {
-    let (job, run_dir, _root) = submit(&["GPUS_PER_NODE=4", "JUDGES_PER_NODE=2"], &[]);
+    // --mem, as sites that share nodes by memory ask of every job: srun
+    // inherits it (SLURM_MEM_PER_NODE) unless the executor drops it.
+    let (job, run_dir, _root) = submit(&["GPUS_PER_NODE=4", "JUDGES_PER_NODE=2"], &["--mem=3000"]);
     assert_eq!(wait_for_job(&job, Duration::from_secs(120)), "COMPLETED");
     let plan = read_plan(&run_dir);
     assert_eq!(plan["gpus_per_node"], 4);
@@ -123,10 +125,9 @@ fn gpus_requested_are_gpus_planned() {
         .filter(|i| i["role"] == "judge")
         .collect();
     assert_eq!(judges.len(), 4, "2 judge nodes × 2 judges");
-    // Two steps share each judge node. Memory is consumable on the local
-    // cluster (as on sites that share nodes by memory): a step that held a
-    // node's memory would keep the other queued until the campaign ended,
-    // and srun says so in the step's log.
+    // Two steps share each judge node, and memory is consumable on the local
+    // cluster: a step that held the job's memory would keep the other queued
+    // until the campaign ended, and srun says so in the step's log.
     for judge in judges {
         assert_eq!(judge["gpus_per_node"], 2);
         assert!(strings(&judge["srun"]).contains(&"--gres=gpu:2".to_string()));

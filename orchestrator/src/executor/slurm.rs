@@ -39,6 +39,13 @@ impl Executor for SlurmExecutor {
             .args(args)
             .envs(env.iter().cloned())
             .envs(instance.env.iter())
+            // A job submitted with --mem passes it to every srun through
+            // these, and a step that asks for memory holds it: a second step
+            // on the node would wait for the first to end. Without them a
+            // step is given the job's memory on its node and shares it.
+            .env_remove("SLURM_MEM_PER_NODE")
+            .env_remove("SLURM_MEM_PER_CPU")
+            .env_remove("SLURM_MEM_PER_GPU")
             .stdin(Stdio::null())
             .stdout(log_file(&dir, "srun.log")?)
             .stderr(log_file(&dir, "srun.log")?)
