@@ -253,6 +253,7 @@ impl Runner {
             &[],
         );
         let mut memory = device::for_language(request.language).map_err(|e| ("device", e))?;
+        default_fault_actions();
         // Every symbol bound now (not at first use): a library that
         // references a function nothing defines is refused here, as a
         // build error, instead of the dynamic linker ending the process
@@ -520,6 +521,19 @@ impl Runner {
             }
         }
         Ok(())
+    }
+}
+
+/// Rust's runtime handles SIGSEGV and SIGBUS to report its own stack
+/// overflows, and aborts (SIGABRT) when a fault lands in the main thread's
+/// guard page. A submission that overflows its stack then ended by SIGSEGV
+/// or by SIGABRT depending on where its frames met the guard, so the same
+/// source got two verdicts. From here on only the submission's code runs:
+/// faults take their default action, and the judge sees the signal itself.
+fn default_fault_actions() {
+    for signal in [libc::SIGSEGV, libc::SIGBUS] {
+        // SAFETY: restores a default disposition; no handler runs.
+        unsafe { libc::signal(signal, libc::SIG_DFL) };
     }
 }
 
