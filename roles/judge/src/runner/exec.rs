@@ -11,7 +11,9 @@
 //! answer no earlier call computed; its outputs are copied the moment it
 //! returns, so work a kernel leaves running after it returns does not count
 //! (and a copy the runner was preempted during is taken again, see
-//! [`super::window`]).
+//! [`super::window`]). The calls between the first and the last three also
+//! differ from each other ([`vary`]), so a kernel that caches answers keyed
+//! by its inputs' values computes on every call it is timed for but two.
 
 use std::collections::BTreeMap;
 use std::ffi::c_void;
@@ -29,7 +31,7 @@ use super::papi::Papi;
 use super::protocol::{Event, Request, RunArg, RunCase, write_frame};
 use super::reap;
 use super::window::Window;
-use crate::corpus::Role;
+use crate::corpus::{DType, Role};
 use crate::sandbox::confine::Confinement;
 
 /// The process the judge starts: a supervisor that forks the runner, waits
@@ -145,18 +147,24 @@ struct Timed {
 }
 
 impl Call<'_> {
-    /// Gives the kernel fresh inputs (the verified ones when `last`) and a
-    /// cleared workspace, then calls and times it.
+    /// Gives the kernel fresh inputs (the verified ones when `last`, varied
+    /// for call `vary` when given) and a cleared workspace, then calls and
+    /// times it.
     fn run(
         &self,
         arrays: &[ArrayState],
         last: bool,
+        vary: Option<u32>,
         memory: &mut dyn Memory,
         papi: Option<&Papi>,
     ) -> Result<Timed, Failure> {
         for a in arrays {
+            let input = a.input_for(last);
+            let varied = vary
+                .filter(|_| a.master.is_some())
+                .and_then(|call| self::vary(input, a.dtype, call));
             memory
-                .upload(a.buffer, a.input_for(last))
+                .upload(a.buffer, varied.as_deref().unwrap_or(input))
                 .map_err(|e| ("copy", e))?;
         }
         if self.workspace.bytes > 0 {
@@ -199,6 +207,7 @@ enum Value {
 struct ArrayState {
     name: String,
     role: Role,
+    dtype: DType,
     buffer: Buffer,
     /// The trusted copy of an input, read before confinement.
     master: Option<Vec<u8>>,
@@ -337,6 +346,7 @@ impl Runner {
                     arrays.push(ArrayState {
                         name: name.clone(),
                         role: *role,
+                        dtype: *dtype,
                         buffer,
                         master,
                         earlier,
@@ -406,9 +416,11 @@ impl Runner {
             // result that alternates between calls shows).
             let digest = case.digests && (rep == 0 || (rep < same && rep + 2 >= same));
             let snapshot = digest || (last && case.send_outputs);
+            // Not the calls the determinism check compares, nor the last.
+            let vary = (rep > 0 && rep + 2 < same).then_some(rep);
             let mut tries = 0;
             let (timed, outputs) = loop {
-                let timed = call.run(&arrays, last, memory, papi)?;
+                let timed = call.run(&arrays, last, vary, memory, papi)?;
                 if !snapshot {
                     break (timed, None);
                 }
@@ -537,6 +549,38 @@ fn default_fault_actions() {
     }
 }
 
+/// `input`, a float array, as call `call` sees it: every element that is
+/// finite and not zero has its lowest mantissa bits flipped by a mask that
+/// differs from call to call (up to 1,023 calls), a change of at most 2^-13
+/// of the value in fp32 and 2^-42 in fp64. So no two such calls see the
+/// same values, and a kernel that caches its answers by its inputs' values
+/// (all of them or any sample) cannot answer a timed call from memory. Zeros,
+/// subnormals, infinities and NaNs stay as they are, so no call takes a
+/// slower path than its input would; integer arrays (sizes, indices) are not
+/// changed at all (`None`). Only outputs of the last call are verified.
+fn vary(input: &[u8], dtype: DType, call: u32) -> Option<Vec<u8>> {
+    let mask = u64::from(call % 1023 + 1);
+    let mut varied = input.to_vec();
+    match dtype {
+        DType::F64 => varied.chunks_exact_mut(8).for_each(|e| {
+            let bits = u64::from_ne_bytes(e.try_into().expect("8 bytes"));
+            let exponent = (bits >> 52) & 0x7ff;
+            if exponent != 0 && exponent != 0x7ff {
+                e.copy_from_slice(&(bits ^ mask).to_ne_bytes());
+            }
+        }),
+        DType::F32 => varied.chunks_exact_mut(4).for_each(|e| {
+            let bits = u32::from_ne_bytes(e.try_into().expect("4 bytes"));
+            let exponent = (bits >> 23) & 0xff;
+            if exponent != 0 && exponent != 0xff {
+                e.copy_from_slice(&(bits ^ mask as u32).to_ne_bytes());
+            }
+        }),
+        DType::I32 | DType::I64 => return None,
+    }
+    Some(varied)
+}
+
 fn read_buffer(buffer: Buffer, memory: &mut dyn Memory) -> Result<Vec<u8>, Failure> {
     if let Some(view) = memory.host_view(buffer) {
         return Ok(view.to_vec());
@@ -606,4 +650,53 @@ fn network_isolated() -> bool {
             .filter_map(|l| l.split(':').next())
             .all(|name| name.trim() == "lo")
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn f64s(values: &[f64]) -> Vec<u8> {
+        values.iter().flat_map(|v| v.to_ne_bytes()).collect()
+    }
+
+    fn back(bytes: &[u8]) -> Vec<f64> {
+        bytes
+            .chunks_exact(8)
+            .map(|e| f64::from_ne_bytes(e.try_into().unwrap()))
+            .collect()
+    }
+
+    #[test]
+    fn each_call_sees_other_values_and_nothing_changes_its_regime() {
+        let special = [0.0, -0.0, f64::MIN_POSITIVE / 4.0, f64::INFINITY];
+        let input = f64s(&[
+            1.0, -2.5, 3.0e100, special[0], special[1], special[2], special[3],
+        ]);
+        let mut seen = std::collections::HashSet::new();
+        for call in 1..=1023 {
+            let varied = vary(&input, DType::F64, call).unwrap();
+            assert!(
+                seen.insert(varied.clone()),
+                "call {call} repeats an earlier call"
+            );
+            let values = back(&varied);
+            for (got, was) in values.iter().zip([1.0, -2.5, 3.0e100]) {
+                assert_ne!(*got, was);
+                assert!(((got - was) / was).abs() < 1e-12, "{got} from {was}");
+            }
+            assert_eq!(&varied[24..], &input[24..], "zeros, subnormals, inf kept");
+        }
+        let nan = f64s(&[f64::NAN]);
+        assert_eq!(vary(&nan, DType::F64, 5).unwrap(), nan);
+        let f32s: Vec<u8> = [1.5f32, 0.0].iter().flat_map(|v| v.to_ne_bytes()).collect();
+        let varied = vary(&f32s, DType::F32, 1023).unwrap();
+        let first = f32::from_ne_bytes(varied[..4].try_into().unwrap());
+        assert!(
+            first != 1.5 && ((first - 1.5) / 1.5).abs() < 2e-4,
+            "{first}"
+        );
+        assert_eq!(&varied[4..], &f32s[4..]);
+        assert_eq!(vary(&[1, 2, 3, 4], DType::I32, 1), None, "indices stay");
+    }
 }
