@@ -560,23 +560,26 @@ fn default_fault_actions() {
 /// changed at all (`None`). Only outputs of the last call are verified.
 fn vary(input: &[u8], dtype: DType, call: u32) -> Option<Vec<u8>> {
     let mask = u64::from(call % 1023 + 1);
-    let mut varied = input.to_vec();
-    match dtype {
-        DType::F64 => varied.chunks_exact_mut(8).for_each(|e| {
+    let mut varied = match dtype {
+        DType::F64 | DType::F32 => input.to_vec(),
+        DType::I32 | DType::I64 => return None,
+    };
+    if dtype == DType::F64 {
+        varied.chunks_exact_mut(8).for_each(|e| {
             let bits = u64::from_ne_bytes(e.try_into().expect("8 bytes"));
             let exponent = (bits >> 52) & 0x7ff;
             if exponent != 0 && exponent != 0x7ff {
                 e.copy_from_slice(&(bits ^ mask).to_ne_bytes());
             }
-        }),
-        DType::F32 => varied.chunks_exact_mut(4).for_each(|e| {
+        });
+    } else {
+        varied.chunks_exact_mut(4).for_each(|e| {
             let bits = u32::from_ne_bytes(e.try_into().expect("4 bytes"));
             let exponent = (bits >> 23) & 0xff;
             if exponent != 0 && exponent != 0xff {
                 e.copy_from_slice(&(bits ^ mask as u32).to_ne_bytes());
             }
-        }),
-        DType::I32 | DType::I64 => return None,
+        });
     }
     Some(varied)
 }
