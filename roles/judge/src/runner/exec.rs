@@ -136,6 +136,9 @@ struct Call<'a> {
     args: &'a [Arg],
     workspace: Buffer,
     zeros: &'a [u8],
+    /// Where a varied input is made, kept from call to call: a fresh
+    /// allocation for each would map and fault in the array's pages again.
+    varied: Vec<u8>,
 }
 
 /// What one call measured.
@@ -151,7 +154,7 @@ impl Call<'_> {
     /// for call `vary` when given) and a cleared workspace, then calls and
     /// times it.
     fn run(
-        &self,
+        &mut self,
         arrays: &[ArrayState],
         last: bool,
         vary: Option<u32>,
@@ -162,9 +165,9 @@ impl Call<'_> {
             let input = a.input_for(last);
             let varied = vary
                 .filter(|_| a.master.is_some())
-                .and_then(|call| self::vary(input, a.dtype, call));
+                .and_then(|call| self::vary(input, a.dtype, call, &mut self.varied));
             memory
-                .upload(a.buffer, varied.as_deref().unwrap_or(input))
+                .upload(a.buffer, varied.unwrap_or(input))
                 .map_err(|e| ("copy", e))?;
         }
         if self.workspace.bytes > 0 {
@@ -392,12 +395,13 @@ impl Runner {
         } else {
             total
         };
-        let call = Call {
+        let mut call = Call {
             cif: &cif,
             code,
             args: &args,
             workspace,
             zeros: &zeros,
+            varied: Vec::new(),
         };
         // Device outputs are downloaded, which may sleep, so the window
         // cannot tell; work a device kernel leaves is waited for by the
@@ -558,12 +562,14 @@ fn default_fault_actions() {
 /// subnormals, infinities and NaNs stay as they are, so no call takes a
 /// slower path than its input would; integer arrays (sizes, indices) are not
 /// changed at all (`None`). Only outputs of the last call are verified.
-fn vary(input: &[u8], dtype: DType, call: u32) -> Option<Vec<u8>> {
+/// The varied copy is made in `varied`.
+fn vary<'a>(input: &[u8], dtype: DType, call: u32, varied: &'a mut Vec<u8>) -> Option<&'a [u8]> {
     let mask = u64::from(call % 1023 + 1);
-    let mut varied = match dtype {
-        DType::F64 | DType::F32 => input.to_vec(),
-        DType::I32 | DType::I64 => return None,
-    };
+    if matches!(dtype, DType::I32 | DType::I64) {
+        return None;
+    }
+    varied.clear();
+    varied.extend_from_slice(input);
     if dtype == DType::F64 {
         varied.chunks_exact_mut(8).for_each(|e| {
             let bits = u64::from_ne_bytes(e.try_into().expect("8 bytes"));
@@ -678,7 +684,9 @@ mod tests {
         ]);
         let mut seen = std::collections::HashSet::new();
         for call in 1..=1023 {
-            let varied = vary(&input, DType::F64, call).unwrap();
+            let varied = vary(&input, DType::F64, call, &mut Vec::new())
+                .unwrap()
+                .to_vec();
             assert!(
                 seen.insert(varied.clone()),
                 "call {call} repeats an earlier call"
@@ -691,15 +699,20 @@ mod tests {
             assert_eq!(&varied[24..], &input[24..], "zeros, subnormals, inf kept");
         }
         let nan = f64s(&[f64::NAN]);
-        assert_eq!(vary(&nan, DType::F64, 5).unwrap(), nan);
+        assert_eq!(vary(&nan, DType::F64, 5, &mut Vec::new()).unwrap(), nan);
         let f32s: Vec<u8> = [1.5f32, 0.0].iter().flat_map(|v| v.to_ne_bytes()).collect();
-        let varied = vary(&f32s, DType::F32, 1023).unwrap();
+        let mut scratch = vec![9; 64];
+        let varied = vary(&f32s, DType::F32, 1023, &mut scratch).unwrap();
         let first = f32::from_ne_bytes(varied[..4].try_into().unwrap());
         assert!(
             first != 1.5 && ((first - 1.5) / 1.5).abs() < 2e-4,
             "{first}"
         );
         assert_eq!(&varied[4..], &f32s[4..]);
-        assert_eq!(vary(&[1, 2, 3, 4], DType::I32, 1), None, "indices stay");
+        assert_eq!(
+            vary(&[1, 2, 3, 4], DType::I32, 1, &mut Vec::new()),
+            None,
+            "indices stay"
+        );
     }
 }
