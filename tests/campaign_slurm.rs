@@ -2,7 +2,8 @@
 //! srun steps on distinct nodes, and the faults a campaign must survive —
 //! a judge step killed, an agent step killed, the orchestrator killed and
 //! resumed, a drain at the time limit and its resume. Each ends with every
-//! task settled exactly once, checked in the store.
+//! task settled exactly once, checked in the store. And a role whose step
+//! Slurm holds back is cancelled when the campaign ends.
 
 mod common;
 
@@ -373,4 +374,39 @@ fn llm_agents_on_slurm_talk_to_an_inference_step_that_survives_a_kill() {
             a.transcript
         );
     }
+}
+
+/// A campaign in `salloc` whose last node's CPUs a step of the test holds
+/// throughout, so that the judge planned there stays a pending srun. The
+/// campaign finishes with the other judge; stopping must cancel the pending
+/// srun, not wait out the grace period for a step that cannot begin until
+/// the campaign has ended.
+#[test]
+fn a_role_slurm_holds_back_is_cancelled_when_the_campaign_ends() {
+    require_slurm();
+    let root = tempfile::tempdir().unwrap();
+    let run_dir = root.path().join("run");
+    let script = r#"node=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | tail -1)
+srun --nodes=1 --ntasks=1 --nodelist="$node" --exact --cpus-per-task=4 --job-name=holder sleep 600 &
+until squeue -s -j "$SLURM_JOB_ID" -h -o %j | grep -qx holder; do sleep 0.2; done
+"$0" up --env "$1" --run-dir "$2" --set KERNELS=gemm
+status=$?
+kill %1
+exit $status"#;
+    let out = Command::new("timeout")
+        .args(["300", "salloc", "--nodes=4", "--exclusive", "--quiet"])
+        .args(["bash", "-c", script, env!("CARGO_BIN_EXE_hpcagent")])
+        .arg(example("local.env"))
+        .arg(&run_dir)
+        .current_dir(common::repo())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}\n{}", stdout(&out), stderr(&out));
+    assert_settled_exactly_once(&run_dir);
+    // The plan puts judge-1 on the last node.
+    let srun_log = std::fs::read_to_string(run_dir.join("roles/judge-1/srun.log")).unwrap();
+    assert!(
+        srun_log.contains("Cancelled pending job step"),
+        "judge-1's srun was not cancelled while pending: {srun_log}"
+    );
 }
