@@ -325,12 +325,13 @@ fn cases(bait: &Bait, judge: &JudgeServer) -> Vec<Case> {
         // Computes on the verified call and on the first, and replays the
         // first answer on every call whose inputs are nearly the first's:
         // no input variation can tell, so the verified call's time bounds
-        // the kernel's.
+        // the kernel's. 1.31x and 1.37x in two runs (its loop is the
+        // baseline's, 1.5x its honest speed at most); 3.8x without the bound.
         case(
             "replay on nearly equal inputs",
             "gemm_replays_near_inputs.c",
             "ok",
-            "only its answer is checked",
+            "the one whose answer is checked",
         )
         .submit()
         .also(Also::SpeedupBelow(2.0)),

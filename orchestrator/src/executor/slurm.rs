@@ -5,8 +5,8 @@
 //! line. A role reports its step (`SLURM_JOB_ID.SLURM_STEP_ID`) when it
 //! registers, so launching asks the controller nothing; only stopping an
 //! instance that never registered looks its steps up by `--job-name`
-//! (`squeue -s`); one without a step yet is a pending srun, which TERM
-//! cancels. Stopping sends TERM through the controller (`scancel --ctld
+//! (`squeue -s`), and its srun gets TERM, which cancels a step still pending.
+//! Stopping sends TERM through the controller (`scancel --ctld
 //! --signal=TERM J.S`: plain `scancel J.S` SIGKILLs at once in 22.05, and
 //! without `--ctld` the signal call fails when the job has other nodes), then
 //! cancels the step after the grace period. Every Slurm command has a
@@ -70,13 +70,14 @@ impl Executor for SlurmExecutor {
             Some(id) => vec![id.clone()],
             None => self.steps_named(&step.name).await,
         };
-        if steps.is_empty() && !exited {
-            // No step yet: srun still waits for Slurm to create it (another
-            // step holds the node's CPUs or memory), and would start the
-            // role only once the campaign had freed them. TERM makes a
-            // pending srun give up at once; if the step began in between,
-            // srun ends it, with a role that has done nothing yet.
-            // SAFETY: kill(2) on the srun this executor started.
+        if step.step_id.is_none() && !exited {
+            // An instance that never registered holds no lease and serves
+            // nothing, and its step may not exist yet: srun waits while
+            // another step holds the node's CPUs or memory, and would start
+            // the role only once the campaign had freed them. TERM to srun
+            // cancels a pending step at once, and ends one that has begun.
+            // SAFETY: kill(2) on the srun this executor started (not reaped
+            // yet: only wait() reaps it).
             unsafe { libc::kill(step.pid as i32, libc::SIGTERM) };
         }
         for id in &steps {

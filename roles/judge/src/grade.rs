@@ -207,7 +207,7 @@ impl Judge {
         prepared: &Prepared<'_>,
         mode: Mode,
         slot: &Slot,
-        mut verdict: Verdict,
+        verdict: Verdict,
         baseline: Option<&Timing>,
     ) -> Verdict {
         let (kernel, precision) = (prepared.kernel, prepared.precision);
@@ -247,44 +247,37 @@ impl Judge {
             wrapper: Vec::new(),
             papi_events: Vec::new(),
         };
-        let mut outcome = match self.run(prepared, &inputs, slot, plan.clone()).await {
+        let verified_rep = plan.warmup + plan.reps - 1;
+        let outcome = match self.run(prepared, &inputs, slot, plan.clone()).await {
             Ok((o, _sandbox)) => o,
             Err(e) => return fail(verdict, Status::HarnessError, e),
         };
-        if slow_verified_call(&timed_samples(&outcome, 0)).is_some() {
+        let judge = |verdict, outcome: &RunOutcome| {
+            judge_run(
+                verdict,
+                prepared,
+                &data,
+                outcome,
+                mode,
+                baseline,
+                verified_rep,
+            )
+        };
+        let (mut judged, mut slow) = judge(verdict.clone(), &outcome);
+        if slow.is_some() {
             // Most often a noisy neighbour during that one call: a second
             // run tells it from a kernel that only works when it is checked.
             tracing::info!(task = %kernel.id, "the verified call was slow; running again");
-            outcome = match self.run(prepared, &inputs, slot, plan).await {
+            let outcome = match self.run(prepared, &inputs, slot, plan).await {
                 Ok((o, _sandbox)) => o,
                 Err(e) => return fail(verdict, Status::HarnessError, e),
             };
+            (judged, slow) = judge(verdict, &outcome);
         }
-        judge_outcome(&mut verdict, kernel, precision, &data, &outcome, mode);
-        if mode == Mode::Submit {
-            // What the program printed could describe the held-out cases.
-            verdict.stdout_tail.clear();
-            verdict.stderr_tail.clear();
+        if let (Some(verified_ns), Some(b)) = (slow, baseline) {
+            bound_by_verified_call(&mut judged, verified_ns, b);
         }
-        if let (Some(t), Some(b)) = (&verdict.timing, baseline)
-            && verdict.status == Status::Ok
-        {
-            let ns = match slow_verified_call(&timed_samples(&outcome, 0)) {
-                Some(verified_ns) => {
-                    verdict.message = format!(
-                        "{}; the verified call took {:.1}x the median of the timed calls, in \
-                         two runs: only its answer is checked, so the time is at least its \
-                         time over {VERIFIED_CALL_SLACK}",
-                        verdict.message,
-                        verified_ns / t.median_ns.max(1.0)
-                    );
-                    t.median_ns.max(verified_ns / VERIFIED_CALL_SLACK)
-                }
-                None => t.median_ns,
-            };
-            verdict.speedup = Some(b.median_ns / ns.max(1.0));
-        }
-        verdict
+        judged
     }
 
     /// Launches one runner over `cases`: the first is timed, the rest run once.
@@ -635,6 +628,51 @@ fn run_env(sandbox: &Path, slot: &Slot) -> Vec<(String, String)> {
 /// be before the time is taken from it; see [`slow_verified_call`].
 const VERIFIED_CALL_SLACK: f64 = 1.5;
 
+/// The verdict on one run: correctness, then the speedup from the median
+/// time when correct; and the verified call's time when a correct run's is
+/// slow (see [`slow_verified_call`]).
+fn judge_run(
+    mut verdict: Verdict,
+    prepared: &Prepared<'_>,
+    data: &[(CaseInputs, Reference)],
+    outcome: &RunOutcome,
+    mode: Mode,
+    baseline: Option<&Timing>,
+    verified_rep: u32,
+) -> (Verdict, Option<f64>) {
+    let (kernel, precision) = (prepared.kernel, prepared.precision);
+    judge_outcome(&mut verdict, kernel, precision, data, outcome, mode);
+    if mode == Mode::Submit {
+        // What the program printed could describe the held-out cases.
+        verdict.stdout_tail.clear();
+        verdict.stderr_tail.clear();
+    }
+    let (Some(t), Some(b), Status::Ok) = (&verdict.timing, baseline, verdict.status) else {
+        return (verdict, None);
+    };
+    verdict.speedup = Some(b.median_ns / t.median_ns.max(1.0));
+    let slow = slow_verified_call(&timed_calls(outcome, 0), verified_rep);
+    (verdict, slow)
+}
+
+/// Takes a correct verdict's speedup from its verified call's time over
+/// [`VERIFIED_CALL_SLACK`], and says so.
+fn bound_by_verified_call(verdict: &mut Verdict, verified_ns: f64, baseline: &Timing) {
+    let Some(median_ns) = verdict.timing.map(|t| t.median_ns) else {
+        return;
+    };
+    let bound_ns = verified_ns / VERIFIED_CALL_SLACK;
+    verdict.speedup = Some(baseline.median_ns / median_ns.max(bound_ns).max(1.0));
+    verdict.message = format!(
+        "{}; in two runs the verified call, the one whose answer is checked, took {:.1}x the \
+         median of the timed calls: the speedup uses its time over {VERIFIED_CALL_SLACK} \
+         ({:.3} ms), not the median",
+        verdict.message,
+        verified_ns / median_ns.max(1.0),
+        bound_ns / 1e6
+    );
+}
+
 /// The verified call's time (the last timed one), when it exceeds
 /// [`VERIFIED_CALL_SLACK`] times the median of the timed calls.
 ///
@@ -646,26 +684,45 @@ const VERIFIED_CALL_SLACK: f64 = 1.5;
 /// shorten, bounds the time from below. On an honest kernel it is one more
 /// sample of the same distribution (0.91–1.09× the median in 80% of a
 /// campaign's grades here), so a larger gap is noise or such a kernel.
-fn slow_verified_call(samples: &[u64]) -> Option<f64> {
-    let median = Timing::from_samples(samples)?.median_ns;
-    let verified = *samples.last()? as f64;
+///
+/// `timed` are the timed calls' (rep, time); the verified call is rep
+/// `verified_rep`. With fewer than three timed calls there is no median
+/// apart from it, and no bound.
+fn slow_verified_call(timed: &[(u32, u64)], verified_rep: u32) -> Option<f64> {
+    let samples: Vec<u64> = timed.iter().map(|&(_, ns)| ns).collect();
+    let median = Timing::from_samples(&samples)?.median_ns;
+    // The slowest frame of that call: one forged by a thread of the kernel
+    // can only add to the median's samples, not shorten this call.
+    let verified = timed
+        .iter()
+        .filter(|&&(rep, _)| rep == verified_rep)
+        .map(|&(_, ns)| ns)
+        .max()? as f64;
     (samples.len() >= 3 && verified > VERIFIED_CALL_SLACK * median).then_some(verified)
 }
 
-/// Call times of a case's timed (non-warm-up) calls, in call order.
-pub(crate) fn timed_samples(outcome: &RunOutcome, case: usize) -> Vec<u64> {
+/// A case's timed (non-warm-up) calls: (rep, time in ns), in call order.
+fn timed_calls(outcome: &RunOutcome, case: usize) -> Vec<(u32, u64)> {
     outcome
         .events
         .iter()
         .filter_map(|e| match e {
             Event::Rep {
                 case: c,
+                rep,
                 ns,
                 warmup: false,
-                ..
-            } if *c == case => Some(*ns),
+            } if *c == case => Some((*rep, *ns)),
             _ => None,
         })
+        .collect()
+}
+
+/// Call times of a case's timed (non-warm-up) calls, in call order.
+pub(crate) fn timed_samples(outcome: &RunOutcome, case: usize) -> Vec<u64> {
+    timed_calls(outcome, case)
+        .into_iter()
+        .map(|(_, ns)| ns)
         .collect()
 }
 
@@ -906,16 +963,30 @@ mod tests {
 
     #[test]
     fn only_a_verified_call_well_above_the_median_is_slow() {
+        // Timed calls are reps 1.. (rep 0 is the warm-up); the last is verified.
+        let calls = |ns: &[u64]| -> Vec<(u32, u64)> { (1..).zip(ns.iter().copied()).collect() };
         // An honest kernel: the verified call is one more sample.
-        assert_eq!(slow_verified_call(&[100, 104, 98, 101, 120]), None);
+        assert_eq!(
+            slow_verified_call(&calls(&[100, 104, 98, 101, 120]), 5),
+            None
+        );
         // At the slack, not above it.
-        assert_eq!(slow_verified_call(&[100, 100, 100, 150]), None);
+        assert_eq!(slow_verified_call(&calls(&[100, 100, 100, 150]), 4), None);
         // Replayed answers, then the one call that is checked.
-        assert_eq!(slow_verified_call(&[3, 2, 3, 3, 2, 100]), Some(100.0));
+        let replayed = calls(&[3, 2, 3, 3, 2, 100]);
+        assert_eq!(slow_verified_call(&replayed, 6), Some(100.0));
+        // Found by its rep, not its place: a forged fast frame for it,
+        // before or after the real one, does not shorten it.
+        let mut forged = vec![(6, 2)];
+        forged.extend(replayed.iter().copied());
+        forged.push((6, 2));
+        assert_eq!(slow_verified_call(&forged, 6), Some(100.0));
+        // A run that ended before the verified call has none.
+        assert_eq!(slow_verified_call(&replayed[..5], 6), None);
         // A slow call elsewhere is the median's business.
-        assert_eq!(slow_verified_call(&[100, 900, 100, 100]), None);
+        assert_eq!(slow_verified_call(&calls(&[100, 900, 100, 100]), 4), None);
         // Too few calls to have a median apart from the verified one.
-        assert_eq!(slow_verified_call(&[1, 100]), None);
-        assert_eq!(slow_verified_call(&[]), None);
+        assert_eq!(slow_verified_call(&calls(&[1, 100]), 2), None);
+        assert_eq!(slow_verified_call(&[], 1), None);
     }
 }
