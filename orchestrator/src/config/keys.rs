@@ -157,7 +157,8 @@ config_keys! {
     ["Roles"] judge_port / JUDGE_PORT: Port = "8800";
     /// Grading slots per judge; default: one per GPU, else 1.
     ["Roles"] judge_slots / JUDGE_SLOTS: Option<u32> = "";
-    /// Timed calls per grade (after one warm-up call).
+    /// Timed calls per grade (after one warm-up call). Below 3 the
+    /// verified call does not bound a kernel's time (docs/judge-contract.md).
     ["Roles"] judge_reps / JUDGE_REPS: u32 = "20";
     /// gRPC port of the orchestrator, on the node running the batch script.
     ["Roles"] orchestrator_port / ORCHESTRATOR_PORT: Port = "8700";
