@@ -400,8 +400,10 @@ done
 status=$?
 kill $holder
 exit $status"#;
+    // The bound counts salloc's wait behind the other tests' 4-node jobs
+    // (the vLLM one may take up to 600 s), as `wait_for_job`'s do.
     let out = Command::new("timeout")
-        .args(["300", "salloc", "--nodes=4", "--exclusive", "--quiet"])
+        .args(["900", "salloc", "--nodes=4", "--exclusive", "--quiet"])
         .args(["bash", "-c", script, env!("CARGO_BIN_EXE_hpcagent")])
         .arg(example("local.env"))
         .arg(&run_dir)
