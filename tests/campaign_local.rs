@@ -3,7 +3,9 @@
 
 mod common;
 
-use common::{assert_settled_exactly_once, example, hpcagent, only_run_dir, stderr, stdout};
+use common::{
+    assert_settled_exactly_once, example, hpcagent, only_run_dir, read_plan, stderr, stdout,
+};
 use serde_json::Value;
 
 #[test]
@@ -93,8 +95,7 @@ fn a_local_campaign_settles_every_task_and_reports_them() {
         let log = run_dir.join("roles").join(role).join("stderr");
         assert!(log.is_file(), "{}", log.display());
     }
-    let plan: Value =
-        serde_json::from_str(&std::fs::read_to_string(run_dir.join("plan.json")).unwrap()).unwrap();
+    let plan = read_plan(&run_dir);
     let workers: u64 = plan["instances"]
         .as_array()
         .unwrap()

@@ -12,7 +12,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::{
-    assert_fault_survived, assert_settled_exactly_once, example, hpcagent, job_field,
+    assert_fault_survived, assert_settled_exactly_once, example, hpcagent, job_field, read_plan,
     require_slurm, settled, stderr, stdout, suite, wait_for_job, wait_for_settled,
 };
 use serde_json::Value;
@@ -147,8 +147,7 @@ fn a_submitted_campaign_runs_its_roles_as_steps_on_distinct_nodes() {
     );
     assert_eq!(job_field(&job, "ExitCode").as_deref(), Some("0:0"));
     assert_settled_exactly_once(&run_dir);
-    let plan: Value =
-        serde_json::from_str(&std::fs::read_to_string(run_dir.join("plan.json")).unwrap()).unwrap();
+    let plan = read_plan(&run_dir);
     let mut nodes = Vec::new();
     for instance in plan["instances"].as_array().unwrap() {
         let name = instance["name"].as_str().unwrap();
@@ -332,8 +331,7 @@ fn llm_agents_on_slurm_talk_to_an_inference_step_that_survives_a_kill() {
         sbatch_log(&run_dir)
     );
     assert_fault_survived("kill -9 of the inference step (Slurm)", &run_dir);
-    let plan: Value =
-        serde_json::from_str(&std::fs::read_to_string(run_dir.join("plan.json")).unwrap()).unwrap();
+    let plan = read_plan(&run_dir);
     let node_of = |role: &str| -> Vec<String> {
         plan["instances"]
             .as_array()
@@ -417,8 +415,7 @@ exit $status"#;
         .lines()
         .find_map(|l| l.strip_prefix("held "))
         .unwrap_or_else(|| panic!("the script names no node: {said}"));
-    let plan: Value =
-        serde_json::from_str(&std::fs::read_to_string(run_dir.join("plan.json")).unwrap()).unwrap();
+    let plan = read_plan(&run_dir);
     let on_held: Vec<&Value> = plan["instances"]
         .as_array()
         .unwrap()

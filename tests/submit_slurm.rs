@@ -3,11 +3,12 @@
 
 mod common;
 
-use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use common::{example, hpcagent, job_field, require_slurm, stderr, stdout, wait_for_job};
+use common::{
+    example, hpcagent, job_field, read_plan, require_slurm, stderr, stdout, wait_for_job,
+};
 use serde_json::Value;
 
 /// Submits `examples/local.env` with extra `--set` overrides into a fresh
@@ -60,15 +61,6 @@ fn hostnames(expr: &str) -> Vec<String> {
         .lines()
         .map(str::to_string)
         .collect()
-}
-
-fn read_plan(run_dir: &Path) -> Value {
-    let path = run_dir.join("plan.json");
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
-        let log = std::fs::read_to_string(run_dir.join("sbatch.out")).unwrap_or_default();
-        panic!("{}: {e}\nsbatch.out:\n{log}", path.display())
-    });
-    serde_json::from_str(&text).unwrap()
 }
 
 fn strings(v: &Value) -> Vec<String> {

@@ -225,6 +225,16 @@ impl Drop for JudgeServer {
     }
 }
 
+/// A run directory's `plan.json` (with the job's log when it is missing).
+pub fn read_plan(run_dir: &Path) -> serde_json::Value {
+    let path = run_dir.join("plan.json");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+        let log = std::fs::read_to_string(run_dir.join("sbatch.out")).unwrap_or_default();
+        panic!("{}: {e}\nsbatch.out:\n{log}", path.display())
+    });
+    serde_json::from_str(&text).unwrap()
+}
+
 /// Tasks of a campaign's store: (settled, total).
 pub fn settled(run_dir: &Path) -> (usize, usize) {
     let Ok(reader) = hpcagent_orchestrator::store::Reader::open(run_dir) else {
