@@ -4,10 +4,14 @@
 //! the orchestrator one at a time goes out as few requests.
 //!
 //! A [`Coalescer`] keeps one call in flight and queues what is asked
-//! meanwhile; the next call carries everything queued. A lone request goes
-//! out at once, a busy node pays one call for many requests, and there is no
-//! timer to tune. A refusal of the whole call reaches every request it
-//! carried; a refused item only its own.
+//! meanwhile; the next call carries everything queued. Before a call goes
+//! out it yields to the tasks woken with the first request (the workers one
+//! reply released) until they ask nothing more: tokio runs the task a
+//! request wakes first, so without that the call would carry one request and
+//! the rest would wait for the next. A lone request goes out after one
+//! yield, a busy node pays one call for many requests, and there is no timer
+//! to tune. A refusal of the whole call reaches every request it carried; a
+//! refused item only its own.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -50,10 +54,17 @@ impl<I: Send + 'static, A: Send + 'static> Coalescer<I, A> {
         tokio::spawn(async move {
             while let Some(first) = queued.recv().await {
                 let mut batch = vec![first];
-                while batch.len() < MAX_BATCH {
-                    match queued.try_recv() {
-                        Ok(more) => batch.push(more),
-                        Err(_) => break,
+                loop {
+                    tokio::task::yield_now().await;
+                    let before = batch.len();
+                    while batch.len() < MAX_BATCH {
+                        match queued.try_recv() {
+                            Ok(more) => batch.push(more),
+                            Err(_) => break,
+                        }
+                    }
+                    if batch.len() == before || batch.len() == MAX_BATCH {
+                        break;
                     }
                 }
                 let (items, answers): (Vec<I>, Vec<Answer<A>>) = batch.into_iter().unzip();
@@ -325,6 +336,39 @@ mod tests {
             );
         }
         assert_eq!(*sizes.lock().unwrap(), vec![1, 4]);
+    }
+
+    /// On tokio's multi-threaded runtime the coalescer, woken by the first
+    /// request, would run before the other workers the same event woke.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+    async fn workers_woken_together_go_out_in_one_call() {
+        let sizes = Arc::new(Mutex::new(Vec::new()));
+        let seen = sizes.clone();
+        let echo = Coalescer::new(move |items: Vec<u32>| {
+            seen.lock().unwrap().push(items.len());
+            async move { Ok(items.into_iter().map(Ok).collect()) }
+        });
+        let (release, released) = tokio::sync::watch::channel(false);
+        let workers: Vec<_> = (0..8)
+            .map(|i| {
+                let (c, mut released) = (echo.clone(), released.clone());
+                tokio::spawn(async move {
+                    released.wait_for(|go| *go).await.unwrap();
+                    c.call(i).await
+                })
+            })
+            .collect();
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        // Woken from a task, as a reply's answers wake workers: from outside
+        // the runtime, the first could run before the rest are woken.
+        tokio::spawn(async move { release.send(true) })
+            .await
+            .unwrap()
+            .unwrap();
+        for (i, worker) in (0..8).zip(workers) {
+            assert_eq!(worker.await.unwrap().unwrap(), i);
+        }
+        assert_eq!(*sizes.lock().unwrap(), vec![8]);
     }
 
     #[tokio::test]
