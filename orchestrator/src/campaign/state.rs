@@ -85,6 +85,19 @@ impl RoleEntry {
     }
 }
 
+/// An attempt's `outcome.json`: how it ended and what became of its task.
+/// A struct, not a `json!` map: it is written once per lease, and building
+/// the map showed in the lease traffic's profile.
+#[derive(serde::Serialize)]
+struct Outcome<'a> {
+    task: &'a str,
+    attempt: u32,
+    outcome: &'a str,
+    task_state: &'a str,
+    attempts: u32,
+    budget_used_s: f64,
+}
+
 /// A running campaign.
 pub struct Campaign {
     pub id: String,
@@ -201,15 +214,17 @@ impl Campaign {
     /// agent left there.
     pub fn write_outcome(&self, end: &AttemptEnd) {
         let dir = self.attempt_dir(&end.task, end.attempt);
-        let evidence = serde_json::json!({
-            "task": end.task,
-            "attempt": end.attempt,
-            "outcome": end.outcome,
-            "task_state": end.state.name(),
-            "attempts": end.attempts,
-            "budget_used_s": end.budget_used.as_secs_f64(),
-        });
-        let (file, text) = (dir.join("outcome.json"), evidence.to_string() + "\n");
+        let evidence = Outcome {
+            task: &end.task,
+            attempt: end.attempt,
+            outcome: &end.outcome,
+            task_state: end.state.name(),
+            attempts: end.attempts,
+            budget_used_s: end.budget_used.as_secs_f64(),
+        };
+        let mut text = serde_json::to_vec(&evidence).expect("an outcome serializes");
+        text.push(b'\n');
+        let file = dir.join("outcome.json");
         // The agent made the directory; make it only when it did not.
         let written = match std::fs::write(&file, &text) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
