@@ -3,7 +3,8 @@
 //! a judge step killed, an agent step killed, the orchestrator killed and
 //! resumed, a drain at the time limit and its resume. Each ends with every
 //! task settled exactly once, checked in the store. And a role whose step
-//! Slurm holds back is cancelled when the campaign ends.
+//! Slurm holds back is cancelled when the campaign ends, and one whose srun
+//! Slurm refuses fails the campaign with srun's words.
 
 mod common;
 
@@ -435,5 +436,41 @@ exit $status"#;
     assert!(
         srun_log.contains("Cancelled pending"),
         "{name}'s srun was not cancelled while pending: {srun_log}"
+    );
+}
+
+#[test]
+fn a_role_whose_srun_is_refused_fails_the_campaign_with_srun_s_words() {
+    require_slurm();
+    let root = tempfile::tempdir().unwrap();
+    // A valid EDF, on a Slurm without the Container Engine: srun refuses
+    // `--environment` before any step exists, so the roles' own logs stay
+    // empty and only srun.log says why.
+    let edf = root.path().join("roles.toml");
+    std::fs::write(&edf, "image = \"docker://debian:12\"\n").unwrap();
+    let out = Command::new("timeout")
+        .args(["900", "salloc", "--nodes=4", "--exclusive", "--quiet"])
+        .arg(env!("CARGO_BIN_EXE_hpcagent"))
+        .args(["up", "--env"])
+        .arg(example("local.env"))
+        .arg("--run-dir")
+        .arg(root.path().join("run"))
+        .args(["--set", "KERNELS=gemm", "--set"])
+        .arg(format!("ROLE_CE_ENV={}", edf.display()))
+        .current_dir(common::repo())
+        .output()
+        .unwrap();
+    let said = format!("{}{}", stdout(&out), stderr(&out));
+    assert!(
+        !out.status.success(),
+        "the campaign ran without its roles: {said}"
+    );
+    let report = said
+        .split_once("failed for good")
+        .map(|(_, report)| report)
+        .unwrap_or_else(|| panic!("no role failed for good: {said}"));
+    assert!(
+        report.contains("srun.log:") && report.contains("unrecognized option '--environment"),
+        "the failure does not quote srun: {said}"
     );
 }

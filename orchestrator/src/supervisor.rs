@@ -8,7 +8,7 @@
 //! campaign has nothing left for it is finished, not dead. An instance out of
 //! restarts is failed; when no other instance of its role is alive, the
 //! campaign cannot go on, and the supervisor says so with the last lines of
-//! the instance's log.
+//! the instance's logs (its own, and its srun's).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, watch};
 
 use crate::campaign::state::{Campaign, RoleState};
-use crate::executor::{Executor, Step, log_tail};
+use crate::executor::{Executor, Step, last_words};
 use crate::plan::{Role, RoleInstance};
 
 pub const MAX_RESTARTS: u32 = 3;
@@ -31,7 +31,7 @@ pub const STOP_GRACE: Duration = Duration::from_secs(10);
 pub struct Critical {
     pub instance: String,
     pub reason: String,
-    pub log_tail: String,
+    pub last_words: String,
 }
 
 /// Starts one supervising task per instance (each with the environment it is
@@ -165,16 +165,11 @@ async fn restart_or_fail(
             n != name && e.role == instance.role && !matches!(e.state, RoleState::Failed(_))
         });
         if !others_alive {
-            let dir = campaign.run_dir.join(&instance.log_dir);
-            let mut tail = log_tail(&dir.join("stderr"), 50);
-            if tail.trim().is_empty() {
-                tail = log_tail(&dir.join("stdout"), 50);
-            }
             let _ = critical
                 .send(Critical {
                     instance: name.clone(),
                     reason: format!("{why}; restarted {MAX_RESTARTS} times"),
-                    log_tail: tail,
+                    last_words: last_words(&campaign.run_dir.join(&instance.log_dir)),
                 })
                 .await;
         }

@@ -380,7 +380,7 @@ async fn run<E: Executor>(
             _ = term.recv() => break Outcome::Interrupted("TERM"),
             _ = int.recv() => break Outcome::Interrupted("INT"),
             Some(c) = critical.recv() => {
-                eprintln!("\n{} failed for good: {}\n--- last lines of its log ---\n{}\n---", c.instance, c.reason, c.log_tail);
+                eprintln!("\n{} failed for good: {}\n--- last lines of its logs ---\n{}\n---", c.instance, c.reason, c.last_words);
                 break Outcome::Failed(format!("{}: {}", c.instance, c.reason));
             }
         }

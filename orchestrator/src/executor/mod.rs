@@ -51,9 +51,54 @@ pub fn log_file(dir: &Path, name: &str) -> Result<std::fs::File, String> {
         .map_err(|e| format!("{}: {e}", path.display()))
 }
 
+/// What an instance left for an operator to read when it failed: the last
+/// lines of its stderr (of its stdout when it wrote no stderr), then those of
+/// its srun's own log. A step Slurm refused or never started (an option this
+/// Slurm lacks, an unknown container environment) wrote nothing else.
+pub fn last_words(log_dir: &Path) -> String {
+    let mut words = log_tail(&log_dir.join("stderr"), 50);
+    if words.trim().is_empty() {
+        words = log_tail(&log_dir.join("stdout"), 50);
+    }
+    let srun = log_tail(&log_dir.join("srun.log"), 10);
+    if !srun.trim().is_empty() {
+        if !words.trim().is_empty() {
+            words.push('\n');
+        }
+        words.push_str("srun.log:\n");
+        words.push_str(&srun);
+    }
+    words
+}
+
 /// The last `lines` lines of a log file.
 pub fn log_tail(path: &Path, lines: usize) -> String {
     let text = std::fs::read_to_string(path).unwrap_or_default();
     let all: Vec<&str> = text.lines().collect();
     all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn last_words_are_the_role_s_then_srun_s() {
+        let dir = tempfile::tempdir().unwrap();
+        let write = |name: &str, text: &str| std::fs::write(dir.path().join(name), text).unwrap();
+        assert_eq!(last_words(dir.path()), "");
+        write("srun.log", "srun: unrecognized option '--environment=x'\n");
+        assert_eq!(
+            last_words(dir.path()),
+            "srun.log:\nsrun: unrecognized option '--environment=x'"
+        );
+        write("stdout", "serving\n");
+        assert_eq!(
+            last_words(dir.path()),
+            "serving\nsrun.log:\nsrun: unrecognized option '--environment=x'"
+        );
+        write("stderr", "panicked\n");
+        write("srun.log", "");
+        assert_eq!(last_words(dir.path()), "panicked");
+    }
 }
