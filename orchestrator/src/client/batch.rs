@@ -4,14 +4,16 @@
 //! the orchestrator one at a time goes out as few requests.
 //!
 //! A [`Coalescer`] keeps one call in flight and queues what is asked
-//! meanwhile; the next call carries everything queued. Before a call goes
-//! out it yields to the tasks woken with the first request (the workers one
-//! reply released) until they ask nothing more: tokio runs the task a
-//! request wakes first, so without that the call would carry one request and
-//! the rest would wait for the next. A lone request goes out after one
-//! yield, a busy node pays one call for many requests, and there is no timer
-//! to tune. A refusal of the whole call reaches every request it carried; a
-//! refused item only its own.
+//! meanwhile; the next call carries everything queued. On tokio's
+//! multi-threaded runtime a task woken by a running task runs next, ahead of
+//! those already queued: the coalescer, woken by the first of the workers
+//! one reply released, would send that worker's request alone. So before a
+//! call goes out it yields, until two yields in a row bring no new request
+//! (one can end early: every 61 polls tokio's pass over I/O and timers wakes
+//! yielded tasks). A lone request goes out after two yields, a busy node
+//! pays one call for many requests, and there is no timer to tune. A
+//! refusal of the whole call reaches every request it carried; a refused
+//! item only its own.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -54,7 +56,8 @@ impl<I: Send + 'static, A: Send + 'static> Coalescer<I, A> {
         tokio::spawn(async move {
             while let Some(first) = queued.recv().await {
                 let mut batch = vec![first];
-                loop {
+                let mut idle_yields = 0;
+                while idle_yields < 2 && batch.len() < MAX_BATCH {
                     tokio::task::yield_now().await;
                     let before = batch.len();
                     while batch.len() < MAX_BATCH {
@@ -63,9 +66,11 @@ impl<I: Send + 'static, A: Send + 'static> Coalescer<I, A> {
                             Err(_) => break,
                         }
                     }
-                    if batch.len() == before || batch.len() == MAX_BATCH {
-                        break;
-                    }
+                    idle_yields = if batch.len() == before {
+                        idle_yields + 1
+                    } else {
+                        0
+                    };
                 }
                 let (items, answers): (Vec<I>, Vec<Answer<A>>) = batch.into_iter().unzip();
                 let asked = items.len();
