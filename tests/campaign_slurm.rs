@@ -57,8 +57,8 @@ fn sbatch_log(run_dir: &Path) -> String {
     std::fs::read_to_string(run_dir.join("sbatch.out")).unwrap_or_default()
 }
 
-/// `<job>.<step>` of the step named `name`.
-fn step_of(job: &str, name: &str) -> String {
+/// `<job>.<step>` of the step named `name`, if Slurm lists one.
+fn find_step(job: &str, name: &str) -> Option<String> {
     let out = Command::new("squeue")
         .args(["-s", "-j", job, "-h", "-o", "%i %j"])
         .output()
@@ -68,15 +68,16 @@ fn step_of(job: &str, name: &str) -> String {
         .filter_map(|l| l.split_once(' '))
         .find(|(_, n)| n.trim() == name)
         .map(|(id, _)| id.to_string())
-        .unwrap_or_else(|| panic!("no step {name} in job {job}"))
 }
 
 /// SIGKILL to the step named `name`. The controller has been seen to answer
-/// "not found" for a step squeue had just listed: look it up again and retry.
+/// "not found" for a step squeue had just listed, and to refuse a kill it
+/// carried out: while squeue still lists the step, retry; once it does not
+/// (or lists the role's next step), the kill took.
 fn kill_step(job: &str, name: &str) {
+    let step = find_step(job, name).unwrap_or_else(|| panic!("no step {name} in job {job}"));
     let mut refusals = Vec::new();
     for _ in 0..5 {
-        let step = step_of(job, name);
         let out = Command::new("scancel")
             .args(["--ctld", "--signal=KILL", &step])
             .output()
@@ -86,6 +87,9 @@ fn kill_step(job: &str, name: &str) {
         }
         refusals.push(format!("{step}: {}", stderr(&out)));
         std::thread::sleep(Duration::from_secs(1));
+        if find_step(job, name).as_deref() != Some(step.as_str()) {
+            return;
+        }
     }
     panic!("scancel refused every time: {refusals:#?}");
 }
