@@ -441,6 +441,11 @@ exit $status"#;
         srun_log.contains("Cancelled pending"),
         "{name}'s srun was not cancelled while pending: {srun_log}"
     );
+    assert!(
+        stderr(&out).contains(&format!("{name}: Slurm never started its step")),
+        "the campaign did not say why {name} never ran: {}",
+        stderr(&out)
+    );
 }
 
 #[test]

@@ -79,6 +79,15 @@ impl Executor for SlurmExecutor {
             // SAFETY: kill(2) on the srun this executor started (not reaped
             // yet: only wait() reaps it).
             unsafe { libc::kill(step.pid as i32, libc::SIGTERM) };
+            if steps.is_empty() {
+                // srun says nothing of it for a minute or more: this is
+                // the only word an operator gets of why the role never ran.
+                tracing::warn!(
+                    "{}: Slurm never started its step; srun was still waiting for it \
+                     (another step may hold its node's CPUs, memory or GPUs)",
+                    step.name
+                );
+            }
         }
         for id in &steps {
             scancel(&["--ctld", "--signal=TERM", id]).await;
