@@ -5,7 +5,8 @@
 //! line. A role reports its step (`SLURM_JOB_ID.SLURM_STEP_ID`) when it
 //! registers, so launching asks the controller nothing; only stopping an
 //! instance that never registered looks its steps up by `--job-name`
-//! (`squeue -s`), and its srun gets TERM, which cancels a step still pending.
+//! (`squeue -s`), and its srun gets TERM, which cancels a step still pending
+//! (an srun that ignores it while no step exists is killed).
 //! Stopping sends TERM through the controller (`scancel --ctld
 //! --signal=TERM J.S`: plain `scancel J.S` SIGKILLs at once in 22.05, and
 //! without `--ctld` the signal call fails when the job has other nodes), then
@@ -75,18 +76,13 @@ impl Executor for SlurmExecutor {
             // nothing, and its step may not exist yet: srun waits while
             // another step holds the node's CPUs or memory, and would start
             // the role only once the campaign had freed them. TERM to srun
-            // cancels a pending step at once, and ends one that has begun.
+            // cancels a pending step, and ends one that has begun.
             // SAFETY: kill(2) on the srun this executor started (not reaped
             // yet: only wait() reaps it).
             unsafe { libc::kill(step.pid as i32, libc::SIGTERM) };
             if steps.is_empty() {
-                // srun says nothing of it for a minute or more: this is
-                // the only word an operator gets of why the role never ran.
-                tracing::warn!(
-                    "{}: Slurm never started its step; srun was still waiting for it \
-                     (another step may hold its node's CPUs, memory or GPUs)",
-                    step.name
-                );
+                self.stop_pending(step).await;
+                return;
             }
         }
         for id in &steps {
@@ -117,6 +113,35 @@ impl Executor for SlurmExecutor {
 }
 
 impl SlurmExecutor {
+    /// Ends the srun of a step Slurm never started (TERM has been sent):
+    /// nothing of the role runs, so there is nothing to wait for. srun
+    /// mostly cancels its pending step on TERM at once, but has been seen
+    /// to ignore it while it retries, which kept a finished campaign 20 s.
+    async fn stop_pending(&self, step: &mut Step) {
+        // srun may not say why for a long while (once 40 s of silence):
+        // this is the only word an operator gets of why the role never ran.
+        tracing::warn!(
+            "{}: Slurm never started its step; srun was still waiting for it \
+             (another step may hold its node's CPUs, memory or GPUs)",
+            step.name
+        );
+        if tokio::time::timeout(PENDING_GRACE, step.child.wait())
+            .await
+            .is_ok()
+        {
+            return;
+        }
+        tracing::warn!(
+            "{}: srun ignored TERM while it waited; killing it",
+            step.name
+        );
+        let _ = step.child.kill().await;
+        // In case the step began between the lookup and the kill.
+        for id in self.steps_named(&step.name).await {
+            scancel(&[&id]).await;
+        }
+    }
+
     /// This job's steps: (id, name).
     async fn steps(&self) -> Vec<(String, String)> {
         let Some(out) =
@@ -162,6 +187,9 @@ impl SlurmExecutor {
     }
 }
 
+/// How long srun gets to cancel a pending step on TERM.
+const PENDING_GRACE: Duration = Duration::from_secs(2);
+
 /// How long one squeue or scancel may take.
 const SLURM_COMMAND_TIMEOUT: Duration = Duration::from_secs(20);
 
@@ -198,4 +226,39 @@ async fn slurm_command(program: &str, args: &[&str]) -> Option<String> {
 
 async fn scancel(args: &[&str]) {
     slurm_command("scancel", args).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A stand-in for an srun that ignores TERM while its step is pending
+    /// (no job of this id exists, so no step is found).
+    #[tokio::test]
+    async fn an_srun_that_ignores_term_without_a_step_is_killed_after_a_short_grace() {
+        let dir = tempfile::tempdir().unwrap();
+        let executor = SlurmExecutor {
+            run_dir: dir.path().to_path_buf(),
+            job_id: "4000000000".into(),
+        };
+        let child = tokio::process::Command::new("bash")
+            .args(["-c", "trap '' TERM; while :; do sleep 0.1; done"])
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let pid = child.id().unwrap();
+        let mut step = Step {
+            name: "judge-9".into(),
+            child,
+            pid,
+            step_id: None,
+        };
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let start = std::time::Instant::now();
+        executor.stop(&mut step, Duration::from_secs(10)).await;
+        let took = start.elapsed();
+        assert!(step.child.try_wait().unwrap().is_some(), "srun is gone");
+        // The grace of a running step (10 s, then 10 s more) is not waited.
+        assert!(took < Duration::from_secs(8), "stopping took {took:?}");
+    }
 }
