@@ -51,24 +51,23 @@ pub fn log_file(dir: &Path, name: &str) -> Result<std::fs::File, String> {
         .map_err(|e| format!("{}: {e}", path.display()))
 }
 
-/// What an instance left for an operator to read when it failed: the last
-/// lines of its stderr (of its stdout when it wrote no stderr), then those of
-/// its srun's own log. A step Slurm refused or never started (an option this
+/// What an instance left for an operator to read when it failed, each part
+/// named: the last lines of its stderr (of its stdout when it wrote no
+/// stderr; a restarted role appends, so they may be an earlier launch's),
+/// then those of its srun's own log. A step Slurm refused or never started (an option this
 /// Slurm lacks, an unknown container environment) wrote nothing else.
 pub fn last_words(log_dir: &Path) -> String {
-    let mut words = log_tail(&log_dir.join("stderr"), 50);
-    if words.trim().is_empty() {
-        words = log_tail(&log_dir.join("stdout"), 50);
-    }
-    let srun = log_tail(&log_dir.join("srun.log"), 10);
-    if !srun.trim().is_empty() {
-        if !words.trim().is_empty() {
-            words.push('\n');
-        }
-        words.push_str("srun.log:\n");
-        words.push_str(&srun);
-    }
-    words
+    let own = ["stderr", "stdout"]
+        .into_iter()
+        .map(|name| (name, log_tail(&log_dir.join(name), 50)))
+        .find(|(_, tail)| !tail.trim().is_empty());
+    let srun = Some(("srun.log", log_tail(&log_dir.join("srun.log"), 10)))
+        .filter(|(_, tail)| !tail.trim().is_empty());
+    own.into_iter()
+        .chain(srun)
+        .map(|(name, tail)| format!("{name}:\n{tail}"))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// The last `lines` lines of a log file.
@@ -95,10 +94,10 @@ mod tests {
         write("stdout", "serving\n");
         assert_eq!(
             last_words(dir.path()),
-            "serving\nsrun.log:\nsrun: unrecognized option '--environment=x'"
+            "stdout:\nserving\nsrun.log:\nsrun: unrecognized option '--environment=x'"
         );
         write("stderr", "panicked\n");
         write("srun.log", "");
-        assert_eq!(last_words(dir.path()), "panicked");
+        assert_eq!(last_words(dir.path()), "stderr:\npanicked");
     }
 }

@@ -69,22 +69,27 @@ impl Executor for SlurmExecutor {
         let steps = match &step.step_id {
             Some(id) if exited => self.live_steps(std::slice::from_ref(id)).await,
             Some(id) => vec![id.clone()],
-            None => self.steps_named(&step.name).await,
-        };
-        if step.step_id.is_none() && !exited {
-            // An instance that never registered holds no lease and serves
-            // nothing, and its step may not exist yet: srun waits while
-            // another step holds the node's CPUs or memory, and would start
-            // the role only once the campaign had freed them. TERM to srun
-            // cancels a pending step, and ends one that has begun.
-            // SAFETY: kill(2) on the srun this executor started (not reaped
-            // yet: only wait() reaps it).
-            unsafe { libc::kill(step.pid as i32, libc::SIGTERM) };
-            if steps.is_empty() {
-                self.stop_pending(step).await;
-                return;
+            None => {
+                let named = self.steps_named(&step.name).await;
+                if !exited {
+                    // An instance that never registered holds no lease and
+                    // serves nothing, and its step may not exist yet: srun
+                    // waits while another step holds the node's CPUs or
+                    // memory, and would start the role only once the
+                    // campaign had freed them. TERM to srun cancels a pending
+                    // step, and ends one that has begun.
+                    // SAFETY: kill(2) on the srun this executor started (not
+                    // reaped yet: only wait() reaps it).
+                    unsafe { libc::kill(step.pid as i32, libc::SIGTERM) };
+                    // Only a lookup that answered says there is no step.
+                    if named.as_ref().is_some_and(Vec::is_empty) {
+                        self.stop_pending(step).await;
+                        return;
+                    }
+                }
+                named.unwrap_or_default()
             }
-        }
+        };
         for id in &steps {
             scancel(&["--ctld", "--signal=TERM", id]).await;
         }
@@ -137,32 +142,42 @@ impl SlurmExecutor {
         );
         let _ = step.child.kill().await;
         // In case the step began between the lookup and the kill.
-        for id in self.steps_named(&step.name).await {
-            scancel(&[&id]).await;
+        match self.steps_named(&step.name).await {
+            Some(ids) => {
+                for id in ids {
+                    scancel(&[&id]).await;
+                }
+            }
+            None => tracing::warn!(
+                "{}: cannot tell whether its step began after all; if it did, it runs \
+                 until the job ends",
+                step.name
+            ),
         }
     }
 
-    /// This job's steps: (id, name).
-    async fn steps(&self) -> Vec<(String, String)> {
-        let Some(out) =
-            slurm_command("squeue", &["-s", "-j", &self.job_id, "-h", "-o", "%i %j"]).await
-        else {
-            return Vec::new();
-        };
-        out.lines()
-            .filter_map(|l| l.split_once(' '))
-            .map(|(id, name)| (id.to_string(), name.trim().to_string()))
-            .collect()
+    /// This job's steps: (id, name); `None` when squeue did not answer.
+    async fn steps(&self) -> Option<Vec<(String, String)>> {
+        let out = slurm_command("squeue", &["-s", "-j", &self.job_id, "-h", "-o", "%i %j"]).await?;
+        Some(
+            out.lines()
+                .filter_map(|l| l.split_once(' '))
+                .map(|(id, name)| (id.to_string(), name.trim().to_string()))
+                .collect(),
+        )
     }
 
-    /// Step ids of this job's steps with this name.
-    async fn steps_named(&self, name: &str) -> Vec<String> {
-        self.steps()
-            .await
-            .into_iter()
-            .filter(|(_, n)| n == name)
-            .map(|(id, _)| id)
-            .collect()
+    /// Step ids of this job's steps with this name; `None` when squeue did
+    /// not answer.
+    async fn steps_named(&self, name: &str) -> Option<Vec<String>> {
+        let steps = self.steps().await?;
+        Some(
+            steps
+                .into_iter()
+                .filter(|(_, n)| n == name)
+                .map(|(id, _)| id)
+                .collect(),
+        )
     }
 
     /// Whether all of `ids` end within `grace`.
@@ -179,7 +194,7 @@ impl SlurmExecutor {
 
     /// Those of `ids` that Slurm still lists.
     async fn live_steps(&self, ids: &[String]) -> Vec<String> {
-        let listed = self.steps().await;
+        let listed = self.steps().await.unwrap_or_default();
         ids.iter()
             .filter(|id| listed.iter().any(|(l, _)| l == *id))
             .cloned()
@@ -233,16 +248,21 @@ mod tests {
     use super::*;
 
     /// A stand-in for an srun that ignores TERM while its step is pending
-    /// (no job of this id exists, so no step is found).
+    /// (no job of this id exists, so no step of it begins either).
     #[tokio::test]
-    async fn an_srun_that_ignores_term_without_a_step_is_killed_after_a_short_grace() {
+    async fn an_srun_that_ignores_term_while_pending_is_killed_after_a_short_grace() {
         let dir = tempfile::tempdir().unwrap();
         let executor = SlurmExecutor {
             run_dir: dir.path().to_path_buf(),
             job_id: "4000000000".into(),
         };
+        let ready = dir.path().join("trapped");
         let child = tokio::process::Command::new("bash")
-            .args(["-c", "trap '' TERM; while :; do sleep 0.1; done"])
+            .arg("-c")
+            .arg(format!(
+                "trap '' TERM; touch {}; while :; do sleep 0.1; done",
+                ready.display()
+            ))
             .kill_on_drop(true)
             .spawn()
             .unwrap();
@@ -253,12 +273,14 @@ mod tests {
             pid,
             step_id: None,
         };
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        let start = std::time::Instant::now();
-        executor.stop(&mut step, Duration::from_secs(10)).await;
-        let took = start.elapsed();
-        assert!(step.child.try_wait().unwrap().is_some(), "srun is gone");
-        // The grace of a running step (10 s, then 10 s more) is not waited.
-        assert!(took < Duration::from_secs(8), "stopping took {took:?}");
+        while !ready.exists() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        // SAFETY: kill(2) on the child above, not reaped yet.
+        unsafe { libc::kill(pid as i32, libc::SIGTERM) };
+        executor.stop_pending(&mut step).await;
+        let status = step.child.try_wait().unwrap().expect("srun is gone");
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(status.signal(), Some(libc::SIGKILL), "{status}");
     }
 }
