@@ -54,8 +54,9 @@ pub fn log_file(dir: &Path, name: &str) -> Result<std::fs::File, String> {
 /// What an instance left for an operator to read when it failed, each part
 /// named: the last lines of its stderr (of its stdout when it wrote no
 /// stderr; a restarted role appends, so they may be an earlier launch's),
-/// then those of its srun's own log. A step Slurm refused or never started (an option this
-/// Slurm lacks, an unknown container environment) wrote nothing else.
+/// then those of its srun's own log. A step Slurm refused or never started
+/// (an option this Slurm lacks, an unknown container environment) wrote
+/// nothing else.
 pub fn last_words(log_dir: &Path) -> String {
     let own = ["stderr", "stdout"]
         .into_iter()
