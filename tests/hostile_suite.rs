@@ -25,7 +25,30 @@ struct Expect {
     status: &'static str,
     /// Text the verdict's message must contain ("" for anything).
     says: &'static str,
+    /// Another verdict as right as the first, with its text: for a
+    /// submission whose own race decides which way it fails.
+    or: Option<(&'static str, &'static str)>,
     also: Also,
+}
+
+impl Expect {
+    fn accepts(&self, status: &str, message: &str) -> bool {
+        let matches = |(want, says): (&str, &str)| status == want && message.contains(says);
+        matches((self.status, self.says)) || self.or.is_some_and(matches)
+    }
+
+    /// The verdicts it accepts, as the suite table shows them.
+    fn describe(&self) -> String {
+        let one = |(status, says): (&str, &str)| match says {
+            "" => status.to_string(),
+            says => format!("{status}: {says}"),
+        };
+        let first = one((self.status, self.says));
+        match self.or {
+            Some(other) => format!("{first} | {}", one(other)),
+            None => first,
+        }
+    }
 }
 
 /// A check beyond the verdict.
@@ -37,9 +60,14 @@ enum Also {
     NoDatagram,
     /// The file the submission tried to create does not exist.
     NotCreated(PathBuf),
-    /// Correct, and faster than the baseline by less than this: a speedup
-    /// it did not earn would be more.
-    SpeedupBelow(f64),
+    /// Correct, and a speedup below this many times an honest gemm's
+    /// (`gemm_ok.c`, the baseline's loop) graded just before it: a speedup
+    /// it did not earn would be more. Such cases are graded one at a time
+    /// after the others, and against a peer, because the judge's baseline
+    /// and a single call's time are the timings this checks: measured
+    /// beside a fork bomb, or against a baseline timed beside one, they
+    /// moved a bounded replay from 1.4x to 2.3x in one CI run.
+    SpeedupBelowHonest(f64),
 }
 
 struct Case {
@@ -62,6 +90,7 @@ fn case(name: &'static str, file: &'static str, status: &'static str, says: &'st
         expect: Expect {
             status,
             says,
+            or: None,
             also: Also::Nothing,
         },
     }
@@ -80,6 +109,11 @@ impl Case {
 
     fn define(mut self, name: &'static str, value: String) -> Case {
         self.defines.push((name, value));
+        self
+    }
+
+    fn or(mut self, status: &'static str, says: &'static str) -> Case {
+        self.expect.or = Some((status, says));
         self
     }
 
@@ -288,13 +322,16 @@ fn cases(bait: &Bait, judge: &JudgeServer) -> Vec<Case> {
             "",
         ),
         // Submit's extra calls used to give the thread time to finish the
-        // public answer before the judge read it.
+        // public answer before the judge read it. Now the thread may still be
+        // at work when the held-out cases replace the public one's arrays,
+        // and die of it (once in 12 runs here): as right a verdict.
         case(
             "work left in a thread (submit)",
             "gemm_defers_to_a_thread.c",
             "incorrect",
             "output C",
         )
+        .or("crash", "SIGSEGV")
         .submit(),
         case(
             "cache keyed by the output pointer",
@@ -313,7 +350,7 @@ fn cases(bait: &Bait, judge: &JudgeServer) -> Vec<Case> {
         // Right on every call, so only its time can give it away: the
         // judge's timed calls must not repeat the inputs it has cached. Its
         // gemm is the baseline's loop: 0.83x in a run, where answers replayed
-        // from the cache made 9.9x.
+        // from the cache made 9.9x (about 10x an honest gemm's).
         case(
             "cache keyed by the input values",
             "gemm_caches_by_value.c",
@@ -321,12 +358,14 @@ fn cases(bait: &Bait, judge: &JudgeServer) -> Vec<Case> {
             "",
         )
         .submit()
-        .also(Also::SpeedupBelow(2.0)),
+        .also(Also::SpeedupBelowHonest(2.0)),
         // Computes on the verified call and on the first, and replays the
         // first answer on every call whose inputs are nearly the first's:
         // no input variation can tell, so the verified call's time bounds
-        // the kernel's. 1.31x and 1.37x in two runs (its loop is the
-        // baseline's, 1.5x its honest speed at most); 3.8x without the bound.
+        // the kernel's. Its loop is the baseline's, so 1.5x an honest gemm's
+        // in expectation: 1.15-2.02x in fifteen runs here (memory placement
+        // moves one call's time). Its timed calls' median made 15x the
+        // baseline's in a CI run.
         case(
             "replay on nearly equal inputs",
             "gemm_replays_near_inputs.c",
@@ -334,14 +373,14 @@ fn cases(bait: &Bait, judge: &JudgeServer) -> Vec<Case> {
             "the one whose answer is checked",
         )
         .submit()
-        .also(Also::SpeedupBelow(2.0)),
+        .also(Also::SpeedupBelowHonest(3.0)),
         case(
             "pads every call to 20 ms",
             "gemm_pads_to_a_steady_time.c",
             "ok",
             "",
         )
-        .also(Also::SpeedupBelow(1.0)),
+        .also(Also::SpeedupBelowHonest(1.0)),
     ]
 }
 
@@ -364,15 +403,12 @@ fn grade(judge: &JudgeServer, case: &Case, scratch: &Path) -> Value {
 }
 
 /// What went wrong with a case, if anything.
-fn check(case: &Case, v: &Value, bait: &Bait) -> Option<String> {
+fn check(case: &Case, v: &Value, bait: &Bait, honest: Option<f64>) -> Option<String> {
     let status = v["status"].as_str().unwrap_or("?");
     let message = v["message"].as_str().unwrap_or("");
     let expect = &case.expect;
-    if status != expect.status || !message.contains(expect.says) {
-        return Some(format!(
-            "expected {} saying {:?}, got {v}",
-            expect.status, expect.says
-        ));
+    if !expect.accepts(status, message) {
+        return Some(format!("expected {}, got {v}", expect.describe()));
     }
     match &expect.also {
         Also::Nothing => None,
@@ -390,9 +426,11 @@ fn check(case: &Case, v: &Value, bait: &Bait) -> Option<String> {
         Also::NotCreated(path) => path
             .exists()
             .then(|| format!("{} was created outside the sandbox", path.display())),
-        Also::SpeedupBelow(most) => match v["speedup"].as_f64() {
-            Some(s) if s < *most => None,
-            other => Some(format!("a speedup it did not earn: {other:?}: {v}")),
+        Also::SpeedupBelowHonest(most) => match (v["speedup"].as_f64(), honest) {
+            (Some(s), Some(h)) if s < most * h => None,
+            (s, h) => Some(format!(
+                "a speedup it did not earn: {s:?} against an honest gemm's {h:?}: {v}"
+            )),
         },
     }
 }
@@ -409,7 +447,10 @@ fn hostile_submissions_get_their_verdicts_and_the_judge_keeps_serving() {
     let scratch = tempfile::tempdir().unwrap();
     let cases = cases(&bait, &judge);
     assert!(cases.len() >= 30, "{} cases", cases.len());
-    let queue = Mutex::new(cases.iter());
+    let (timed, rest): (Vec<&Case>, Vec<&Case>) = cases
+        .iter()
+        .partition(|case| matches!(case.expect.also, Also::SpeedupBelowHonest(_)));
+    let queue = Mutex::new(rest.into_iter());
     let failures = Mutex::new(Vec::new());
     std::thread::scope(|s| {
         for _ in 0..SLOTS {
@@ -419,41 +460,20 @@ fn hostile_submissions_get_their_verdicts_and_the_judge_keeps_serving() {
                     let Some(case) = queue.lock().unwrap().next() else {
                         break;
                     };
-                    // A grade the client could not even ask for is this case's
-                    // failure, not the end of the table.
-                    let asked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                        grade(&judge, case, scratch.path())
-                    }));
-                    let (v, mut problem) = match asked {
-                        Ok(v) => {
-                            let problem = check(case, &v, &bait);
-                            (v, problem)
-                        }
-                        Err(_) => (Value::Null, Some("the client failed (see above)".into())),
-                    };
-                    if !judge.alive() {
-                        problem = Some(format!("the judge stopped serving: {v}"));
-                    }
-                    let got = format!(
-                        "{}: {}",
-                        v["status"].as_str().unwrap_or("?"),
-                        v["message"].as_str().unwrap_or("")
-                    );
-                    let expected = match case.expect.says {
-                        "" => case.expect.status.to_string(),
-                        says => format!("{}: {says}", case.expect.status),
-                    };
-                    common::suite::record("hostile", case.name, &expected, &got, problem.is_none());
-                    if let Some(problem) = problem {
-                        failures
-                            .lock()
-                            .unwrap()
-                            .push(format!("{}: {problem}", case.name));
+                    if let Some(problem) = run_case(&judge, case, &bait, scratch.path(), None) {
+                        failures.lock().unwrap().push(problem);
                     }
                 }
             });
         }
     });
+    let mut failures = failures.into_inner().unwrap();
+    // Alone now, each after the honest peer it is measured against.
+    for case in timed {
+        let honest = judge.grade(case.verb, "gemm", "c", "gemm_ok.c", &[]);
+        let honest = honest["speedup"].as_f64();
+        failures.extend(run_case(&judge, case, &bait, scratch.path(), honest));
+    }
 
     // After all of it, a correct gemm is still graded ok, both ways.
     for verb in ["score", "submit"] {
@@ -471,12 +491,52 @@ fn hostile_submissions_get_their_verdicts_and_the_judge_keeps_serving() {
             pass,
         );
         if !pass {
-            failures
-                .lock()
-                .unwrap()
-                .push(format!("correct gemm ({verb}): {v}"));
+            failures.push(format!("correct gemm ({verb}): {v}"));
         }
     }
-    let failures = failures.into_inner().unwrap();
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// Grades one case and records its row in the suite table; `honest` is an
+/// honest gemm's speedup, for the cases checked against one. Returns what
+/// went wrong, if anything.
+fn run_case(
+    judge: &JudgeServer,
+    case: &Case,
+    bait: &Bait,
+    scratch: &Path,
+    honest: Option<f64>,
+) -> Option<String> {
+    // A grade the client could not even ask for is this case's failure, not
+    // the end of the table.
+    let asked =
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| grade(judge, case, scratch)));
+    let (v, mut problem) = match asked {
+        Ok(v) => {
+            let problem = check(case, &v, bait, honest);
+            (v, problem)
+        }
+        Err(_) => (Value::Null, Some("the client failed (see above)".into())),
+    };
+    if !judge.alive() {
+        problem = Some(format!("the judge stopped serving: {v}"));
+    }
+    // The ratio the check reads goes in front, where the table shows it.
+    let against = match (v["speedup"].as_f64(), honest) {
+        (Some(s), Some(h)) => format!(" ({:.2}x honest)", s / h),
+        _ => String::new(),
+    };
+    let got = format!(
+        "{}{against}: {}",
+        v["status"].as_str().unwrap_or("?"),
+        v["message"].as_str().unwrap_or("")
+    );
+    common::suite::record(
+        "hostile",
+        case.name,
+        &case.expect.describe(),
+        &got,
+        problem.is_none(),
+    );
+    problem.map(|problem| format!("{}: {problem}", case.name))
 }
