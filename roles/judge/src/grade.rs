@@ -432,7 +432,8 @@ impl Judge {
 
     /// The baseline's median time on the public case, measured in this slot
     /// (reused for `baseline_ttl`, then measured again: a time taken while the
-    /// node was busy must not stick).
+    /// node was busy must not stick; a noisy one is not reused at all, see
+    /// [`reusable`]).
     pub(crate) async fn baseline(
         &self,
         kernel: &Kernel,
@@ -486,10 +487,17 @@ impl Judge {
         let (outcome, _sandbox) = self.run(&prepared, &[&inputs], slot, plan).await?;
         let timing = Timing::from_samples(&timed_samples(&outcome, 0))
             .ok_or_else(|| format!("the baseline run failed: {}", describe_end(&outcome)))?;
-        self.baselines
-            .lock()
-            .expect("baselines")
-            .insert(key, (timing, Instant::now()));
+        let mut baselines = self.baselines.lock().expect("baselines");
+        if reusable(&timing) {
+            baselines.insert(key, (timing, Instant::now()));
+        } else {
+            tracing::info!(
+                task = %kernel.id,
+                spread = timing.spread,
+                "the baseline's calls were noisy; it is measured again for the next grade"
+            );
+            baselines.remove(&key);
+        }
         Ok(timing)
     }
 
@@ -529,6 +537,19 @@ impl Judge {
             .await;
         Ok(finish(verdict, start))
     }
+}
+
+/// The widest spread of a baseline's calls (IQR over the median) that is
+/// reused for later grades. Every speedup of the next ten minutes divides by
+/// the baseline's median, so one timed beside a noisy neighbour would skew
+/// them all: one of gemm's at S, timed beside a fork bomb, had a spread of
+/// 0.31 and a median 1.4x its quiet one, where quiet runs here spread 0.01 to
+/// 0.16. Such a baseline serves its own grade only.
+const BASELINE_SPREAD_REUSED: f64 = 0.25;
+
+/// Whether a measured baseline may serve later grades.
+fn reusable(baseline: &Timing) -> bool {
+    baseline.spread <= BASELINE_SPREAD_REUSED
 }
 
 /// `-Dreal=<type> -DSYMBOL=<symbol>`: what makes baseline.c one precision's kernel.
@@ -960,6 +981,18 @@ pub(crate) fn finish(mut verdict: Verdict, start: Instant) -> Verdict {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_noisy_baseline_serves_only_its_own_grade() {
+        // Five quiet calls of gemm at S (spread 0.02), then the CI run's
+        // baseline timed beside a fork bomb (its min and median, spread 0.31).
+        let quiet = Timing::from_samples(&[290_000, 296_000, 289_000, 301_000, 290_500]);
+        assert!(reusable(&quiet.unwrap()));
+        let noisy = Timing::from_samples(&[365_746, 370_000, 414_247, 499_000, 520_000]);
+        let noisy = noisy.unwrap();
+        assert!(noisy.spread > 0.25, "{noisy:?}");
+        assert!(!reusable(&noisy));
+    }
 
     #[test]
     fn only_a_verified_call_well_above_the_median_is_slow() {
