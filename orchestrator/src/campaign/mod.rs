@@ -44,8 +44,6 @@ const EXTERNAL_INFERENCE: &str = "external";
 const MISSED_HEARTBEATS: u32 = 4;
 /// How long a finished campaign waits for agents to report settled attempts.
 const REPORT_GRACE: Duration = Duration::from_secs(30);
-/// A launched role must register within this.
-const REGISTER_TIMEOUT: Duration = Duration::from_secs(180);
 
 /// Where the roles run.
 #[derive(Debug, Clone)]
@@ -388,7 +386,7 @@ async fn run<E: Executor>(
             break Outcome::Failed(format!("the results store failed: {why}"));
         }
         expire_leases(&campaign);
-        detect_silent_roles(&campaign);
+        detect_silent_roles(&campaign, up.config.settings.register_seconds);
         progress.update(&control::snapshot(&campaign));
         let (finished, active, unreported) = {
             let s = campaign.scheduler();
@@ -443,9 +441,11 @@ fn expire_leases(campaign: &Campaign) {
     }
 }
 
-/// Marks dead the roles that stopped heartbeating or never registered.
-fn detect_silent_roles(campaign: &Campaign) {
+/// Marks dead the roles that stopped heartbeating or never registered
+/// within `register_seconds` of their launch.
+fn detect_silent_roles(campaign: &Campaign, register_seconds: u32) {
     let silent_after = campaign.heartbeat_interval * MISSED_HEARTBEATS;
+    let register_within = Duration::from_secs(register_seconds.into());
     let silent: Vec<(String, String)> = campaign
         .roles()
         .iter()
@@ -456,10 +456,10 @@ fn detect_silent_roles(campaign: &Campaign) {
                     name.clone(),
                     format!("no heartbeat for {:.0} s", quiet.as_secs_f64()),
                 ))
-            } else if e.state == RoleState::Launching && quiet > REGISTER_TIMEOUT {
+            } else if e.state == RoleState::Launching && quiet > register_within {
                 Some((
                     name.clone(),
-                    format!("did not register within {REGISTER_TIMEOUT:?}"),
+                    format!("did not register within {register_seconds} s (REGISTER_SECONDS)"),
                 ))
             } else {
                 None
@@ -542,6 +542,44 @@ mod tests {
         assert!(err.to_string().contains("another hpcagent up"), "{err}");
         drop(held);
         assert!(lock_run_dir(dir.path()).is_ok());
+    }
+
+    #[test]
+    fn a_role_that_does_not_register_in_time_is_marked_dead() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), true).unwrap();
+        let launched = |ago: u64| {
+            let mut entry = RoleEntry::launching(Role::Judge, "n1");
+            entry.last_seen = Instant::now() - Duration::from_secs(ago);
+            entry
+        };
+        let roles = BTreeMap::from([
+            ("judge-0".to_string(), launched(11)),
+            ("judge-1".to_string(), launched(9)),
+        ]);
+        let settings = Settings {
+            max_attempts: 1,
+            task_budget: Duration::from_secs(60),
+            lease_ttl: Duration::from_secs(30),
+            needs_inference: false,
+        };
+        let campaign = Campaign::new(
+            "c".into(),
+            dir.path().to_path_buf(),
+            store,
+            Tokens::generate([("judge-0", Role::Judge), ("judge-1", Role::Judge)]),
+            HEARTBEAT,
+            1,
+            Scheduler::new(settings, Vec::new()),
+            roles,
+        );
+        detect_silent_roles(&campaign, 10);
+        let roles = campaign.roles();
+        assert_eq!(
+            roles["judge-0"].state,
+            RoleState::Dead("did not register within 10 s (REGISTER_SECONDS)".into())
+        );
+        assert_eq!(roles["judge-1"].state, RoleState::Launching);
     }
 
     #[test]

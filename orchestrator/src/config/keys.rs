@@ -160,6 +160,11 @@ config_keys! {
     /// Timed calls per grade (after one warm-up call). Below 3 the
     /// verified call does not bound a kernel's time (docs/judge-contract.md).
     ["Roles"] judge_reps / JUDGE_REPS: u32 = "20";
+    /// Seconds a launched role has to register with the orchestrator: for
+    /// Slurm to start its step, its container image to be imported, its
+    /// binary to start. One that has not is stopped and launched again, up to
+    /// three times. Raise it for images pulled on first use.
+    ["Roles"] register_seconds / REGISTER_SECONDS: u32 = "180";
     /// gRPC port of the orchestrator, on the node running the batch script.
     ["Roles"] orchestrator_port / ORCHESTRATOR_PORT: Port = "8700";
 

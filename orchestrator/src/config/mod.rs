@@ -289,6 +289,14 @@ fn validate(config: &Config) -> Vec<Diagnostic> {
         ),
     );
     require(
+        s.register_seconds >= 10,
+        "REGISTER_SECONDS",
+        format!(
+            "{} s is too short for a step to start and register; use 10 or more",
+            s.register_seconds
+        ),
+    );
+    require(
         s.judges_per_node > 0,
         "JUDGES_PER_NODE",
         "must be at least 1".into(),

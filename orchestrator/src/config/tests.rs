@@ -128,6 +128,12 @@ fn cross_key_rules_point_at_the_key_to_fix() {
         errors("TIME_LIMIT=5\nDRAIN_SECONDS=300\n"),
         ["run.env:2: DRAIN_SECONDS: 300 s is not shorter than TIME_LIMIT=5 (300 s)"]
     );
+    assert_eq!(
+        errors("AGENT_NODES=1\nREGISTER_SECONDS=5\n"),
+        [
+            "run.env:2: REGISTER_SECONDS: 5 s is too short for a step to start and register; use 10 or more"
+        ]
+    );
 }
 
 #[test]
