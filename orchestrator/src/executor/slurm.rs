@@ -194,12 +194,21 @@ impl SlurmExecutor {
 
     /// Those of `ids` that Slurm still lists.
     async fn live_steps(&self, ids: &[String]) -> Vec<String> {
-        let listed = self.steps().await.unwrap_or_default();
-        ids.iter()
-            .filter(|id| listed.iter().any(|(l, _)| l == *id))
-            .cloned()
-            .collect()
+        still_listed(ids, self.steps().await)
     }
+}
+
+/// Those of `ids` among the `listed` steps; all of them when squeue did not
+/// answer (`None`): a step taken for gone is never cancelled, and runs until
+/// the job ends, where cancelling one that has ended costs a warning.
+fn still_listed(ids: &[String], listed: Option<Vec<(String, String)>>) -> Vec<String> {
+    let Some(listed) = listed else {
+        return ids.to_vec();
+    };
+    ids.iter()
+        .filter(|id| listed.iter().any(|(l, _)| l == *id))
+        .cloned()
+        .collect()
 }
 
 /// How long srun gets to cancel a pending step on TERM.
@@ -246,6 +255,15 @@ async fn scancel(args: &[&str]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_step_is_taken_for_gone_only_when_squeue_answered_without_it() {
+        let ids = vec!["7.0".to_string(), "7.1".to_string()];
+        let listed = vec![("7.1".to_string(), "judge-0".to_string())];
+        assert_eq!(still_listed(&ids, Some(listed)), ["7.1"]);
+        assert_eq!(still_listed(&ids, Some(Vec::new())), Vec::<String>::new());
+        assert_eq!(still_listed(&ids, None), ids, "squeue did not answer");
+    }
 
     /// A stand-in for an srun that ignores TERM while its step is pending
     /// (no job of this id exists, so no step of it begins either).
