@@ -379,29 +379,46 @@ fn llm_agents_on_slurm_talk_to_an_inference_step_that_survives_a_kill() {
     }
 }
 
-/// A campaign in `salloc` whose last node's CPUs a step of the test holds
-/// throughout, so that the judge planned there stays a pending srun. The
-/// campaign finishes with the other judge; stopping must cancel the pending
-/// srun, not wait out the grace period for a step that cannot begin until
-/// the campaign has ended.
+/// A campaign in `salloc` whose two judge nodes' CPUs steps of the test
+/// hold, so that both judges stay pending sruns. While they wait, `status`
+/// must say that Slurm has not started their steps. Then the test frees one
+/// node: its judge starts and the campaign finishes with it. The other stays
+/// pending to the end, and stopping must cancel its srun, not wait out the
+/// grace period for a step that cannot begin until the campaign has ended.
 #[test]
-fn a_role_slurm_holds_back_is_cancelled_when_the_campaign_ends() {
+fn a_role_slurm_holds_back_says_so_and_is_cancelled_when_the_campaign_ends() {
     require_slurm();
     let root = tempfile::tempdir().unwrap();
     let run_dir = root.path().join("run");
-    let script = r#"node=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | tail -1)
-echo "held $node"
-cpus=$(sinfo -h -n "$node" -o %c)
-srun --nodes=1 --ntasks=1 --nodelist="$node" --exact --cpus-per-task="$cpus" \
-    --job-name=holder sleep 600 &
-holder=$!
-until squeue -s -j "$SLURM_JOB_ID" -h -o %j | grep -qx holder; do
-    kill -0 $holder || exit 9
+    let status = root.path().join("status.json");
+    let script = r#"hold() {
+    srun --nodes=1 --ntasks=1 --nodelist="$1" --exact --cpus-per-task="$(sinfo -h -n "$1" -o %c)" \
+        --job-name=holder sleep 600 &
+}
+freed=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | tail -2 | head -1)
+held=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | tail -1)
+echo "freed $freed"
+echo "held $held"
+hold "$freed"; first=$!
+hold "$held"; second=$!
+until [ "$(squeue -s -j "$SLURM_JOB_ID" -h -o %j | grep -cx holder)" = 2 ]; do
+    kill -0 $first $second || exit 9
     sleep 0.2
 done
-"$0" up --env "$1" --run-dir "$2" --set KERNELS=gemm
+"$0" up --env "$1" --run-dir "$2" --set KERNELS=gemm &
+up=$!
+# Both judges wait; once status says so for both (or after 60 s), free one.
+for _ in $(seq 300); do
+    if "$0" status --json "$2" > "$3" 2>/dev/null &&
+        [ "$(grep -o 'Slurm has not started its step' "$3" | wc -l)" = 2 ]; then
+        break
+    fi
+    sleep 0.2
+done
+kill $first
+wait $up
 status=$?
-kill $holder
+kill $second
 exit $status"#;
     // The bound counts salloc's wait behind the other tests' 4-node jobs
     // (the vLLM one may take up to 600 s), as `wait_for_job`'s do.
@@ -410,29 +427,67 @@ exit $status"#;
         .args(["bash", "-c", script, env!("CARGO_BIN_EXE_hpcagent")])
         .arg(example("local.env"))
         .arg(&run_dir)
+        .arg(&status)
         .current_dir(common::repo())
         .output()
         .unwrap();
     let said = stdout(&out);
     assert!(out.status.success(), "{said}\n{}", stderr(&out));
     assert_settled_exactly_once(&run_dir);
-    let held = said
-        .lines()
-        .find_map(|l| l.strip_prefix("held "))
-        .unwrap_or_else(|| panic!("the script names no node: {said}"));
+    let node = |what: &str| {
+        said.lines()
+            .find_map(|l| l.strip_prefix(&format!("{what} ")))
+            .unwrap_or_else(|| panic!("the script names no {what} node: {said}"))
+            .to_string()
+    };
     let plan = read_plan(&run_dir);
-    let on_held: Vec<&Value> = plan["instances"]
-        .as_array()
+    let judge_on = |node: &str| -> String {
+        let on: Vec<&Value> = plan["instances"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|i| i["nodes"][0] == node)
+            .collect();
+        assert!(
+            on.len() == 1 && on[0]["role"] == "judge",
+            "the test needs a lone judge on each of the last two nodes: {plan}"
+        );
+        on[0]["name"].as_str().unwrap().to_string()
+    };
+    let (freed, held) = (judge_on(&node("freed")), judge_on(&node("held")));
+
+    // While they waited, `status` said why, for each.
+    let seen: Value = serde_json::from_str(&std::fs::read_to_string(&status).unwrap_or_default())
+        .unwrap_or(Value::Null);
+    for name in [&freed, &held] {
+        let role = seen["roles"]
+            .as_array()
+            .and_then(|roles| roles.iter().find(|r| r["instance"] == name.as_str()));
+        assert!(
+            role.is_some_and(|r| r["state"] == "launching"
+                && r["detail"]
+                    .as_str()
+                    .is_some_and(|d| d.starts_with("Slurm has not started its step"))),
+            "status did not say why {name} waited: {seen}"
+        );
+    }
+    // The freed node's judge started once its CPUs were free.
+    let events = hpcagent_orchestrator::store::Reader::open(&run_dir)
         .unwrap()
-        .iter()
-        .filter(|i| i["nodes"][0] == held)
-        .collect();
+        .events()
+        .unwrap();
+    let ready = |name: &str| {
+        events
+            .iter()
+            .any(|e| e.instance == name && e.kind == "ready")
+    };
     assert!(
-        on_held.len() == 1 && on_held[0]["role"] == "judge",
-        "the test needs a lone judge on the last node, with another judge elsewhere: {plan}"
+        ready(&freed),
+        "{freed} never started once its node was free"
     );
-    let name = on_held[0]["name"].as_str().unwrap();
-    let srun_log = std::fs::read_to_string(run_dir.join("roles").join(name).join("srun.log"))
+    assert!(!ready(&held), "{held} ran on a node the test held");
+
+    let srun_log = std::fs::read_to_string(run_dir.join("roles").join(&held).join("srun.log"))
         .unwrap_or_default();
     // srun says "Cancelled pending job step with signal 15" before it has
     // retried, "Cancelled pending step for job J" after; or it ignores the
@@ -442,13 +497,13 @@ exit $status"#;
     assert!(
         srun_log.contains("Cancelled pending")
             || said_up.contains(&format!(
-                "{name}: srun ignored TERM while it waited; killing it"
+                "{held}: srun ignored TERM while it waited; killing it"
             )),
-        "{name}'s srun was not cancelled while pending: {srun_log}\n{said_up}"
+        "{held}'s srun was not cancelled while pending: {srun_log}\n{said_up}"
     );
     assert!(
-        said_up.contains(&format!("{name}: Slurm never started its step")),
-        "the campaign did not say why {name} never ran: {said_up}"
+        said_up.contains(&format!("{held}: Slurm never started its step")),
+        "the campaign did not say why {held} never ran: {said_up}"
     );
 }
 

@@ -9,6 +9,11 @@
 //! restarts is failed; when no other instance of its role is alive, the
 //! campaign cannot go on, and the supervisor says so with the last lines of
 //! the instance's logs (its own, and its srun's).
+//!
+//! One more task watches slow launches: an instance that has not registered
+//! within [`SLOW_LAUNCH`] is looked up (one query for all of them), and one
+//! the machine has not started says so in its detail (`hpcagent status`), in
+//! the log and in the store's events, while it waits.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -25,6 +30,11 @@ pub const MAX_RESTARTS: u32 = 3;
 const STABLE_AFTER: Duration = Duration::from_secs(300);
 /// Time a stopping role gets between TERM and KILL.
 pub const STOP_GRACE: Duration = Duration::from_secs(10);
+/// An instance launched this long ago and not registered is looked up: roles
+/// register within a second or two of their step's start.
+const SLOW_LAUNCH: Duration = Duration::from_secs(10);
+/// How often slow launches are looked up: one `squeue` for all of them.
+const SLOW_LAUNCH_EVERY: Duration = Duration::from_secs(5);
 
 /// A role the campaign cannot do without has failed for good.
 #[derive(Debug, Clone)]
@@ -44,6 +54,11 @@ pub fn supervise<E: Executor>(
     critical: mpsc::Sender<Critical>,
 ) -> tokio::task::JoinSet<()> {
     let mut tasks = tokio::task::JoinSet::new();
+    tasks.spawn(watch_slow_launches(
+        executor.clone(),
+        campaign.clone(),
+        shutdown.clone(),
+    ));
     for (instance, env) in instances {
         tasks.spawn(keep_running(
             executor.clone(),
@@ -120,6 +135,44 @@ async fn keep_running<E: Executor>(
             return;
         }
     }
+}
+
+/// Says why instances slow to register have not started, when the executor
+/// can tell, until `shutdown`.
+async fn watch_slow_launches<E: Executor>(
+    executor: Arc<E>,
+    campaign: Arc<Campaign>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let mut tick = tokio::time::interval(SLOW_LAUNCH_EVERY);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = shutdown.changed() => return,
+        }
+        let slow = slow_launches(&campaign);
+        if slow.is_empty() {
+            continue;
+        }
+        let Some(held) = executor.not_started(&slow).await else {
+            continue;
+        };
+        for (name, why) in held {
+            if campaign.held_back(&name, &why) {
+                tracing::warn!("{name}: {why}");
+            }
+        }
+    }
+}
+
+/// Instances launched at least [`SLOW_LAUNCH`] ago that have not registered.
+fn slow_launches(campaign: &Campaign) -> Vec<String> {
+    campaign
+        .roles()
+        .iter()
+        .filter(|(_, e)| e.state == RoleState::Launching && e.last_seen.elapsed() >= SLOW_LAUNCH)
+        .map(|(name, _)| name.clone())
+        .collect()
 }
 
 /// Stops a launched instance, by the Slurm step it registered from when it did.

@@ -147,6 +147,22 @@ impl Campaign {
         self.roles.lock().expect("roles lock")
     }
 
+    /// Notes why an instance still launching has not started: its detail,
+    /// and an event the first time this launch. Returns whether it is news.
+    pub fn held_back(&self, instance: &str, why: &str) -> bool {
+        let mut roles = self.roles();
+        let Some(entry) = roles.get_mut(instance) else {
+            return false;
+        };
+        // It may have registered since the lookup.
+        if entry.state != RoleState::Launching || entry.detail == why {
+            return false;
+        }
+        entry.detail = why.to_string();
+        self.store.event(instance, "held-back", why);
+        true
+    }
+
     /// Changes an instance's state, and tells the store.
     pub fn set_role_state(&self, instance: &str, state: RoleState) {
         let mut roles = self.roles();

@@ -73,6 +73,11 @@ impl Executor for LocalExecutor {
         signal_group(step.pid, libc::SIGKILL);
     }
 
+    /// A child process starts at once: nothing holds it back.
+    async fn not_started(&self, _names: &[String]) -> Option<Vec<(String, String)>> {
+        None
+    }
+
     fn name(&self) -> &'static str {
         "local"
     }

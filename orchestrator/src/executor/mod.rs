@@ -37,6 +37,13 @@ pub trait Executor: Send + Sync + 'static {
     /// Asks the instance to stop (TERM), and kills it after `grace`.
     fn stop(&self, step: &mut Step, grace: Duration) -> impl Future<Output = ()> + Send;
 
+    /// Which of the launched instances `names` the machine has not started
+    /// yet, each with why; `None` when the executor cannot tell.
+    fn not_started(
+        &self,
+        names: &[String],
+    ) -> impl Future<Output = Option<Vec<(String, String)>>> + Send;
+
     fn name(&self) -> &'static str;
 }
 

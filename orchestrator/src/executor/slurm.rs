@@ -112,6 +112,19 @@ impl Executor for SlurmExecutor {
         }
     }
 
+    /// Those of `names` with no step in one `squeue`: their srun waits for
+    /// Slurm to create it.
+    async fn not_started(&self, names: &[String]) -> Option<Vec<(String, String)>> {
+        let steps = self.steps().await?;
+        Some(
+            names
+                .iter()
+                .filter(|name| !steps.iter().any(|(_, n)| n == *name))
+                .map(|name| (name.clone(), HELD_BACK.to_string()))
+                .collect(),
+        )
+    }
+
     fn name(&self) -> &'static str {
         "slurm"
     }
@@ -124,7 +137,7 @@ impl SlurmExecutor {
     /// to ignore it while it retries, which kept a finished campaign 20 s.
     async fn stop_pending(&self, step: &mut Step) {
         // srun may not say why for a long while (once 40 s of silence):
-        // this is the only word an operator gets of why the role never ran.
+        // this and the supervisor's launch watch are all an operator hears.
         tracing::warn!(
             "{}: Slurm never started its step; srun was still waiting for it \
              (another step may hold its node's CPUs, memory or GPUs)",
@@ -210,6 +223,10 @@ fn still_listed(ids: &[String], listed: Option<Vec<(String, String)>>) -> Vec<St
         .cloned()
         .collect()
 }
+
+/// Why Slurm has not started a launched instance's step.
+const HELD_BACK: &str = "Slurm has not started its step; srun waits (another step may hold its node's CPUs, \
+     memory or GPUs)";
 
 /// How long srun gets to cancel a pending step on TERM.
 const PENDING_GRACE: Duration = Duration::from_secs(2);
