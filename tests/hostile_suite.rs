@@ -66,7 +66,9 @@ enum Also {
     /// after the others, and against a peer, because the judge's baseline
     /// and a single call's time are the timings this checks: measured
     /// beside a fork bomb, or against a baseline timed beside one, they
-    /// moved a bounded replay from 1.4x to 2.3x in one CI run.
+    /// moved a bounded replay from 1.4x to 2.3x in one CI run. Each is
+    /// compared by the time its speedup stands for (see [`charged_ns`]), so
+    /// the two need not share a baseline.
     SpeedupBelowHonest(f64),
 }
 
@@ -426,10 +428,10 @@ fn check(case: &Case, v: &Value, bait: &Bait, honest: Option<f64>) -> Option<Str
         Also::NotCreated(path) => path
             .exists()
             .then(|| format!("{} was created outside the sandbox", path.display())),
-        Also::SpeedupBelowHonest(most) => match (v["speedup"].as_f64(), honest) {
-            (Some(s), Some(h)) if s < most * h => None,
-            (s, h) => Some(format!(
-                "a speedup it did not earn: {s:?} against an honest gemm's {h:?}: {v}"
+        Also::SpeedupBelowHonest(most) => match (charged_ns(v), honest) {
+            (Some(ns), Some(h)) if h / ns < *most => None,
+            (ns, h) => Some(format!(
+                "a speedup it did not earn: charged {ns:?} ns against an honest gemm's {h:?}: {v}"
             )),
         },
     }
@@ -470,8 +472,9 @@ fn hostile_submissions_get_their_verdicts_and_the_judge_keeps_serving() {
     let mut failures = failures.into_inner().unwrap();
     // Alone now, each after the honest peer it is measured against.
     for case in timed {
-        let honest = judge.grade(case.verb, "gemm", "c", "gemm_ok.c", &[]);
-        let honest = honest["speedup"].as_f64();
+        let honest =
+            std::panic::catch_unwind(|| judge.grade(case.verb, "gemm", "c", "gemm_ok.c", &[]));
+        let honest = honest.ok().as_ref().and_then(charged_ns);
         failures.extend(run_case(&judge, case, &bait, scratch.path(), honest));
     }
 
@@ -497,9 +500,18 @@ fn hostile_submissions_get_their_verdicts_and_the_judge_keeps_serving() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
-/// Grades one case and records its row in the suite table; `honest` is an
-/// honest gemm's speedup, for the cases checked against one. Returns what
-/// went wrong, if anything.
+/// The time a correct verdict's speedup stands for: the baseline's median
+/// over the speedup (the median of its calls, or its verified call's time
+/// over 1.5 when that bounds it). `None` unless `ok`.
+fn charged_ns(v: &Value) -> Option<f64> {
+    let baseline = v["baseline"]["median_ns"].as_f64()?;
+    let speedup = v["speedup"].as_f64().filter(|s| *s > 0.0)?;
+    (v["status"] == "ok").then_some(baseline / speedup)
+}
+
+/// Grades one case and records its row in the suite table; `honest` is the
+/// time an honest gemm graded just before was charged, for the cases
+/// checked against one. Returns what went wrong, if anything.
 fn run_case(
     judge: &JudgeServer,
     case: &Case,
@@ -522,8 +534,8 @@ fn run_case(
         problem = Some(format!("the judge stopped serving: {v}"));
     }
     // The ratio the check reads goes in front, where the table shows it.
-    let against = match (v["speedup"].as_f64(), honest) {
-        (Some(s), Some(h)) => format!(" ({:.2}x honest)", s / h),
+    let against = match (charged_ns(&v), honest) {
+        (Some(ns), Some(h)) => format!(" ({:.2}x honest)", h / ns),
         _ => String::new(),
     };
     let got = format!(

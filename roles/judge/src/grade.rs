@@ -491,12 +491,12 @@ impl Judge {
         if reusable(&timing) {
             baselines.insert(key, (timing, Instant::now()));
         } else {
+            // An older one, expired or stored by another slot meanwhile, stays.
             tracing::info!(
                 task = %kernel.id,
                 spread = timing.spread,
                 "the baseline's calls were noisy; it is measured again for the next grade"
             );
-            baselines.remove(&key);
         }
         Ok(timing)
     }
