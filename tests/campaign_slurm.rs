@@ -407,7 +407,7 @@ until [ "$(squeue -s -j "$SLURM_JOB_ID" -h -o %j | grep -cx holder)" = 2 ]; do
 done
 "$0" up --env "$1" --run-dir "$2" --set KERNELS=gemm &
 up=$!
-# Both judges wait; once status says so for both (or after 60 s), free one.
+# Both judges wait; once status says so for both (or after 300 tries), free one.
 for _ in $(seq 300); do
     if "$0" status --json "$2" > "$3" 2>/dev/null &&
         [ "$(grep -o 'Slurm has not started its step' "$3" | wc -l)" = 2 ]; then

@@ -145,6 +145,8 @@ async fn watch_slow_launches<E: Executor>(
     mut shutdown: watch::Receiver<bool>,
 ) {
     let mut tick = tokio::time::interval(SLOW_LAUNCH_EVERY);
+    // After a lookup that hung, the next one waits its turn, not at once.
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
             _ = tick.tick() => {}
@@ -154,12 +156,20 @@ async fn watch_slow_launches<E: Executor>(
         if slow.is_empty() {
             continue;
         }
-        let Some(held) = executor.not_started(&slow).await else {
+        let held = tokio::select! {
+            held = executor.not_started(&slow) => held,
+            _ = shutdown.changed() => return,
+        };
+        let Some(held) = held else {
             continue;
         };
-        for (name, why) in held {
-            if campaign.held_back(&name, &why) {
-                tracing::warn!("{name}: {why}");
+        for name in &slow {
+            let why = held
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, why)| why.as_str());
+            if campaign.held_back(name, why) {
+                tracing::warn!("{name}: {}", why.unwrap_or_default());
             }
         }
     }

@@ -544,35 +544,37 @@ mod tests {
         assert!(lock_run_dir(dir.path()).is_ok());
     }
 
-    #[test]
-    fn a_role_that_does_not_register_in_time_is_marked_dead() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path(), true).unwrap();
+    /// A campaign of no tasks whose judges were launched `ago` seconds ago.
+    fn launched_judges(dir: &Path, ago: &[(&str, u64)]) -> Campaign {
         let launched = |ago: u64| {
             let mut entry = RoleEntry::launching(Role::Judge, "n1");
             entry.last_seen = Instant::now() - Duration::from_secs(ago);
             entry
         };
-        let roles = BTreeMap::from([
-            ("judge-0".to_string(), launched(11)),
-            ("judge-1".to_string(), launched(9)),
-        ]);
         let settings = Settings {
             max_attempts: 1,
             task_budget: Duration::from_secs(60),
             lease_ttl: Duration::from_secs(30),
             needs_inference: false,
         };
-        let campaign = Campaign::new(
+        Campaign::new(
             "c".into(),
-            dir.path().to_path_buf(),
-            store,
-            Tokens::generate([("judge-0", Role::Judge), ("judge-1", Role::Judge)]),
+            dir.to_path_buf(),
+            Store::open(dir, true).unwrap(),
+            Tokens::generate(ago.iter().map(|&(name, _)| (name, Role::Judge))),
             HEARTBEAT,
             1,
             Scheduler::new(settings, Vec::new()),
-            roles,
-        );
+            ago.iter()
+                .map(|&(name, ago)| (name.to_string(), launched(ago)))
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn a_role_that_does_not_register_in_time_is_marked_dead() {
+        let dir = tempfile::tempdir().unwrap();
+        let campaign = launched_judges(dir.path(), &[("judge-0", 60), ("judge-1", 1)]);
         detect_silent_roles(&campaign, 10);
         let roles = campaign.roles();
         assert_eq!(
@@ -580,6 +582,27 @@ mod tests {
             RoleState::Dead("did not register within 10 s (REGISTER_SECONDS)".into())
         );
         assert_eq!(roles["judge-1"].state, RoleState::Launching);
+    }
+
+    #[test]
+    fn a_held_back_launch_is_news_once_and_cleared_when_its_step_starts() {
+        let dir = tempfile::tempdir().unwrap();
+        let campaign = launched_judges(dir.path(), &[("judge-0", 60)]);
+        let detail = || campaign.roles()["judge-0"].detail.clone();
+        assert!(campaign.held_back("judge-0", Some("not started")));
+        assert!(
+            !campaign.held_back("judge-0", Some("not started")),
+            "said once"
+        );
+        assert_eq!(detail(), "not started");
+        assert!(!campaign.held_back("judge-0", None));
+        assert_eq!(detail(), "", "its step started");
+        assert!(campaign.held_back("judge-0", Some("not started")));
+        campaign.set_role_state("judge-0", RoleState::Starting);
+        assert!(!campaign.held_back("judge-0", None), "it registered");
+        assert!(!campaign.held_back("judge-0", Some("not started")));
+        campaign.set_role_state("judge-0", RoleState::Launching);
+        assert_eq!(detail(), "", "a new launch says nothing of the last");
     }
 
     #[test]

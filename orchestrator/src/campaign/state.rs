@@ -147,18 +147,25 @@ impl Campaign {
         self.roles.lock().expect("roles lock")
     }
 
-    /// Notes why an instance still launching has not started: its detail,
-    /// and an event the first time this launch. Returns whether it is news.
-    pub fn held_back(&self, instance: &str, why: &str) -> bool {
+    /// Notes why an instance still launching has not started (`Some`), or
+    /// that it has started after all (`None`, clearing what was said): its
+    /// detail, and an event when it is held back anew. Returns whether it
+    /// is held back anew.
+    pub fn held_back(&self, instance: &str, why: Option<&str>) -> bool {
         let mut roles = self.roles();
         let Some(entry) = roles.get_mut(instance) else {
             return false;
         };
-        // It may have registered since the lookup.
+        let why = why.unwrap_or_default();
+        // It may have registered since the lookup; while it launches,
+        // nothing else writes its detail.
         if entry.state != RoleState::Launching || entry.detail == why {
             return false;
         }
         entry.detail = why.to_string();
+        if why.is_empty() {
+            return false;
+        }
         self.store.event(instance, "held-back", why);
         true
     }

@@ -163,7 +163,7 @@ config_keys! {
     /// Seconds a launched role has to register with the orchestrator: for
     /// Slurm to start its step, its container image to be imported, its
     /// binary to start. One that has not is stopped and launched again, up to
-    /// three times. Raise it for images pulled on first use.
+    /// three times. Raise it for images pulled on first use. At least 10.
     ["Roles"] register_seconds / REGISTER_SECONDS: u32 = "180";
     /// gRPC port of the orchestrator, on the node running the batch script.
     ["Roles"] orchestrator_port / ORCHESTRATOR_PORT: Port = "8700";

@@ -410,6 +410,8 @@ impl Orchestrator for Control {
             entry.endpoint = r.endpoint.clone();
             entry.last_seen = Instant::now();
             entry.slurm_step = (!r.slurm_step.is_empty()).then(|| r.slurm_step.clone());
+            // What was said of its launch (held back by Slurm) is over.
+            entry.detail.clear();
         }
         self.campaign
             .set_role_state(&r.instance, RoleState::Starting);

@@ -3,10 +3,12 @@
 //! The plan's srun line is run as a child of the orchestrator, with the role
 //! environment (tokens included) in its environment, never on its command
 //! line. A role reports its step (`SLURM_JOB_ID.SLURM_STEP_ID`) when it
-//! registers, so launching asks the controller nothing; only stopping an
-//! instance that never registered looks its steps up by `--job-name`
-//! (`squeue -s`), and its srun gets TERM, which cancels a step still pending
-//! (an srun that ignores it while no step exists is killed).
+//! registers, so launching asks the controller nothing. Its steps are looked
+//! up by `--job-name` (`squeue -s`) only for instances that have not
+//! registered: one query for all those slow to (is their step there at
+//! all?), and on stopping one, whose srun then gets TERM, which cancels a
+//! step still pending (an srun that ignores it while no step exists is
+//! killed).
 //! Stopping sends TERM through the controller (`scancel --ctld
 //! --signal=TERM J.S`: plain `scancel J.S` SIGKILLs at once in 22.05, and
 //! without `--ctld` the signal call fails when the job has other nodes), then
@@ -100,8 +102,10 @@ impl Executor for SlurmExecutor {
             tokio::time::timeout(grace, step.child.wait()).await.is_ok()
         };
         if !stopped {
-            for id in self.live_steps(&steps).await {
-                scancel(&[&id]).await;
+            // No lookup first: a hung squeue would spend the time the campaign
+            // gives its stops, and cancelling an ended step costs a warning.
+            for id in &steps {
+                scancel(&[id]).await;
             }
         }
         if tokio::time::timeout(Duration::from_secs(10), step.child.wait())
@@ -193,16 +197,21 @@ impl SlurmExecutor {
         )
     }
 
-    /// Whether all of `ids` end within `grace`.
+    /// Whether all of `ids` end within `grace`; not when squeue cannot say.
     async fn steps_gone(&self, ids: &[String], grace: Duration) -> bool {
         let start = std::time::Instant::now();
-        while !self.live_steps(ids).await.is_empty() {
+        loop {
+            let Some(listed) = self.steps().await else {
+                return false;
+            };
+            if still_listed(ids, Some(listed)).is_empty() {
+                return true;
+            }
             if start.elapsed() >= grace {
                 return false;
             }
             tokio::time::sleep(Duration::from_secs(1)).await;
         }
-        true
     }
 
     /// Those of `ids` that Slurm still lists.
