@@ -428,10 +428,11 @@ fn check(case: &Case, v: &Value, bait: &Bait, honest: Option<f64>) -> Option<Str
         Also::NotCreated(path) => path
             .exists()
             .then(|| format!("{} was created outside the sandbox", path.display())),
-        Also::SpeedupBelowHonest(most) => match (charged_ns(v), honest) {
-            (Some(ns), Some(h)) if h / ns < *most => None,
-            (ns, h) => Some(format!(
-                "a speedup it did not earn: charged {ns:?} ns against an honest gemm's {h:?}: {v}"
+        Also::SpeedupBelowHonest(most) => match times_honest(v, honest) {
+            Some(ratio) if ratio < *most => None,
+            _ => Some(format!(
+                "a speedup it did not earn: charged {:?} ns against an honest gemm's {honest:?}: {v}",
+                charged_ns(v)
             )),
         },
     }
@@ -509,6 +510,12 @@ fn charged_ns(v: &Value) -> Option<f64> {
     (v["status"] == "ok").then_some(baseline / speedup)
 }
 
+/// How many times an honest gemm's speed a verdict was credited with, from
+/// the time the honest one was charged.
+fn times_honest(v: &Value, honest: Option<f64>) -> Option<f64> {
+    Some(honest? / charged_ns(v)?)
+}
+
 /// Grades one case and records its row in the suite table; `honest` is the
 /// time an honest gemm graded just before was charged, for the cases
 /// checked against one. Returns what went wrong, if anything.
@@ -534,10 +541,9 @@ fn run_case(
         problem = Some(format!("the judge stopped serving: {v}"));
     }
     // The ratio the check reads goes in front, where the table shows it.
-    let against = match (charged_ns(&v), honest) {
-        (Some(ns), Some(h)) => format!(" ({:.2}x honest)", h / ns),
-        _ => String::new(),
-    };
+    let against = times_honest(&v, honest)
+        .map(|ratio| format!(" ({ratio:.2}x honest)"))
+        .unwrap_or_default();
     let got = format!(
         "{}{against}: {}",
         v["status"].as_str().unwrap_or("?"),

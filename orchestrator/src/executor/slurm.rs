@@ -124,7 +124,10 @@ impl Executor for SlurmExecutor {
             names
                 .iter()
                 .filter(|name| !steps.iter().any(|(_, n)| n == *name))
-                .map(|name| (name.clone(), HELD_BACK.to_string()))
+                .map(|name| {
+                    let why = format!("Slurm has not started its step; srun waits ({HOLDERS})");
+                    (name.clone(), why)
+                })
                 .collect(),
         )
     }
@@ -143,8 +146,7 @@ impl SlurmExecutor {
         // srun may not say why for a long while (once 40 s of silence):
         // this and the supervisor's launch watch are all an operator hears.
         tracing::warn!(
-            "{}: Slurm never started its step; srun was still waiting for it \
-             (another step may hold its node's CPUs, memory or GPUs)",
+            "{}: Slurm never started its step; srun was still waiting for it ({HOLDERS})",
             step.name
         );
         if tokio::time::timeout(PENDING_GRACE, step.child.wait())
@@ -233,9 +235,8 @@ fn still_listed(ids: &[String], listed: Option<Vec<(String, String)>>) -> Vec<St
         .collect()
 }
 
-/// Why Slurm has not started a launched instance's step.
-const HELD_BACK: &str = "Slurm has not started its step; srun waits (another step may hold its node's CPUs, \
-     memory or GPUs)";
+/// What holds back a step Slurm has not started.
+const HOLDERS: &str = "another step may hold its node's CPUs, memory or GPUs";
 
 /// How long srun gets to cancel a pending step on TERM.
 const PENDING_GRACE: Duration = Duration::from_secs(2);
