@@ -648,7 +648,13 @@ fn corpus_check_passes_for_every_kernel() {
         .output()
         .unwrap();
     let text = stdout(&out);
-    assert!(out.status.success(), "{text}{}", stderr(&out));
+    // The status too: once in CI it ended with no output at all.
+    assert!(
+        out.status.success(),
+        "{}\n{text}{}",
+        out.status,
+        stderr(&out)
+    );
     assert!(text.contains("every kernel checked"), "{text}");
     assert!(
         text.lines().filter(|l| l.starts_with("ok ")).count() >= 40 * 2,
