@@ -36,6 +36,13 @@ struct CheckArgs {
     setup: JudgeSetup,
 }
 
+impl CorpusArgs {
+    /// `corpus list` only prints; `corpus check` runs a judge in this process.
+    pub fn only_prints(&self) -> bool {
+        matches!(self.command, CorpusCommand::List(_))
+    }
+}
+
 pub fn run(args: CorpusArgs) -> anyhow::Result<()> {
     match args.command {
         CorpusCommand::List(a) => list(a),

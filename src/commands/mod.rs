@@ -63,9 +63,8 @@ impl Command {
                 | Command::Status(_)
                 | Command::Results(_)
                 | Command::Report(_)
-                | Command::Corpus(_)
                 | Command::Bench(_)
-        )
+        ) || matches!(self, Command::Corpus(c) if c.only_prints())
     }
 }
 
