@@ -36,8 +36,7 @@ fn main() -> ExitCode {
     }
     let cli = Cli::parse();
     if cli.command.only_prints() {
-        // SAFETY: before any thread starts; restores the default action.
-        unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+        commands::end_quietly_when_stdout_closes();
     }
     let result = match cli.command {
         Command::Config(args) => commands::config::run(args).map(|()| ExitCode::SUCCESS),

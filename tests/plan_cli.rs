@@ -411,3 +411,44 @@ fn a_missing_container_environment_is_refused_before_sbatch() {
         "{err}"
     );
 }
+
+#[test]
+fn status_reads_the_store_when_the_orchestrator_port_hangs_up() {
+    // A port that accepts and closes at once: an orchestrator on its way
+    // out, or another process on its old port. gRPC's next write then meets
+    // a closed socket, which must be an error `status` reports, not a
+    // SIGPIPE that ends it without a word.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for connection in listener.incoming() {
+            drop(connection);
+        }
+    });
+    let run_dir = tempfile::tempdir().unwrap();
+    let endpoint =
+        serde_json::json!({"address": format!("http://{address}"), "observer_token": "t"});
+    std::fs::write(
+        run_dir.path().join("orchestrator.json"),
+        endpoint.to_string(),
+    )
+    .unwrap();
+    for _ in 0..5 {
+        let out = hpcagent()
+            .args(["status", run_dir.path().to_str().unwrap()])
+            .output()
+            .unwrap();
+        assert_eq!(
+            std::os::unix::process::ExitStatusExt::signal(&out.status),
+            None,
+            "{:?}: {}",
+            out.status,
+            stderr(&out)
+        );
+        assert!(
+            stderr(&out).contains("the orchestrator does not answer"),
+            "{}",
+            stderr(&out)
+        );
+    }
+}

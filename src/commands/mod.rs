@@ -50,22 +50,27 @@ pub enum Command {
 }
 
 impl Command {
-    /// Whether the command only reads and prints: it ends quietly when its
-    /// reader goes away (`hpcagent results | head -1`), as Unix tools do,
-    /// instead of panicking in `println!`. The others keep SIGPIPE ignored:
-    /// a judge writing to a runner that died at once must get an error, not
-    /// end the judge.
+    /// Whether the command only reads files and prints, from its start: it
+    /// ends quietly when its reader goes away (see `end_quietly_when_stdout_closes`).
+    /// The others keep SIGPIPE ignored: a judge writing to a runner that died
+    /// at once must get an error, not end the judge. `status` restores the
+    /// default itself, once it is done with the orchestrator.
     pub fn only_prints(&self) -> bool {
         matches!(
             self,
-            Command::Config(_)
-                | Command::Plan(_)
-                | Command::Status(_)
-                | Command::Results(_)
-                | Command::Report(_)
-                | Command::Bench(_)
+            Command::Config(_) | Command::Plan(_) | Command::Results(_) | Command::Report(_)
         ) || matches!(self, Command::Corpus(c) if c.only_prints())
     }
+}
+
+/// Lets SIGPIPE end the process, so that it ends quietly when its reader goes
+/// away (`hpcagent results | head -1`), as Unix tools do, instead of panicking
+/// in `println!`. Only for a process with nothing left to write but stdout:
+/// gRPC writes with `writev`, which raises SIGPIPE where `send` would not, so
+/// a peer closing its connection would end the process without a word.
+pub fn end_quietly_when_stdout_closes() {
+    // SAFETY: sets a process-wide disposition; no handler runs Rust code.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
 }
 
 /// Marks an error as a request that can never succeed as sent (exit code 2).

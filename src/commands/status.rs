@@ -34,13 +34,21 @@ pub fn run(args: StatusArgs) -> anyhow::Result<()> {
         (None, None) => anyhow::bail!("name a run directory or --job ID"),
     };
     let endpoint = run_dir.join(ENDPOINT_FILE);
-    if endpoint.is_file() {
-        match runtime()?.block_on(live(&endpoint)) {
-            Ok(snapshot) => return print_live(&snapshot, args.json),
-            Err(e) => eprintln!("the orchestrator does not answer ({e:#}); reading the store"),
+    let answer = if endpoint.is_file() {
+        Some(runtime()?.block_on(live(&endpoint)))
+    } else {
+        None
+    };
+    // The runtime, and the connection with it, are gone: only printing is left.
+    super::end_quietly_when_stdout_closes();
+    match answer {
+        Some(Ok(snapshot)) => print_live(&snapshot, args.json),
+        Some(Err(e)) => {
+            eprintln!("the orchestrator does not answer ({e:#}); reading the store");
+            stored(&run_dir, args.json)
         }
+        None => stored(&run_dir, args.json),
     }
-    stored(&run_dir, args.json)
 }
 
 async fn live(endpoint: &std::path::Path) -> anyhow::Result<pb::StatusSnapshot> {
