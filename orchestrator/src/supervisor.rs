@@ -164,10 +164,7 @@ async fn watch_slow_launches<E: Executor>(
             continue;
         };
         for name in &slow {
-            let why = held
-                .iter()
-                .find(|(n, _)| n == name)
-                .map(|(_, why)| why.as_str());
+            let why = held.get(name).map(String::as_str);
             if campaign.held_back(name, why) {
                 tracing::warn!("{name}: {}", why.unwrap_or_default());
             }

@@ -6,6 +6,7 @@
 //! instance shares one network stack, so servers take an ephemeral port on
 //! loopback and register the one they got.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
@@ -74,7 +75,7 @@ impl Executor for LocalExecutor {
     }
 
     /// A child process starts at once: nothing holds it back.
-    async fn not_started(&self, _names: &[String]) -> Option<Vec<(String, String)>> {
+    async fn not_started(&self, _names: &[String]) -> Option<HashMap<String, String>> {
         None
     }
 

@@ -9,6 +9,7 @@
 pub mod local;
 pub mod slurm;
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::path::Path;
 use std::time::Duration;
@@ -38,11 +39,11 @@ pub trait Executor: Send + Sync + 'static {
     fn stop(&self, step: &mut Step, grace: Duration) -> impl Future<Output = ()> + Send;
 
     /// Which of the launched instances `names` the machine has not started
-    /// yet, each with why; `None` when the executor cannot tell.
+    /// yet, each to why; `None` when the executor cannot tell.
     fn not_started(
         &self,
         names: &[String],
-    ) -> impl Future<Output = Option<Vec<(String, String)>>> + Send;
+    ) -> impl Future<Output = Option<HashMap<String, String>>> + Send;
 
     fn name(&self) -> &'static str;
 }

@@ -15,6 +15,7 @@
 //! cancels the step after the grace period. Every Slurm command has a
 //! timeout: a slow controller delays a stop, it does not hang the campaign.
 
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
@@ -118,12 +119,13 @@ impl Executor for SlurmExecutor {
 
     /// Those of `names` with no step in one `squeue`: their srun waits for
     /// Slurm to create it.
-    async fn not_started(&self, names: &[String]) -> Option<Vec<(String, String)>> {
+    async fn not_started(&self, names: &[String]) -> Option<HashMap<String, String>> {
         let steps = self.steps().await?;
+        let started: HashSet<&str> = steps.iter().map(|(_, n)| n.as_str()).collect();
         Some(
             names
                 .iter()
-                .filter(|name| !steps.iter().any(|(_, n)| n == *name))
+                .filter(|name| !started.contains(name.as_str()))
                 .map(|name| {
                     let why = format!("Slurm has not started its step; srun waits ({HOLDERS})");
                     (name.clone(), why)
