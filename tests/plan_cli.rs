@@ -1,4 +1,5 @@
-//! `hpcagent config`, `plan` and `submit --dry-run` as a user runs them.
+//! `hpcagent config`, `plan` and `submit --dry-run` as a user runs them, and
+//! how the commands that print end when their reader goes away.
 
 mod common;
 
@@ -307,6 +308,43 @@ fn a_printing_command_whose_reader_went_away_ends_quietly() {
         Some(libc::SIGPIPE),
         "{:?}",
         out.status
+    );
+}
+
+#[test]
+fn a_bench_whose_reader_went_away_ends_quietly_after_measuring() {
+    // `hpcagent bench dispatch | head -1`: the bench serves gRPC while it
+    // measures, so SIGPIPE's default comes back only for the printing.
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let run_dir = tempfile::tempdir().unwrap();
+    let out = hpcagent()
+        .args([
+            "bench",
+            "dispatch",
+            "--agents",
+            "20",
+            "--tasks",
+            "200",
+            "--no-peers",
+        ])
+        .arg("--run-dir")
+        .arg(run_dir.path().join("run"))
+        .stdout(writer)
+        .output()
+        .unwrap();
+    assert!(
+        !stderr(&out).contains("panicked"),
+        "{:?}: {}",
+        out.status,
+        stderr(&out)
+    );
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&out.status),
+        Some(libc::SIGPIPE),
+        "{:?}: {}",
+        out.status,
+        stderr(&out)
     );
 }
 

@@ -126,6 +126,7 @@ fn dispatch_bench(a: DispatchArgs) -> anyhow::Result<()> {
         run_dir: a.run_dir.unwrap_or_else(|| scratch.path().join("run")),
     };
     let outcome = runtime()?.block_on(dispatch::run(&options))?;
+    super::end_quietly_when_stdout_closes();
     if a.json {
         println!("{}", serde_json::to_string(&outcome)?);
         return Ok(());
@@ -165,6 +166,8 @@ fn dispatch_bench(a: DispatchArgs) -> anyhow::Result<()> {
 }
 
 fn startup_bench(a: StartupArgs) -> anyhow::Result<()> {
+    // It measures child processes and reads the store: no socket of its own.
+    super::end_quietly_when_stdout_closes();
     let scratch = scratch("startup")?;
     let options = startup::Options {
         exe: exe()?,
@@ -217,6 +220,7 @@ fn judge_bench(a: JudgeArgs) -> anyhow::Result<()> {
         work_dir: scratch.path().to_path_buf(),
     };
     let outcome = judge::run_bench(&options)?;
+    super::end_quietly_when_stdout_closes();
     println!("{}", judge::render(&outcome, a.repeats));
     Ok(())
 }
@@ -231,6 +235,7 @@ fn scale_bench(a: ScaleArgs) -> anyhow::Result<()> {
         exe: exe()?,
     };
     let outcome = runtime()?.block_on(scale::run(&options))?;
+    super::end_quietly_when_stdout_closes();
     println!("{}", scale::render(&outcome));
     Ok(())
 }

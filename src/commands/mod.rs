@@ -53,8 +53,8 @@ impl Command {
     /// Whether the command only reads files and prints, from its start: it
     /// ends quietly when its reader goes away (see `end_quietly_when_stdout_closes`).
     /// The others keep SIGPIPE ignored: a judge writing to a runner that died
-    /// at once must get an error, not end the judge. `status` restores the
-    /// default itself, once it is done with the orchestrator.
+    /// at once must get an error, not end the judge. `status` and `bench`
+    /// restore the default themselves, once their own gRPC is done.
     pub fn only_prints(&self) -> bool {
         matches!(
             self,
