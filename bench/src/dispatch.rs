@@ -9,20 +9,30 @@
 //! completes the lease. A lease's latency is pull to completion. Afterwards
 //! the store is read back: every task must be settled exactly once, which is
 //! what the load test checks too.
+//!
+//! A comparison ([`compare`]) runs rounds of hpcagent and its peers in turn
+//! and takes the median of the rounds' ratios, as `bench judge` does. Its
+//! rounds keep the store and the attempts' directories on a memory
+//! filesystem when the machine has one, and one more run puts them on the
+//! temporary directory's disk: on a disk the kernel's work on three new
+//! inodes a lease can outweigh everything else (docs/benchmarks.md), and it
+//! swings with what the filesystem did minutes before, while the control
+//! plane's own cost is what the rounds compare.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use hpcagent_orchestrator::client::{self, Leases, Pulled, Records};
-use hpcagent_orchestrator::store::Reader;
+use hpcagent_orchestrator::store::{self, Reader};
 use hpcagent_proto::v1 as pb;
 use tokio::task::JoinSet;
 
+use crate::peers;
 use crate::sim::{self, Shape};
-use crate::stats::Latency;
+use crate::stats::{self, Latency, median};
 
 #[derive(Debug, Clone)]
 pub struct Options {
@@ -32,8 +42,6 @@ pub struct Options {
     pub workers: usize,
     pub judges: usize,
     pub tasks: usize,
-    /// Where the campaign's store goes (kept for inspection).
-    pub run_dir: PathBuf,
 }
 
 /// What a dispatch run measured, and what the store says afterwards.
@@ -52,6 +60,8 @@ pub struct Outcome {
     pub duplicates: usize,
     /// Tasks not settled when every agent was told the campaign is done.
     pub lost: usize,
+    /// The filesystem type of the run directory (store and attempts).
+    pub filesystem: String,
 }
 
 /// What one agent did: its leases' latencies and when its last one ended.
@@ -61,7 +71,8 @@ struct AgentRun {
     last: Option<Instant>,
 }
 
-pub async fn run(options: &Options) -> anyhow::Result<Outcome> {
+/// One simulated campaign with its store and attempts in `run_dir`.
+pub async fn run(options: &Options, run_dir: &Path) -> anyhow::Result<Outcome> {
     anyhow::ensure!(
         options.workers > 0 && options.agents.is_multiple_of(options.workers),
         "{} agents do not make whole instances of {} workers",
@@ -75,7 +86,7 @@ pub async fn run(options: &Options) -> anyhow::Result<Outcome> {
         workers: options.workers as u32,
         heartbeat: Duration::from_secs(5),
     };
-    let sim = sim::start(&options.run_dir, &shape).await?;
+    let sim = sim::start(run_dir, &shape).await?;
     let judges = Arc::new(sim.judges_ready().await?);
     let mut instances = Vec::with_capacity(sim.agents.len());
     for name in &sim.agents {
@@ -101,7 +112,7 @@ pub async fn run(options: &Options) -> anyhow::Result<Outcome> {
     let seconds = (last - start).as_secs_f64();
     sim.campaign.store.flush().await?;
 
-    let reader = Reader::open(&options.run_dir)?;
+    let reader = Reader::open(run_dir)?;
     let tasks = reader.tasks()?;
     let settled = tasks.iter().filter(|t| t.state == "settled").count();
     let duplicates = reader.settlements()?.iter().filter(|(_, n)| *n > 1).count();
@@ -117,6 +128,7 @@ pub async fn run(options: &Options) -> anyhow::Result<Outcome> {
         settled,
         duplicates,
         lost: tasks.len() - settled,
+        filesystem: store::filesystem_of(run_dir),
     })
 }
 
@@ -167,23 +179,414 @@ async fn agent(
     }
 }
 
-/// The report's lines.
-pub fn render(outcome: &Outcome) -> String {
-    format!(
-        "hpcagent dispatch: {} agents ({} instances), {} judges, {} leases in {:.2} s = {:.0} leases/s; \
-         latency p50 {:.0} µs, p99 {:.0} µs\n\
-         store: {}/{} tasks settled, {} settled twice, {} lost",
-        outcome.agents,
-        outcome.instances,
-        outcome.judges,
-        outcome.leases,
-        outcome.seconds,
-        outcome.leases_per_s,
-        outcome.latency.p50_us,
-        outcome.latency.p99_us,
-        outcome.settled,
-        outcome.tasks,
-        outcome.duplicates,
-        outcome.lost
-    )
+/// Where a comparison's hpcagent runs keep their stores and attempts.
+#[derive(Debug, Clone)]
+pub enum Placement {
+    /// This run directory, for one round, kept afterwards.
+    Kept(PathBuf),
+    /// A fresh directory per run under this one, deleted afterwards.
+    Scratch(PathBuf),
+}
+
+/// The memory filesystem rounds go to when the machine has one.
+const MEMORY: &str = "/dev/shm";
+
+impl Placement {
+    /// Where a comparison runs by default: its rounds on [`MEMORY`] when
+    /// that is a memory filesystem and the temporary directory is not, and
+    /// then one more run on the temporary directory's disk; otherwise
+    /// everything in the temporary directory.
+    pub fn scratch() -> (Placement, Option<Placement>) {
+        let temp = std::env::temp_dir();
+        let memory = Path::new(MEMORY);
+        if !is_memory(&temp) && is_memory(memory) {
+            (
+                Placement::Scratch(memory.to_path_buf()),
+                Some(Placement::Scratch(temp)),
+            )
+        } else {
+            (Placement::Scratch(temp), None)
+        }
+    }
+
+    /// The directory runs go in (or under).
+    pub fn dir(&self) -> &Path {
+        match self {
+            Placement::Kept(dir) | Placement::Scratch(dir) => dir,
+        }
+    }
+
+    fn run(&self, runtime: &tokio::runtime::Runtime, options: &Options) -> anyhow::Result<Outcome> {
+        match self {
+            Placement::Kept(dir) => runtime.block_on(run(options, dir)),
+            Placement::Scratch(base) => {
+                let scratch = tempfile::Builder::new()
+                    .prefix("hpcagent-bench-dispatch-")
+                    .tempdir_in(base)
+                    .with_context(|| {
+                        format!("cannot make a scratch directory in {}", base.display())
+                    })?;
+                runtime.block_on(run(options, &scratch.path().join("run")))
+            }
+        }
+    }
+}
+
+fn is_memory(dir: &Path) -> bool {
+    dir.is_dir() && store::is_memory_filesystem(&store::filesystem_of(dir))
+}
+
+/// One round: hpcagent, then each peer asked for (tasks per second, or why
+/// it was not measured).
+#[derive(Debug, Clone)]
+pub struct Round {
+    pub ours: Outcome,
+    pub ray: PeerRate,
+    pub hyperqueue: PeerRate,
+}
+
+/// A peer's tasks per second, why it was not measured, or `None` when it
+/// was not asked for.
+pub type PeerRate = Option<Result<f64, String>>;
+
+/// A comparison's rounds, and the run on disk when there was one.
+#[derive(Debug, Clone)]
+pub struct Comparison {
+    pub options: Options,
+    /// The directory the rounds ran in (or under).
+    pub dir: PathBuf,
+    pub rounds: Vec<Round>,
+    /// The one run on disk, and the directory it ran under.
+    pub on_disk: Option<(PathBuf, Outcome)>,
+    /// Trivial tasks each peer ran (Ray) or was submitted (HyperQueue).
+    pub peer_tasks: usize,
+}
+
+/// Runs `rounds` rounds of hpcagent (and of its peers, unless
+/// `peer_tasks` is `None`), saying how each went through `progress`.
+pub fn compare(
+    runtime: &tokio::runtime::Runtime,
+    options: &Options,
+    placement: &Placement,
+    on_disk: Option<&Placement>,
+    rounds: usize,
+    peer_tasks: Option<usize>,
+    mut progress: impl FnMut(&str),
+) -> anyhow::Result<Comparison> {
+    if let Placement::Kept(dir) = placement {
+        anyhow::ensure!(
+            rounds == 1,
+            "{} can hold one round, not {rounds}",
+            dir.display()
+        );
+    }
+    let mut measured = Vec::with_capacity(rounds);
+    for round in 1..=rounds {
+        let ours = placement.run(runtime, options)?;
+        let ray = peer_tasks.map(peers::ray_tasks);
+        let hyperqueue = peer_tasks.map(peers::hq_submission);
+        let measured_round = Round {
+            ours,
+            ray,
+            hyperqueue,
+        };
+        progress(&format!(
+            "dispatch: round {round} of {rounds} measured ({:.0} leases/s)",
+            measured_round.ours.leases_per_s
+        ));
+        measured.push(measured_round);
+    }
+    let on_disk = match on_disk {
+        Some(disk) => {
+            let outcome = disk.run(runtime, options)?;
+            progress(&format!(
+                "dispatch: the run on disk measured ({:.0} leases/s)",
+                outcome.leases_per_s
+            ));
+            Some((disk.dir().to_path_buf(), outcome))
+        }
+        None => None,
+    };
+    Ok(Comparison {
+        options: options.clone(),
+        dir: placement.dir().to_path_buf(),
+        rounds: measured,
+        on_disk,
+        peer_tasks: peer_tasks.unwrap_or(0),
+    })
+}
+
+/// A round in one line: hpcagent and each peer measured.
+fn round_line(round: &Round) -> String {
+    let mut line = format!(
+        "hpcagent {:.0} leases/s (p50 {:.0} µs, p99 {:.0} µs; {} lost, {} settled twice)",
+        round.ours.leases_per_s,
+        round.ours.latency.p50_us,
+        round.ours.latency.p99_us,
+        round.ours.lost,
+        round.ours.duplicates
+    );
+    for (name, peer) in [("ray", &round.ray), ("hyperqueue", &round.hyperqueue)] {
+        match peer {
+            Some(Ok(per_s)) => line.push_str(&format!("; {name} {per_s:.0} tasks/s")),
+            Some(Err(_)) => line.push_str(&format!("; {name} skipped")),
+            None => {}
+        }
+    }
+    line
+}
+
+/// The report: the median round, every round, the peers and the run on disk.
+pub fn render(c: &Comparison) -> String {
+    let mut by_rate: Vec<&Outcome> = c.rounds.iter().map(|r| &r.ours).collect();
+    by_rate.sort_by(|a, b| a.leases_per_s.total_cmp(&b.leases_per_s));
+    let Some(&mid) = by_rate.get(by_rate.len() / 2) else {
+        return "hpcagent dispatch: no rounds".into();
+    };
+    let o = &c.options;
+    let rounds = c.rounds.len();
+    let mut lines = vec![format!(
+        "hpcagent dispatch: {} agents ({} instances), {} judges, {} leases a round; store and \
+         attempts on {} ({}){}",
+        o.agents,
+        o.agents / o.workers.max(1),
+        o.judges,
+        o.tasks,
+        mid.filesystem,
+        c.dir.display(),
+        if rounds > 1 {
+            format!(", the median of {rounds} rounds")
+        } else {
+            String::new()
+        }
+    )];
+    if rounds > 1 {
+        lines.extend(
+            c.rounds
+                .iter()
+                .enumerate()
+                .map(|(i, r)| format!("  round {}: {}", i + 1, round_line(r))),
+        );
+    }
+    lines.push(format!(
+        "hpcagent: {:.0} leases/s in {:.2} s; latency p50 {:.0} µs, p99 {:.0} µs [target ≥ 20000 leases/s]",
+        mid.leases_per_s, mid.seconds, mid.latency.p50_us, mid.latency.p99_us
+    ));
+    lines.push(store_line(c.rounds.iter().map(|r| &r.ours)));
+    lines.extend(peer_lines(
+        c,
+        "ray",
+        "trivial remote tasks",
+        "≥ 25×",
+        |r| &r.ray,
+    ));
+    lines.extend(peer_lines(
+        c,
+        "hyperqueue",
+        "`true` tasks submitted as one job",
+        "—",
+        |r| &r.hyperqueue,
+    ));
+    if let Some((under, disk)) = &c.on_disk {
+        lines.push(format!(
+            "on disk ({}, {}): {:.0} leases/s in {:.2} s, {:.2}× the rate on {}; latency p50 {:.0} µs, \
+             p99 {:.0} µs; {} lost, {} settled twice",
+            disk.filesystem,
+            under.display(),
+            disk.leases_per_s,
+            disk.seconds,
+            disk.leases_per_s / mid.leases_per_s.max(1e-9),
+            mid.filesystem,
+            disk.latency.p50_us,
+            disk.latency.p99_us,
+            disk.lost,
+            disk.duplicates
+        ));
+    }
+    lines.join("\n")
+}
+
+/// What the stores said afterwards, over every round.
+fn store_line<'a>(runs: impl Iterator<Item = &'a Outcome>) -> String {
+    let (mut settled, mut tasks, mut duplicates, mut lost) = (0, 0, 0, 0);
+    for run in runs {
+        settled += run.settled;
+        tasks += run.tasks;
+        duplicates += run.duplicates;
+        lost += run.lost;
+    }
+    format!("store: {settled}/{tasks} tasks settled, {duplicates} settled twice, {lost} lost")
+}
+
+/// A peer's median rate and the median of the rounds' ratios against it,
+/// or why it was not measured.
+fn peer_lines(
+    c: &Comparison,
+    name: &str,
+    what: &str,
+    target: &str,
+    of: fn(&Round) -> &PeerRate,
+) -> Vec<String> {
+    let asked: Vec<(&Round, &Result<f64, String>)> = c
+        .rounds
+        .iter()
+        .filter_map(|r| of(r).as_ref().map(|p| (r, p)))
+        .collect();
+    if asked.is_empty() {
+        return Vec::new();
+    }
+    if let Some((_, Err(why))) = asked.iter().find(|(_, p)| p.is_err()) {
+        return vec![stats::skipped(name, why)];
+    }
+    let mut rates: Vec<f64> = asked
+        .iter()
+        .filter_map(|(_, p)| p.as_ref().ok().copied())
+        .collect();
+    let mut ratios: Vec<f64> = asked
+        .iter()
+        .filter_map(|(r, p)| p.as_ref().ok().map(|per_s| r.ours.leases_per_s / per_s))
+        .collect();
+    let spread = if ratios.len() > 1 {
+        let low = ratios.iter().copied().fold(f64::INFINITY, f64::min);
+        let high = ratios.iter().copied().fold(0.0, f64::max);
+        format!(
+            ", the median of {} rounds ({low:.2}× to {high:.2}×)",
+            ratios.len()
+        )
+    } else {
+        String::new()
+    };
+    vec![
+        format!(
+            "peer {name}: {} {what} at {:.0} tasks/s",
+            c.peer_tasks,
+            median(&mut rates)
+        ),
+        stats::ratio_line(
+            &format!("hpcagent vs {name}"),
+            median(&mut ratios),
+            &format!("the throughput{spread}"),
+            target,
+        ),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn outcome(leases_per_s: f64) -> Outcome {
+        Outcome {
+            agents: 10,
+            instances: 1,
+            judges: 1,
+            leases: 100,
+            seconds: 100.0 / leases_per_s,
+            leases_per_s,
+            latency: Latency::of(&mut []),
+            tasks: 100,
+            settled: 100,
+            duplicates: 0,
+            lost: 0,
+            filesystem: "tmpfs".into(),
+        }
+    }
+
+    fn comparison(rounds: Vec<Round>) -> Comparison {
+        Comparison {
+            options: Options {
+                agents: 10,
+                workers: 10,
+                judges: 1,
+                tasks: 100,
+            },
+            dir: PathBuf::from("/dev/shm"),
+            rounds,
+            on_disk: None,
+            peer_tasks: 1000,
+        }
+    }
+
+    #[test]
+    fn the_ratio_is_the_median_of_the_rounds_own() {
+        // A noisy round moves both of its numbers: its ratio stays in line.
+        let round = |ours: f64, ray: f64| Round {
+            ours: outcome(ours),
+            ray: Some(Ok(ray)),
+            hyperqueue: None,
+        };
+        let c = comparison(vec![
+            round(30_000.0, 1000.0),
+            round(15_000.0, 600.0),
+            round(40_000.0, 1000.0),
+        ]);
+        let text = render(&c);
+        assert!(text.contains("hpcagent: 30000 leases/s"), "{text}");
+        assert!(
+            text.contains("peer ray: 1000 trivial remote tasks at 1000 tasks/s"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "hpcagent vs ray: 30.00× the throughput, the median of 3 rounds (25.00× to 40.00×)"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("store: 300/300 tasks settled, 0 settled twice, 0 lost"),
+            "{text}"
+        );
+        assert!(
+            !text.contains("hyperqueue"),
+            "a peer not asked for is not shown: {text}"
+        );
+    }
+
+    #[test]
+    fn a_peer_that_failed_in_a_round_is_skipped_with_its_reason() {
+        let c = comparison(vec![
+            Round {
+                ours: outcome(30_000.0),
+                ray: Some(Ok(1000.0)),
+                hyperqueue: Some(Err("hyperqueue is not installed".into())),
+            },
+            Round {
+                ours: outcome(30_000.0),
+                ray: Some(Err("ray took over 300s".into())),
+                hyperqueue: Some(Err("hyperqueue is not installed".into())),
+            },
+        ]);
+        let text = render(&c);
+        assert!(
+            text.contains("peer ray: skipped (ray took over 300s)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("peer hyperqueue: skipped (hyperqueue is not installed)"),
+            "{text}"
+        );
+        assert!(!text.contains("vs ray"), "{text}");
+    }
+
+    #[test]
+    fn a_kept_run_directory_holds_one_round() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let kept = Placement::Kept(PathBuf::from("/nonexistent/run"));
+        let err = compare(
+            &runtime,
+            &comparison(Vec::new()).options,
+            &kept,
+            None,
+            2,
+            None,
+            |_| {},
+        )
+        .unwrap_err();
+        assert!(
+            err.to_string().contains("can hold one round, not 2"),
+            "{err}"
+        );
+    }
 }

@@ -136,7 +136,7 @@ impl Store {
     pub fn open(run_dir: &Path, allow_memory: bool) -> Result<Store, StoreError> {
         let path = run_dir.join(FILE_NAME);
         let fstype = filesystem_of(run_dir);
-        if !allow_memory && ["tmpfs", "ramfs", "devtmpfs"].contains(&fstype.as_str()) {
+        if !allow_memory && is_memory_filesystem(&fstype) {
             return Err(StoreError::MemoryFilesystem { path, fstype });
         }
         let sqlite = |source| StoreError::Sqlite {
@@ -727,7 +727,7 @@ impl Reader {
 }
 
 /// The filesystem type holding `path` (longest matching mount point).
-fn filesystem_of(path: &Path) -> String {
+pub fn filesystem_of(path: &Path) -> String {
     let path = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
     let mounts = std::fs::read_to_string("/proc/mounts").unwrap_or_default();
     mounts
@@ -742,6 +742,11 @@ fn filesystem_of(path: &Path) -> String {
         .max_by_key(|(len, _)| *len)
         .map(|(_, fstype)| fstype)
         .unwrap_or_default()
+}
+
+/// Whether a filesystem of type `fstype` keeps its files in memory.
+pub fn is_memory_filesystem(fstype: &str) -> bool {
+    ["tmpfs", "ramfs", "devtmpfs"].contains(&fstype)
 }
 
 fn is_network_filesystem(fstype: &str) -> bool {

@@ -42,16 +42,21 @@ struct DispatchArgs {
     judges: usize,
     #[arg(long, default_value_t = 20_000)]
     tasks: usize,
-    /// Keep the campaign's store here (default: a temporary directory).
+    /// Keep the campaign's store and attempts here, for one round (default:
+    /// a fresh directory per run, on /dev/shm when it is a memory
+    /// filesystem, and one more run on the temporary directory's disk).
     #[arg(long)]
     run_dir: Option<PathBuf>,
+    /// Rounds of hpcagent and its peers; ratios are the median of the rounds'.
+    #[arg(long, default_value_t = 3)]
+    rounds: usize,
     /// Trivial tasks each peer runs (Ray) or is submitted (HyperQueue).
     #[arg(long, default_value_t = 10_000)]
     peer_tasks: usize,
     /// Measure hpcagent only.
     #[arg(long)]
     no_peers: bool,
-    /// Print the outcome as JSON (hpcagent only).
+    /// Print each hpcagent run's outcome as a line of JSON (no peers).
     #[arg(long)]
     json: bool,
 }
@@ -117,51 +122,35 @@ fn exe() -> anyhow::Result<PathBuf> {
 }
 
 fn dispatch_bench(a: DispatchArgs) -> anyhow::Result<()> {
-    let scratch = scratch("dispatch")?;
     let options = dispatch::Options {
         agents: a.agents,
         workers: a.workers,
         judges: a.judges,
         tasks: a.tasks,
-        run_dir: a.run_dir.unwrap_or_else(|| scratch.path().join("run")),
     };
-    let outcome = runtime()?.block_on(dispatch::run(&options))?;
+    let ((placement, on_disk), rounds) = match a.run_dir {
+        Some(dir) => ((dispatch::Placement::Kept(dir), None), 1),
+        None => (dispatch::Placement::scratch(), a.rounds.max(1)),
+    };
+    let peers = (!a.no_peers && !a.json).then_some(a.peer_tasks);
+    let comparison = dispatch::compare(
+        &runtime()?,
+        &options,
+        &placement,
+        on_disk.as_ref(),
+        rounds,
+        peers,
+        |line| eprintln!("{line}"),
+    )?;
     super::end_quietly_when_stdout_closes();
     if a.json {
-        println!("{}", serde_json::to_string(&outcome)?);
-        return Ok(());
-    }
-    println!("{}", dispatch::render(&outcome));
-    if a.no_peers {
-        return Ok(());
-    }
-    let peer = |name: &str, what: &str, measured: Result<f64, String>, target: &str| match measured
-    {
-        Ok(per_s) => {
-            println!("peer {name}: {} {what} at {per_s:.0} tasks/s", a.peer_tasks);
-            let ratio = outcome.leases_per_s / per_s;
-            let line = stats::ratio_line(
-                &format!("hpcagent vs {name}"),
-                ratio,
-                "the throughput",
-                target,
-            );
-            println!("{line}");
+        let runs = comparison.rounds.iter().map(|r| &r.ours);
+        for outcome in runs.chain(comparison.on_disk.iter().map(|(_, o)| o)) {
+            println!("{}", serde_json::to_string(outcome)?);
         }
-        Err(why) => println!("{}", stats::skipped(name, &why)),
-    };
-    peer(
-        "ray",
-        "trivial remote tasks",
-        peers::ray_tasks(a.peer_tasks),
-        "≥ 25×",
-    );
-    peer(
-        "hyperqueue",
-        "`true` tasks submitted as one job",
-        peers::hq_submission(a.peer_tasks),
-        "—",
-    );
+        return Ok(());
+    }
+    println!("{}", dispatch::render(&comparison));
     Ok(())
 }
 
