@@ -280,6 +280,24 @@ pub fn compare(
             dir.display()
         );
     }
+    // Ray's script warms up before it measures; so does this: the first
+    // run of a process pays for its allocator's arenas, the kernel's inode
+    // and dentry slabs and the binary's pages being touched.
+    let warm_up = Options {
+        tasks: (options.tasks / 10).max(100),
+        ..options.clone()
+    };
+    let beside = match placement {
+        // Beside the kept directory, on its filesystem, which holds only its campaign.
+        Placement::Kept(dir) => {
+            let parent = dir.parent().unwrap_or(Path::new("."));
+            std::fs::create_dir_all(parent)
+                .with_context(|| format!("cannot create {}", parent.display()))?;
+            Placement::Scratch(parent.to_path_buf())
+        }
+        Placement::Scratch(_) => placement.clone(),
+    };
+    beside.run(runtime, &warm_up).context("the warm-up run")?;
     let mut measured = Vec::with_capacity(rounds);
     for round in 1..=rounds {
         let ours = placement.run(runtime, options)?;

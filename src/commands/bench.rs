@@ -48,7 +48,7 @@ struct DispatchArgs {
     #[arg(long)]
     run_dir: Option<PathBuf>,
     /// Rounds of hpcagent and its peers; ratios are the median of the rounds'.
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = 5)]
     rounds: usize,
     /// Trivial tasks each peer runs (Ray) or is submitted (HyperQueue).
     #[arg(long, default_value_t = 10_000)]
