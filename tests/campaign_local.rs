@@ -4,7 +4,8 @@
 mod common;
 
 use common::{
-    assert_settled_exactly_once, example, hpcagent, only_run_dir, read_plan, stderr, stdout,
+    assert_settled_exactly_once, attempt_log, example, hpcagent, only_run_dir, read_plan, stderr,
+    stdout,
 };
 use serde_json::Value;
 
@@ -78,17 +79,28 @@ fn a_local_campaign_settles_every_task_and_reports_them() {
         assert!(speedup > 0.0, "{t}");
     }
     assert_settled_exactly_once(&run_dir);
-    // Each attempt left its evidence: what the agent submitted, and how it ended.
+    // Each attempt left its evidence: what the agent submitted, and how it
+    // ended, one line of the attempts' log for each task.
     let attempt = run_dir.join("tasks/gemm.c.fp64/attempt-1");
     assert!(
         attempt.join("submission.c").is_file(),
         "{}",
         attempt.display()
     );
-    let outcome: Value =
-        serde_json::from_str(&std::fs::read_to_string(attempt.join("outcome.json")).unwrap())
-            .unwrap();
-    assert_eq!(outcome["task_state"], "settled");
+    let log = attempt_log(&run_dir);
+    for t in &tasks {
+        let settles = log
+            .iter()
+            .filter(|l| l["task"] == t["task"] && l["task_state"] == "settled")
+            .count();
+        assert_eq!(settles, 1, "{t}: {log:?}");
+    }
+    let gemm = log
+        .iter()
+        .find(|l| l["task"] == "gemm.c.fp64" && l["attempt"] == 1)
+        .unwrap_or_else(|| panic!("{log:?}"));
+    assert_eq!(gemm["task_state"], "settled", "{gemm}");
+    assert_eq!(gemm["outcome"], "submitted", "{gemm}");
 
     // Every role ran as its own process with its own logs: 2 judges, 2 agents of 2 workers.
     for role in ["judge-0", "judge-1", "agent-0", "agent-1"] {

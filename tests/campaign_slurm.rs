@@ -13,8 +13,8 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::{
-    assert_fault_survived, assert_settled_exactly_once, example, hpcagent, job_field, read_plan,
-    require_slurm, settled, stderr, stdout, suite, wait_for_job, wait_for_settled,
+    assert_fault_survived, assert_settled_exactly_once, attempt_log, example, hpcagent, job_field,
+    read_plan, require_slurm, settled, stderr, stdout, suite, wait_for_job, wait_for_settled,
 };
 use serde_json::Value;
 
@@ -123,24 +123,6 @@ fn walk_transcripts(dir: &Path) -> Vec<String> {
         .collect()
 }
 
-/// Every attempt's `outcome.json` under `tasks/`.
-fn walk_outcomes(dir: &Path) -> Vec<Value> {
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir(dir)
-        .into_iter()
-        .flatten()
-        .filter_map(Result::ok)
-    {
-        let path = entry.path();
-        if path.is_dir() {
-            out.extend(walk_outcomes(&path));
-        } else if path.file_name().is_some_and(|n| n == "outcome.json") {
-            out.push(serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap());
-        }
-    }
-    out
-}
-
 #[test]
 fn a_submitted_campaign_runs_its_roles_as_steps_on_distinct_nodes() {
     let (job, run_dir, _root) = submit(&[]);
@@ -225,10 +207,10 @@ fn a_killed_agent_step_loses_its_leases_to_others_and_every_task_settles_once() 
         log.matches("agent ready").count() >= 2,
         "agent-0 was restarted: {log}"
     );
-    let outcomes = walk_outcomes(&run_dir.join("tasks"));
+    let outcomes = attempt_log(&run_dir);
     assert!(
         outcomes.iter().any(|o| o["outcome"] == "expired"),
-        "the killed agent's leases expired, and their attempts say so: {outcomes:?}"
+        "the killed agent's leases expired, and the attempts' log says so: {outcomes:?}"
     );
 }
 

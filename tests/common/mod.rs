@@ -235,6 +235,15 @@ pub fn read_plan(run_dir: &Path) -> serde_json::Value {
     serde_json::from_str(&text).unwrap()
 }
 
+/// The lines of a run's attempts' log (`attempts.jsonl`), in order.
+pub fn attempt_log(run_dir: &Path) -> Vec<serde_json::Value> {
+    let path = run_dir.join(hpcagent_orchestrator::store::attempt_log::FILE_NAME);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    text.lines()
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("{line:?}: {e}")))
+        .collect()
+}
+
 /// Tasks of a campaign's store: (settled, total).
 pub fn settled(run_dir: &Path) -> (usize, usize) {
     let Ok(reader) = hpcagent_orchestrator::store::Reader::open(run_dir) else {

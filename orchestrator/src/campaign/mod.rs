@@ -437,7 +437,6 @@ fn expire_leases(campaign: &Campaign) {
     };
     for end in &ended {
         tracing::warn!(task = %end.task, attempt = end.attempt, "lease ended: {}", end.outcome);
-        campaign.write_outcome(end);
     }
 }
 

@@ -85,19 +85,6 @@ impl RoleEntry {
     }
 }
 
-/// An attempt's `outcome.json`: how it ended and what became of its task.
-/// A struct, not a `json!` map: it is written once per lease, and building
-/// the map showed in the lease traffic's profile.
-#[derive(serde::Serialize)]
-struct Outcome<'a> {
-    task: &'a str,
-    attempt: u32,
-    outcome: &'a str,
-    task_state: &'a str,
-    attempts: u32,
-    budget_used_s: f64,
-}
-
 /// A running campaign.
 pub struct Campaign {
     pub id: String,
@@ -223,6 +210,7 @@ impl Campaign {
         self.store.attempt_ended(AttemptRecord {
             task: end.task.clone(),
             attempt: end.attempt,
+            outcome: end.outcome.clone(),
             state: end.state.name().to_string(),
             attempts: end.attempts,
             budget_used_s: end.budget_used.as_secs_f64(),
@@ -231,33 +219,6 @@ impl Campaign {
             agent,
             verdict,
         });
-    }
-
-    /// Writes `outcome.json` into the attempt's directory, next to what the
-    /// agent left there.
-    pub fn write_outcome(&self, end: &AttemptEnd) {
-        let dir = self.attempt_dir(&end.task, end.attempt);
-        let evidence = Outcome {
-            task: &end.task,
-            attempt: end.attempt,
-            outcome: &end.outcome,
-            task_state: end.state.name(),
-            attempts: end.attempts,
-            budget_used_s: end.budget_used.as_secs_f64(),
-        };
-        let mut text = serde_json::to_vec(&evidence).expect("an outcome serializes");
-        text.push(b'\n');
-        let file = dir.join("outcome.json");
-        // The agent made the directory; make it only when it did not.
-        let written = match std::fs::write(&file, &text) {
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                std::fs::create_dir_all(&dir).and_then(|()| std::fs::write(&file, &text))
-            }
-            other => other,
-        };
-        if let Err(e) = written {
-            tracing::warn!("{}: {e}", dir.display());
-        }
     }
 
     /// The endpoint an instance serves (if it is a judge or an inference

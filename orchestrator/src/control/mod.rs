@@ -68,7 +68,6 @@ impl Control {
         principal.must_be(&r.instance, "pull or complete leases")?;
         check_batch(r.completions.len() + r.pulls.len(), "completions and pulls")?;
         let mut reply = pb::LeasesReply::default();
-        let mut ends = Vec::new();
         let grants = {
             let now = Instant::now();
             let mut sched = self.campaign.scheduler();
@@ -76,13 +75,10 @@ impl Control {
                 .completions
                 .into_iter()
                 .map(|c| match self.complete(&mut sched, principal, c, now) {
-                    Ok((settled, end)) => {
-                        ends.extend(end);
-                        pb::Completed {
-                            settled,
-                            refused: None,
-                        }
-                    }
+                    Ok(settled) => pb::Completed {
+                        settled,
+                        refused: None,
+                    },
                     Err(status) => pb::Completed {
                         settled: false,
                         refused: refusal(status),
@@ -95,9 +91,6 @@ impl Control {
             .into_iter()
             .map(|(worker, g)| self.lease(worker, g))
             .collect();
-        for end in &ends {
-            self.campaign.write_outcome(end);
-        }
         Ok(reply)
     }
 
@@ -192,14 +185,14 @@ impl Control {
     }
 
     /// One agent's completion, under the scheduler lock: whether its task
-    /// is settled, and the attempt's end when this completion ended it.
+    /// is settled.
     fn complete(
         &self,
         sched: &mut Scheduler,
         agent: &Principal,
         c: pb::Completion,
         now: Instant,
-    ) -> Result<(bool, Option<AttemptEnd>), Status> {
+    ) -> Result<bool, Status> {
         must_hold(sched, &c.lease_id, agent)?;
         let completion = sched
             .complete(&c.lease_id, &c.outcome, now)
@@ -213,14 +206,14 @@ impl Control {
         Ok(match completion {
             Completion::Ended(end) => {
                 self.campaign.record_end(&end, Some(report), None);
-                (false, Some(end))
+                false
             }
             Completion::Settled { task, attempt } => {
                 self.campaign.store.agent_report(&task, attempt, report);
-                (true, None)
+                true
             }
             // It expired first: the record of its end stands.
-            Completion::Late => (false, None),
+            Completion::Late => false,
         })
     }
 
@@ -586,9 +579,6 @@ impl Orchestrator for Control {
         };
         if settled.is_empty() {
             return Ok(Response::new(pb::RecordResultsReply { recorded }));
-        }
-        for end in &settled {
-            self.campaign.write_outcome(end);
         }
         // The judge tells the agent only once the settle is on disk.
         self.campaign

@@ -7,7 +7,8 @@
 //! store is marked failed ([`Store::failure`]; the campaign stops on it), and
 //! the next flush reports it. A settle is one job (verdict row and task
 //! together) and is made durable before the judge is told it settled
-//! ([`Store::flush`]).
+//! ([`Store::flush`]). Once a batch is committed, the ends of attempts it
+//! recorded are appended to the run's [`attempt_log`].
 //!
 //! Where the run directory lives decides the journal: WAL on local disks, the
 //! rollback journal on network filesystems (Lustre, NFS, GPFS, BeeGFS, CIFS),
@@ -21,6 +22,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use rusqlite::{Connection, OptionalExtension, params};
 use serde::{Deserialize, Serialize};
+
+pub mod attempt_log;
+use attempt_log::AttemptLog;
 
 pub const FILE_NAME: &str = "results.sqlite";
 
@@ -109,8 +113,14 @@ impl TaskRow {
 /// fails is rolled back and applied again change by change.
 type Job = Box<dyn Fn(&Connection) -> rusqlite::Result<()> + Send>;
 
+/// A job, and the line it adds to the attempts' log once committed.
+struct Change {
+    job: Job,
+    line: Option<String>,
+}
+
 enum Op {
-    Write(Job),
+    Write(Change),
     /// Answered once everything before it is committed, with the first
     /// failure of the store if there was one.
     Flush(tokio::sync::oneshot::Sender<Result<(), String>>),
@@ -158,11 +168,12 @@ impl Store {
             .map_err(sqlite)?;
         conn.execute_batch(SCHEMA).map_err(sqlite)?;
         let (ops, queue) = mpsc::channel();
+        let log = AttemptLog::new(run_dir);
         let failure = Arc::new(Mutex::new(None));
         let writer_failure = failure.clone();
         std::thread::Builder::new()
             .name("store-writer".into())
-            .spawn(move || writer(conn, queue, writer_failure))
+            .spawn(move || writer(conn, queue, log, writer_failure))
             .map_err(|e| sqlite(rusqlite::Error::ToSqlConversionFailure(Box::new(e))))?;
         Ok(Store { path, ops, failure })
     }
@@ -179,8 +190,17 @@ impl Store {
 
     /// Queues a change; it is committed with the next batch.
     pub fn write(&self, job: impl Fn(&Connection) -> rusqlite::Result<()> + Send + 'static) {
+        self.change(job, None);
+    }
+
+    fn change(
+        &self,
+        job: impl Fn(&Connection) -> rusqlite::Result<()> + Send + 'static,
+        line: Option<String>,
+    ) {
+        let job = Box::new(job);
         // A stopped writer means the campaign is ending; the flush reports it.
-        let _ = self.ops.send(Op::Write(Box::new(job)));
+        let _ = self.ops.send(Op::Write(Change { job, line }));
     }
 
     /// Waits until every change queued so far is committed; fails if any
@@ -275,40 +295,54 @@ impl Store {
         });
     }
 
-    /// How an attempt ended and what became of its task, in one job.
+    /// How an attempt ended and what became of its task, in one job, and
+    /// in the attempts' log once it is committed.
     pub fn attempt_ended(&self, end: AttemptRecord) {
-        self.write(move |c| {
-            if let Some(report) = &end.agent {
-                agent_report(c, &end.task, end.attempt, report)?;
-            }
-            if let Some(verdict) = &end.verdict {
-                insert_verdict(c, verdict)?;
-            }
-            let Some(status) = &end.status else {
-                return execute(
+        let line = attempt_log::Line {
+            task: &end.task,
+            attempt: end.attempt,
+            outcome: &end.outcome,
+            task_state: &end.state,
+            attempts: end.attempts,
+            budget_used_s: end.budget_used_s,
+            at: now(),
+        }
+        .to_text();
+        self.change(
+            move |c| {
+                if let Some(report) = &end.agent {
+                    agent_report(c, &end.task, end.attempt, report)?;
+                }
+                if let Some(verdict) = &end.verdict {
+                    insert_verdict(c, verdict)?;
+                }
+                let Some(status) = &end.status else {
+                    return execute(
                     c,
                     "UPDATE tasks SET state = ?2, attempts = ?3, budget_used_s = ?4 WHERE id = ?1",
                     params![end.task, end.state, end.attempts, end.budget_used_s],
                 )
                 .map(drop);
-            };
-            execute(
-                c,
-                "UPDATE tasks SET state = ?2, attempts = ?3, budget_used_s = ?4, status = ?5,
+                };
+                execute(
+                    c,
+                    "UPDATE tasks SET state = ?2, attempts = ?3, budget_used_s = ?4, status = ?5,
                  speedup = ?6, verdict = ?7, settled_at = ?8 WHERE id = ?1",
-                params![
-                    end.task,
-                    end.state,
-                    end.attempts,
-                    end.budget_used_s,
-                    status,
-                    end.speedup,
-                    end.verdict.as_ref().map(|v| &v.verdict),
-                    now()
-                ],
-            )
-            .map(drop)
-        });
+                    params![
+                        end.task,
+                        end.state,
+                        end.attempts,
+                        end.budget_used_s,
+                        status,
+                        end.speedup,
+                        end.verdict.as_ref().map(|v| &v.verdict),
+                        now()
+                    ],
+                )
+                .map(drop)
+            },
+            Some(line),
+        );
     }
 
     /// The agent's report of an attempt whose end is recorded already (its
@@ -383,6 +417,8 @@ pub struct AttemptStart {
 pub struct AttemptRecord {
     pub task: String,
     pub attempt: u32,
+    /// How the attempt ended ("submitted", "expired", …).
+    pub outcome: String,
     /// The task after it: pending | settled | failed.
     pub state: String,
     pub attempts: u32,
@@ -463,7 +499,12 @@ pub struct VerdictRecord {
 }
 
 /// Applies queued changes in batches, one transaction per batch.
-fn writer(mut conn: Connection, queue: mpsc::Receiver<Op>, failure: Arc<Mutex<Option<String>>>) {
+fn writer(
+    mut conn: Connection,
+    queue: mpsc::Receiver<Op>,
+    mut log: AttemptLog,
+    failure: Arc<Mutex<Option<String>>>,
+) {
     let fail = |why: String| {
         tracing::error!("store: {why}");
         failure
@@ -472,20 +513,28 @@ fn writer(mut conn: Connection, queue: mpsc::Receiver<Op>, failure: Arc<Mutex<Op
             .get_or_insert(why);
     };
     while let Ok(first) = queue.recv() {
-        let mut jobs = Vec::new();
+        let mut changes = Vec::new();
         let mut flushes = Vec::new();
         let mut next = Some(first);
         while let Some(op) = next.take() {
             match op {
-                Op::Write(job) => jobs.push(job),
+                Op::Write(change) => changes.push(change),
                 Op::Flush(done) => flushes.push(done),
             }
-            if jobs.len() < 4096 {
+            if changes.len() < 4096 {
                 next = queue.try_recv().ok();
             }
         }
-        if let Err(e) = commit(&mut conn, &jobs, &fail) {
-            fail(format!("commit: {e}"));
+        match commit(&mut conn, &changes, &fail) {
+            Ok(applied) => {
+                let lines: String = changes
+                    .iter()
+                    .zip(applied)
+                    .filter_map(|(change, applied)| change.line.as_deref().filter(|_| applied))
+                    .collect();
+                log.append(&lines);
+            }
+            Err(e) => fail(format!("commit: {e}")),
         }
         let state = failure.lock().expect("store failure lock").clone();
         for done in flushes {
@@ -494,29 +543,47 @@ fn writer(mut conn: Connection, queue: mpsc::Receiver<Op>, failure: Arc<Mutex<Op
     }
 }
 
-/// Commits `jobs` in one transaction. A failing job is rolled back alone
-/// (and reported through `fail`); the others are kept.
+/// Commits `changes` in one transaction; which of them it applied. A
+/// failing change is rolled back alone (and reported through `fail`); the
+/// others are kept.
 ///
 /// Changes seldom fail, so the batch is first applied as it is: a savepoint
 /// per change journals every page it touches a second time, which showed in
 /// the lease traffic's profile. Only when a change fails is the batch rolled
 /// back and applied again with a savepoint around each change.
-fn commit(conn: &mut Connection, jobs: &[Job], fail: &impl Fn(String)) -> rusqlite::Result<()> {
+fn commit(
+    conn: &mut Connection,
+    changes: &[Change],
+    fail: &impl Fn(String),
+) -> rusqlite::Result<Vec<bool>> {
     let tx = conn.transaction()?;
-    if jobs.iter().try_for_each(|job| job(&tx)).is_ok() {
-        return tx.commit();
+    if changes
+        .iter()
+        .try_for_each(|change| (change.job)(&tx))
+        .is_ok()
+    {
+        tx.commit()?;
+        return Ok(vec![true; changes.len()]);
     }
     tx.rollback()?;
     let mut tx = conn.transaction()?;
-    for job in jobs {
+    let mut applied = Vec::with_capacity(changes.len());
+    for change in changes {
         let savepoint = tx.savepoint()?;
-        match job(&savepoint) {
-            Ok(()) => savepoint.commit()?,
+        match (change.job)(&savepoint) {
+            Ok(()) => {
+                savepoint.commit()?;
+                applied.push(true);
+            }
             // Dropping the savepoint rolls this change back alone.
-            Err(e) => fail(e.to_string()),
+            Err(e) => {
+                fail(e.to_string());
+                applied.push(false);
+            }
         }
     }
-    tx.commit()
+    tx.commit()?;
+    Ok(applied)
 }
 
 /// Reads a finished (or running) campaign's store.
