@@ -14,9 +14,9 @@
 //! and takes the median of the rounds' ratios, as `bench judge` does. Its
 //! rounds keep the store and the attempts' directories on a memory
 //! filesystem when the machine has one, and one more run puts them on the
-//! temporary directory's disk: on a disk the kernel's work on three new
-//! inodes a lease can outweigh everything else (docs/benchmarks.md), and it
-//! swings with what the filesystem did minutes before, while the control
+//! temporary directory's disk: on a disk the kernel's work on a lease's two
+//! new directories can outweigh everything else (docs/benchmarks.md), and
+//! it swings with what the filesystem did minutes before, while the control
 //! plane's own cost is what the rounds compare.
 
 use std::collections::BTreeMap;
@@ -216,9 +216,15 @@ impl Placement {
         }
     }
 
-    fn run(&self, runtime: &tokio::runtime::Runtime, options: &Options) -> anyhow::Result<Outcome> {
+    /// One run; its scratch directory (if it has one) is deleted when the
+    /// caller drops it.
+    fn run(
+        &self,
+        runtime: &tokio::runtime::Runtime,
+        options: &Options,
+    ) -> anyhow::Result<(Outcome, Option<tempfile::TempDir>)> {
         match self {
-            Placement::Kept(dir) => runtime.block_on(run(options, dir)),
+            Placement::Kept(dir) => Ok((runtime.block_on(run(options, dir))?, None)),
             Placement::Scratch(base) => {
                 let scratch = tempfile::Builder::new()
                     .prefix("hpcagent-bench-dispatch-")
@@ -226,7 +232,8 @@ impl Placement {
                     .with_context(|| {
                         format!("cannot make a scratch directory in {}", base.display())
                     })?;
-                runtime.block_on(run(options, &scratch.path().join("run")))
+                let outcome = runtime.block_on(run(options, &scratch.path().join("run")))?;
+                Ok((outcome, Some(scratch)))
             }
         }
     }
@@ -256,8 +263,8 @@ pub struct Comparison {
     /// The directory the rounds ran in (or under).
     pub dir: PathBuf,
     pub rounds: Vec<Round>,
-    /// The one run on disk, and the directory it ran under.
-    pub on_disk: Option<(PathBuf, Outcome)>,
+    /// The one run on disk, or why it failed, and the directory it ran under.
+    pub on_disk: Option<(PathBuf, Result<Outcome, String>)>,
     /// Trivial tasks each peer ran (Ray) or was submitted (HyperQueue).
     pub peer_tasks: usize,
 }
@@ -288,7 +295,8 @@ pub fn compare(
         ..options.clone()
     };
     let beside = match placement {
-        // Beside the kept directory, on its filesystem, which holds only its campaign.
+        // On the kept directory's filesystem, but not in it: it holds its
+        // one campaign.
         Placement::Kept(dir) => {
             let parent = dir.parent().unwrap_or(Path::new("."));
             std::fs::create_dir_all(parent)
@@ -297,16 +305,17 @@ pub fn compare(
         }
         Placement::Scratch(_) => placement.clone(),
     };
-    beside.run(runtime, &warm_up).context("the warm-up run")?;
+    // Kept until the comparison ends: on a disk, inodes deleted just before
+    // a run slow its every new one (see docs/benchmarks.md).
+    let _warm_up = beside.run(runtime, &warm_up).context("the warm-up run")?.1;
+    let (mut ray_failed, mut hyperqueue_failed) = (None, None);
     let mut measured = Vec::with_capacity(rounds);
     for round in 1..=rounds {
-        let ours = placement.run(runtime, options)?;
-        let ray = peer_tasks.map(peers::ray_tasks);
-        let hyperqueue = peer_tasks.map(peers::hq_submission);
+        let ours = placement.run(runtime, options)?.0;
         let measured_round = Round {
             ours,
-            ray,
-            hyperqueue,
+            ray: ask(peers::ray_tasks, peer_tasks, &mut ray_failed),
+            hyperqueue: ask(peers::hq_submission, peer_tasks, &mut hyperqueue_failed),
         };
         progress(&format!(
             "dispatch: round {round} of {rounds} measured ({:.0} leases/s)",
@@ -314,17 +323,15 @@ pub fn compare(
         ));
         measured.push(measured_round);
     }
-    let on_disk = match on_disk {
-        Some(disk) => {
-            let outcome = disk.run(runtime, options)?;
-            progress(&format!(
-                "dispatch: the run on disk measured ({:.0} leases/s)",
-                outcome.leases_per_s
-            ));
-            Some((disk.dir().to_path_buf(), outcome))
-        }
-        None => None,
-    };
+    // Its failure is a line of the report: the rounds stand without it.
+    let on_disk = on_disk.map(|disk| {
+        let outcome = disk
+            .run(runtime, options)
+            .map(|(outcome, _)| outcome)
+            .map_err(|e| format!("{e:#}"));
+        progress("dispatch: the run on disk measured");
+        (disk.dir().to_path_buf(), outcome)
+    });
     Ok(Comparison {
         options: options.clone(),
         dir: placement.dir().to_path_buf(),
@@ -332,6 +339,25 @@ pub fn compare(
         on_disk,
         peer_tasks: peer_tasks.unwrap_or(0),
     })
+}
+
+/// A peer's rate for this round, unless it was not asked for. One that
+/// failed is not asked again (a hung Ray costs its whole time limit each
+/// time); its later rounds repeat why.
+fn ask(
+    peer: fn(usize) -> Result<f64, String>,
+    tasks: Option<usize>,
+    failed: &mut Option<String>,
+) -> PeerRate {
+    let tasks = tasks?;
+    if let Some(why) = failed {
+        return Some(Err(why.clone()));
+    }
+    let rate = peer(tasks);
+    if let Err(why) = &rate {
+        *failed = Some(why.clone());
+    }
+    Some(rate)
 }
 
 /// A round in one line: hpcagent and each peer measured.
@@ -365,7 +391,7 @@ pub fn render(c: &Comparison) -> String {
     let rounds = c.rounds.len();
     let mut lines = vec![format!(
         "hpcagent dispatch: {} agents ({} instances), {} judges, {} leases a round; store and \
-         attempts on {} ({}){}",
+         attempts on {} ({}){}{}",
         o.agents,
         o.agents / o.workers.max(1),
         o.judges,
@@ -376,6 +402,11 @@ pub fn render(c: &Comparison) -> String {
             format!(", the median of {rounds} rounds")
         } else {
             String::new()
+        },
+        if rounds > 1 && !store::is_memory_filesystem(&mid.filesystem) {
+            " (no memory filesystem: each round ran after the last one's files were deleted)"
+        } else {
+            ""
         }
     )];
     if rounds > 1 {
@@ -387,8 +418,17 @@ pub fn render(c: &Comparison) -> String {
         );
     }
     lines.push(format!(
-        "hpcagent: {:.0} leases/s in {:.2} s; latency p50 {:.0} µs, p99 {:.0} µs [target ≥ 20000 leases/s]",
-        mid.leases_per_s, mid.seconds, mid.latency.p50_us, mid.latency.p99_us
+        "hpcagent: {:.0} leases/s in {:.2} s; latency p50 {:.0} µs, p99 {:.0} µs{} [target ≥ 20000 \
+         leases/s]",
+        mid.leases_per_s,
+        mid.seconds,
+        mid.latency.p50_us,
+        mid.latency.p99_us,
+        if rounds > 1 {
+            " (the median round)"
+        } else {
+            ""
+        }
     ));
     lines.push(store_line(c.rounds.iter().map(|r| &r.ours)));
     lines.extend(peer_lines(
@@ -405,8 +445,8 @@ pub fn render(c: &Comparison) -> String {
         "—",
         |r| &r.hyperqueue,
     ));
-    if let Some((under, disk)) = &c.on_disk {
-        lines.push(format!(
+    match &c.on_disk {
+        Some((under, Ok(disk))) => lines.push(format!(
             "on disk ({}, {}): {:.0} leases/s in {:.2} s, {:.2}× the rate on {}; latency p50 {:.0} µs, \
              p99 {:.0} µs; {} lost, {} settled twice",
             disk.filesystem,
@@ -419,7 +459,11 @@ pub fn render(c: &Comparison) -> String {
             disk.latency.p99_us,
             disk.lost,
             disk.duplicates
-        ));
+        )),
+        Some((under, Err(why))) => {
+            lines.push(format!("on disk ({}): failed: {why}", under.display()))
+        }
+        None => {}
     }
     lines.join("\n")
 }
@@ -474,9 +518,14 @@ fn peer_lines(
     } else {
         String::new()
     };
+    let of_rounds = if rates.len() > 1 {
+        format!(" (the median of {} rounds)", rates.len())
+    } else {
+        String::new()
+    };
     vec![
         format!(
-            "peer {name}: {} {what} at {:.0} tasks/s",
+            "peer {name}: {} {what} at {:.0} tasks/s{of_rounds}",
             c.peer_tasks,
             median(&mut rates)
         ),
@@ -533,20 +582,24 @@ mod tests {
             ray: Some(Ok(ray)),
             hyperqueue: None,
         };
+        // Their ratios are 20, 50 and 40: the median ratio is 40, while the
+        // median rates (30,000 and 1,000) would say 30.
         let c = comparison(vec![
-            round(30_000.0, 1000.0),
-            round(15_000.0, 600.0),
+            round(30_000.0, 1500.0),
+            round(15_000.0, 300.0),
             round(40_000.0, 1000.0),
         ]);
         let text = render(&c);
         assert!(text.contains("hpcagent: 30000 leases/s"), "{text}");
         assert!(
-            text.contains("peer ray: 1000 trivial remote tasks at 1000 tasks/s"),
+            text.contains(
+                "peer ray: 1000 trivial remote tasks at 1000 tasks/s (the median of 3 rounds)"
+            ),
             "{text}"
         );
         assert!(
             text.contains(
-                "hpcagent vs ray: 30.00× the throughput, the median of 3 rounds (25.00× to 40.00×)"
+                "hpcagent vs ray: 40.00× the throughput, the median of 3 rounds (20.00× to 50.00×)"
             ),
             "{text}"
         );

@@ -36,6 +36,10 @@ pub struct Simulated {
     pub run_dir: PathBuf,
     pub agents: Vec<String>,
     pub judges: Vec<String>,
+    /// Dropped with the simulation: its server shuts down, and the campaign
+    /// with it (the store's writer, its files, the scheduler's tasks), so
+    /// that one bench's runs do not pile up in its process.
+    _serving: tokio::sync::oneshot::Sender<()>,
 }
 
 /// The instance names of a shape: `agent-<i>`, `judge-<i>`.
@@ -101,10 +105,16 @@ pub async fn start(run_dir: &Path, shape: &Shape) -> anyhow::Result<Simulated> {
     ));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let url = format!("http://{}", listener.local_addr()?);
+    let (serving, stopped) = tokio::sync::oneshot::channel::<()>();
     tokio::spawn(
         tonic::transport::Server::builder()
             .add_service(Control::server(campaign.clone()))
-            .serve_with_incoming(hpcagent_orchestrator::control::incoming(listener)),
+            .serve_with_incoming_shutdown(
+                hpcagent_orchestrator::control::incoming(listener),
+                async {
+                    let _ = stopped.await;
+                },
+            ),
     );
     Ok(Simulated {
         url,
@@ -113,6 +123,7 @@ pub async fn start(run_dir: &Path, shape: &Shape) -> anyhow::Result<Simulated> {
         run_dir: run_dir.to_path_buf(),
         agents,
         judges,
+        _serving: serving,
     })
 }
 

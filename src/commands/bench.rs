@@ -47,8 +47,9 @@ struct DispatchArgs {
     /// filesystem, and one more run on the temporary directory's disk).
     #[arg(long)]
     run_dir: Option<PathBuf>,
-    /// Rounds of hpcagent and its peers; ratios are the median of the rounds'.
-    #[arg(long, default_value_t = 5)]
+    /// Rounds of hpcagent and its peers, an odd number; ratios are the
+    /// median of the rounds'.
+    #[arg(long, default_value_t = 5, value_parser = odd_count, conflicts_with = "run_dir")]
     rounds: usize,
     /// Trivial tasks each peer runs (Ray) or is submitted (HyperQueue).
     #[arg(long, default_value_t = 10_000)]
@@ -121,6 +122,17 @@ fn exe() -> anyhow::Result<PathBuf> {
     std::env::current_exe().context("cannot find the hpcagent executable")
 }
 
+/// An odd count, so that the median of the rounds is one of them.
+fn odd_count(text: &str) -> Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(n) if n % 2 == 1 => Ok(n),
+        Ok(n) => Err(format!(
+            "{n} is not odd: the median of the rounds is one of them"
+        )),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
 fn dispatch_bench(a: DispatchArgs) -> anyhow::Result<()> {
     let options = dispatch::Options {
         agents: a.agents,
@@ -130,7 +142,7 @@ fn dispatch_bench(a: DispatchArgs) -> anyhow::Result<()> {
     };
     let ((placement, on_disk), rounds) = match a.run_dir {
         Some(dir) => ((dispatch::Placement::Kept(dir), None), 1),
-        None => (dispatch::Placement::scratch(), a.rounds.max(1)),
+        None => (dispatch::Placement::scratch(), a.rounds),
     };
     let peers = (!a.no_peers && !a.json).then_some(a.peer_tasks);
     let comparison = dispatch::compare(
@@ -145,7 +157,11 @@ fn dispatch_bench(a: DispatchArgs) -> anyhow::Result<()> {
     super::end_quietly_when_stdout_closes();
     if a.json {
         let runs = comparison.rounds.iter().map(|r| &r.ours);
-        for outcome in runs.chain(comparison.on_disk.iter().map(|(_, o)| o)) {
+        let on_disk = comparison
+            .on_disk
+            .iter()
+            .filter_map(|(_, o)| o.as_ref().ok());
+        for outcome in runs.chain(on_disk) {
             println!("{}", serde_json::to_string(outcome)?);
         }
         return Ok(());
