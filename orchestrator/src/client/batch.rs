@@ -31,10 +31,10 @@ const MAX_BATCH: usize = 256;
 
 /// Yields in a row that must bring no new request before a call goes out.
 /// Two left the workers of a busy agent instance that were woken a little
-/// apart (by replies to different judges) in separate calls; four carried
-/// 7% more leases a second in `bench dispatch` (3% for three, 9% for
-/// sixteen), with the same latency. An idle runtime answers a yield at
-/// once, so a lone request waits for nothing.
+/// apart (by replies to different judges) in separate calls; four gather
+/// most of them (more yields added little in `bench dispatch`, see
+/// docs/benchmarks.md), with the same latency. An idle runtime answers a
+/// yield at once, so a lone request waits for nothing.
 const IDLE_YIELDS: u32 = 4;
 
 type Answer<A> = oneshot::Sender<Result<A, Status>>;

@@ -624,7 +624,7 @@ impl Orchestrator for Control {
 
 /// The verdict as the store keeps it (JSON). A struct, not a `json!` map:
 /// one is made for every grade, and the map's allocations showed in the
-/// lease traffic's profile (as `outcome.json`'s did).
+/// lease traffic's profile.
 #[derive(serde::Serialize)]
 struct StoredVerdict<'a> {
     status: &'a str,

@@ -13,6 +13,7 @@
 
 use std::fs::File;
 use std::io::Write;
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
@@ -21,23 +22,24 @@ pub const FILE_NAME: &str = "attempts.jsonl";
 
 /// One attempt's end, as a line of the log.
 #[derive(Debug, Serialize)]
-pub struct Line<'a> {
-    pub task: &'a str,
+pub(super) struct Line {
+    pub task: String,
     pub attempt: u32,
-    /// How the attempt ended: the agent's word ("submitted", "gave_up"), or
-    /// the orchestrator's ("expired").
-    pub outcome: &'a str,
+    /// How the attempt ended: "submitted" when a Submit verdict settled its
+    /// task, the agent's word when it completed without a settle, or the
+    /// orchestrator's when its lease ran out ("expired", "over budget").
+    pub outcome: String,
     /// The task after it: pending (to be tried again), settled or failed.
-    pub task_state: &'a str,
+    pub task_state: String,
     pub attempts: u32,
     pub budget_used_s: f64,
-    /// Unix seconds.
+    /// When its batch was committed, in Unix seconds.
     pub at: f64,
 }
 
-impl Line<'_> {
+impl Line {
     /// The line, newline included.
-    pub fn to_text(&self) -> String {
+    pub(super) fn to_text(&self) -> String {
         let mut text = serde_json::to_string(self).expect("a log line serializes");
         text.push('\n');
         text
@@ -79,17 +81,30 @@ impl AttemptLog {
 
     fn try_append(&mut self, lines: &str) -> std::io::Result<()> {
         if self.file.is_none() {
-            let file = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(&self.path)?;
-            self.file = Some(file);
+            self.file = Some(open_after_whole_lines(&self.path)?);
         }
         self.file
             .as_mut()
             .expect("opened above")
             .write_all(lines.as_bytes())
     }
+}
+
+/// The log opened for appending, after a newline if it ends in a torn line
+/// (a crash, or a write that failed part-way): the torn line stays alone
+/// and the next one starts whole.
+fn open_after_whole_lines(path: &Path) -> std::io::Result<File> {
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .create(true)
+        .append(true)
+        .open(path)?;
+    let len = file.metadata()?.len();
+    let mut last = [0u8];
+    if len > 0 && file.read_at(&mut last, len - 1)? == 1 && last[0] != b'\n' {
+        file.write_all(b"\n")?;
+    }
+    Ok(file)
 }
 
 #[cfg(test)]
@@ -99,11 +114,11 @@ mod tests {
     #[test]
     fn lines_are_appended_across_writers_and_parse_back() {
         let dir = tempfile::tempdir().unwrap();
-        let line = |attempt, state| Line {
-            task: "gemm.c.fp64",
+        let line = |attempt, state: &str| Line {
+            task: "gemm.c.fp64".into(),
             attempt,
-            outcome: "submitted",
-            task_state: state,
+            outcome: "submitted".into(),
+            task_state: state.into(),
             attempts: attempt,
             budget_used_s: 1.5,
             at: 0.0,
@@ -131,6 +146,18 @@ mod tests {
                 (2, "settled".into()),
                 (3, "settled".into())
             ]
+        );
+    }
+
+    #[test]
+    fn a_torn_last_line_is_left_alone_and_the_next_starts_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(FILE_NAME), "{\"attempt\":1}\n{\"atte").unwrap();
+        let mut log = AttemptLog::new(dir.path());
+        log.append("{\"attempt\":2}\n");
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join(FILE_NAME)).unwrap(),
+            "{\"attempt\":1}\n{\"atte\n{\"attempt\":2}\n"
         );
     }
 

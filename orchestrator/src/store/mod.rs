@@ -116,7 +116,7 @@ type Job = Box<dyn Fn(&Connection) -> rusqlite::Result<()> + Send>;
 /// A job, and the line it adds to the attempts' log once committed.
 struct Change {
     job: Job,
-    line: Option<String>,
+    line: Option<attempt_log::Line>,
 }
 
 enum Op {
@@ -196,7 +196,7 @@ impl Store {
     fn change(
         &self,
         job: impl Fn(&Connection) -> rusqlite::Result<()> + Send + 'static,
-        line: Option<String>,
+        line: Option<attempt_log::Line>,
     ) {
         let job = Box::new(job);
         // A stopped writer means the campaign is ending; the flush reports it.
@@ -298,51 +298,17 @@ impl Store {
     /// How an attempt ended and what became of its task, in one job, and
     /// in the attempts' log once it is committed.
     pub fn attempt_ended(&self, end: AttemptRecord) {
+        // Made into text by the writer: this runs under the scheduler lock.
         let line = attempt_log::Line {
-            task: &end.task,
+            task: end.task.clone(),
             attempt: end.attempt,
-            outcome: &end.outcome,
-            task_state: &end.state,
+            outcome: end.outcome.clone(),
+            task_state: end.state.clone(),
             attempts: end.attempts,
             budget_used_s: end.budget_used_s,
-            at: now(),
-        }
-        .to_text();
-        self.change(
-            move |c| {
-                if let Some(report) = &end.agent {
-                    agent_report(c, &end.task, end.attempt, report)?;
-                }
-                if let Some(verdict) = &end.verdict {
-                    insert_verdict(c, verdict)?;
-                }
-                let Some(status) = &end.status else {
-                    return execute(
-                    c,
-                    "UPDATE tasks SET state = ?2, attempts = ?3, budget_used_s = ?4 WHERE id = ?1",
-                    params![end.task, end.state, end.attempts, end.budget_used_s],
-                )
-                .map(drop);
-                };
-                execute(
-                    c,
-                    "UPDATE tasks SET state = ?2, attempts = ?3, budget_used_s = ?4, status = ?5,
-                 speedup = ?6, verdict = ?7, settled_at = ?8 WHERE id = ?1",
-                    params![
-                        end.task,
-                        end.state,
-                        end.attempts,
-                        end.budget_used_s,
-                        status,
-                        end.speedup,
-                        end.verdict.as_ref().map(|v| &v.verdict),
-                        now()
-                    ],
-                )
-                .map(drop)
-            },
-            Some(line),
-        );
+            at: 0.0,
+        };
+        self.change(move |c| end_attempt(c, &end), Some(line));
     }
 
     /// The agent's report of an attempt whose end is recorded already (its
@@ -448,6 +414,41 @@ fn execute(c: &Connection, sql: &str, params: impl rusqlite::Params) -> rusqlite
     c.prepare_cached(sql)?.execute(params)
 }
 
+/// An attempt's end: the agent's report and the settling verdict when there
+/// are some, and what became of its task.
+fn end_attempt(c: &Connection, end: &AttemptRecord) -> rusqlite::Result<()> {
+    if let Some(report) = &end.agent {
+        agent_report(c, &end.task, end.attempt, report)?;
+    }
+    if let Some(verdict) = &end.verdict {
+        insert_verdict(c, verdict)?;
+    }
+    let Some(status) = &end.status else {
+        return execute(
+            c,
+            "UPDATE tasks SET state = ?2, attempts = ?3, budget_used_s = ?4 WHERE id = ?1",
+            params![end.task, end.state, end.attempts, end.budget_used_s],
+        )
+        .map(drop);
+    };
+    execute(
+        c,
+        "UPDATE tasks SET state = ?2, attempts = ?3, budget_used_s = ?4, status = ?5,
+         speedup = ?6, verdict = ?7, settled_at = ?8 WHERE id = ?1",
+        params![
+            end.task,
+            end.state,
+            end.attempts,
+            end.budget_used_s,
+            status,
+            end.speedup,
+            end.verdict.as_ref().map(|v| &v.verdict),
+            now()
+        ],
+    )
+    .map(drop)
+}
+
 fn agent_report(c: &Connection, task: &str, attempt: u32, r: &AgentReport) -> rusqlite::Result<()> {
     execute(
         c,
@@ -527,10 +528,16 @@ fn writer(
         }
         match commit(&mut conn, &changes, &fail) {
             Ok(applied) => {
+                let at = now();
                 let lines: String = changes
-                    .iter()
+                    .iter_mut()
                     .zip(applied)
-                    .filter_map(|(change, applied)| change.line.as_deref().filter(|_| applied))
+                    .filter(|(_, applied)| *applied)
+                    .filter_map(|(change, _)| change.line.as_mut())
+                    .map(|line| {
+                        line.at = at;
+                        line.to_text()
+                    })
                     .collect();
                 log.append(&lines);
             }
@@ -885,6 +892,61 @@ mod tests {
         assert_eq!(reader.settlements().unwrap()[1], ("k1.c".to_string(), 1));
         assert_eq!(reader.campaign().unwrap().unwrap().state, "running");
         assert_eq!(store.failure(), None);
+    }
+
+    #[tokio::test]
+    async fn the_log_has_a_line_for_each_end_committed_and_none_for_one_rolled_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), false).unwrap();
+        let end = |task: &str, attempt, state: &str| AttemptRecord {
+            task: task.into(),
+            attempt,
+            outcome: "expired".into(),
+            state: state.into(),
+            attempts: attempt,
+            ..AttemptRecord::default()
+        };
+        store.attempt_ended(end("a.c", 1, "pending"));
+        // An end whose job fails in the same batch: rolled back, not logged.
+        let line = attempt_log::Line {
+            task: "rolled-back.c".into(),
+            attempt: 1,
+            outcome: "submitted".into(),
+            task_state: "settled".into(),
+            attempts: 1,
+            budget_used_s: 0.0,
+            at: 0.0,
+        };
+        store.change(
+            |c| {
+                c.execute("INSERT INTO no_such_table VALUES (1)", [])
+                    .map(drop)
+            },
+            Some(line),
+        );
+        store.attempt_ended(end("a.c", 2, "failed"));
+        assert!(store.flush().await.is_err(), "the failed job is reported");
+        let text = std::fs::read_to_string(dir.path().join(attempt_log::FILE_NAME)).unwrap();
+        let logged: Vec<(String, u64, String)> = text
+            .lines()
+            .map(|l| {
+                let v: serde_json::Value = serde_json::from_str(l).unwrap();
+                let field = |k: &str| v[k].as_str().unwrap().to_string();
+                (
+                    field("task"),
+                    v["attempt"].as_u64().unwrap(),
+                    field("task_state"),
+                )
+            })
+            .collect();
+        assert_eq!(
+            logged,
+            [
+                ("a.c".to_string(), 1, "pending".to_string()),
+                ("a.c".to_string(), 2, "failed".to_string())
+            ]
+        );
+        assert!(text.contains("\"outcome\":\"expired\""), "{text}");
     }
 
     #[tokio::test]
