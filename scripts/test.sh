@@ -8,10 +8,12 @@ cd "$(dirname "$0")/.."
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 
 # Debian packages the tests use beyond the Rust toolchain: the judge's
-# compilers and profilers; the report's font and the browser that renders
-# its page. Slurm and munge are installed by up.sh itself.
+# compilers and profilers; the system python's NumPy, which the judges the
+# isolation tests start as an unprivileged user run their oracle with; the
+# report's font and the browser that renders its page. Slurm and munge are
+# installed by up.sh itself.
 need=""
-for p in gcc g++ gfortran linux-perf papi-tools fonts-dejavu-core chromium; do dpkg -s "$p" >/dev/null 2>&1 || need="$need $p"; done
+for p in gcc g++ gfortran linux-perf papi-tools python3-numpy fonts-dejavu-core chromium; do dpkg -s "$p" >/dev/null 2>&1 || need="$need $p"; done
 if [ -n "$need" ]; then
   echo "[test] installing$need"
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $need >/dev/null ||

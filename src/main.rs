@@ -31,8 +31,8 @@ struct Cli {
 
 fn main() -> ExitCode {
     let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
-    if let Some(channel) = hpcagent_judge::runner::runner_channel(&args) {
-        commands::judge::runner(channel);
+    if let Some(entry) = hpcagent_judge::runner::entry(&args) {
+        commands::judge::run_process(entry);
     }
     let cli = Cli::parse();
     if cli.command.only_prints() {

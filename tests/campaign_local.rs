@@ -75,9 +75,35 @@ fn a_local_campaign_settles_every_task_and_reports_them() {
     for t in &tasks {
         assert_eq!(t["state"], "settled", "{t}");
         assert_eq!(t["status"], "ok", "{t}");
-        let speedup = t["speedup"].as_f64().unwrap();
-        assert!(speedup > 0.0, "{t}");
     }
+    // The baseline policy submits each kernel's baseline: every speedup is
+    // the same code against itself, measured in pairs beside it, and must
+    // read 1 within 5% (with its interval around it).
+    let off: Vec<String> = tasks
+        .iter()
+        .filter(|t| {
+            let (s, low, high) = (
+                t["speedup"].as_f64().unwrap_or(0.0),
+                t["speedup_low"].as_f64().unwrap_or(0.0),
+                t["speedup_high"].as_f64().unwrap_or(0.0),
+            );
+            !((0.95..=1.05).contains(&s) && low <= s && s <= high)
+        })
+        .map(|t| {
+            format!(
+                "{} {} [{}, {}]",
+                t["task"], t["speedup"], t["speedup_low"], t["speedup_high"]
+            )
+        })
+        .collect();
+    common::suite::record(
+        "precision",
+        "baseline against itself: speedups in [0.95, 1.05]",
+        &format!("{} of {}", tasks.len(), tasks.len()),
+        &format!("{} of {}", tasks.len() - off.len(), tasks.len()),
+        off.is_empty(),
+    );
+    assert!(off.is_empty(), "identical code measured off 1.00: {off:?}");
     assert_settled_exactly_once(&run_dir);
     // Each attempt left its evidence: what the agent submitted, and how it
     // ended, one line of the attempts' log for each task.

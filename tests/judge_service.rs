@@ -45,13 +45,22 @@ fn correct_gemm_in_c_cpp_and_fortran_is_ok_against_the_baseline() {
         let v = judge().grade("score", "gemm", language, file, &[]);
         assert_eq!(status(&v), "ok", "{language}: {v}");
         assert_eq!(v["correct"], true);
-        assert_eq!(v["timing"]["reps"], 20);
+        // At least the judge's 10 timed pairs, each a call of the baseline
+        // and one of the submission.
+        let pairs = v["pairs"].as_u64().unwrap();
+        assert!(pairs >= 10, "{language}: {v}");
+        assert_eq!(v["timing"]["reps"], pairs);
+        assert_eq!(v["baseline"]["reps"], pairs);
         // The same loops as the baseline: a ratio of comparable runs, not a
         // claim about speed (this machine is shared and noisy).
         let speedup = v["speedup"].as_f64().unwrap();
+        let (low, high) = (
+            v["speedup_low"].as_f64().unwrap(),
+            v["speedup_high"].as_f64().unwrap(),
+        );
         assert!(
-            speedup > 0.1 && speedup < 10.0,
-            "{language}: speedup {speedup}"
+            speedup > 0.1 && speedup < 10.0 && low <= speedup && speedup <= high,
+            "{language}: speedup {speedup} in [{low}, {high}]"
         );
         assert!(v["max_rel_error"].as_f64().unwrap() < 1e-9);
     }
@@ -193,23 +202,22 @@ fn nothing_a_submission_starts_outlives_its_run() {
     let v = judge().grade("score", "gemm", "c", "gemm_leaves_a_process.c", &[]);
     assert_eq!(status(&v), "ok", "{v}");
     let out = v["stdout_tail"].as_str().unwrap();
-    let pid: u32 = out
-        .lines()
-        .find_map(|l| l.strip_prefix("daemon "))
-        .unwrap_or_else(|| panic!("the daemon did not start: {v}"))
-        .trim()
-        .parse()
-        .unwrap();
-    let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let running = state
-        .rsplit(')')
-        .next()
-        .and_then(|r| r.split_whitespace().next())
-        .is_some_and(|s| s != "Z");
-    assert!(
-        !running,
-        "process {pid} is still alive after the verdict: {state}"
-    );
+    // A run may not start processes at all.
+    assert!(out.contains("fork refused"), "{v}");
+    // Had one started, it would be gone with the run.
+    if let Some(pid) = out.lines().find_map(|l| l.strip_prefix("daemon ")) {
+        let state =
+            std::fs::read_to_string(format!("/proc/{}/stat", pid.trim())).unwrap_or_default();
+        let running = state
+            .rsplit(')')
+            .next()
+            .and_then(|r| r.split_whitespace().next())
+            .is_some_and(|s| s != "Z");
+        assert!(
+            !running,
+            "process {pid} is still alive after the verdict: {state}"
+        );
+    }
 }
 
 #[test]

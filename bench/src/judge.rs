@@ -1,13 +1,20 @@
 //! `hpcagent bench judge`: what grading costs over doing the same work by
 //! hand, and what the build cache saves.
 //!
-//! By hand: compile gemm with the judge's own flags into a library, then a
-//! small driver (compiled beforehand, not counted) loads it and makes 1 + N
-//! calls on gemm's S inputs, restoring the in/out array before each. The
-//! judge: a Score call of the same source at S from a connected client (as
-//! an agent makes it), on a judge whose baseline and reference data are
-//! already warm (they are per task, not per submission). Then the same
-//! source again: its build comes from the cache.
+//! The judge: a Score call of gemm at S from a connected client (as an
+//! agent makes it), on a judge whose baseline build and reference data are
+//! already warm (they are per task, not per submission). It times the
+//! submission in pairs beside the baseline until the speedup's interval is
+//! within ±1%, so the number of calls is the grade's own (`pairs` in its
+//! verdict). Then the same source again: its build comes from the cache.
+//!
+//! By hand, the same work: compile gemm with the judge's own flags into a
+//! library, then a small driver (compiled beforehand, not counted) loads it
+//! and makes a warm-up pair and as many pairs of calls as the grade made
+//! (the baseline is the same loop here), drawing fresh inputs for each pair
+//! and restoring the in/out array before each call, as the judge does. The
+//! old by-hand measure (1 + 20 calls of the submission alone, what a grade
+//! made before pairs) is printed beside it, for what a grade now costs.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -28,17 +35,24 @@ pub struct Options {
     pub work_dir: PathBuf,
 }
 
-/// Timed calls of a grade (the judge's default).
-const CALLS: usize = 20;
+/// Timed calls of the submission a grade made before pairs.
+const OLD_CALLS: usize = 20;
 
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Outcome {
+    /// The same calls as the grade, by hand.
     pub by_hand_ms: f64,
+    /// 1 + 20 calls of the submission alone, by hand.
+    pub by_hand_old_ms: f64,
     pub graded_ms: f64,
     pub cached_ms: f64,
-    /// graded / by hand (target ≤ 1.15).
+    /// Timed pairs a grade made (median).
+    pub pairs: f64,
+    /// graded / by hand, the same calls (target ≤ 1.15).
     pub overhead: f64,
-    /// graded / cached (target ≥ 5).
+    /// graded / 1 + 20 calls by hand.
+    pub over_old: f64,
+    /// graded / cached.
     pub cache_speedup: f64,
 }
 
@@ -50,9 +64,10 @@ const DRIVER: &str = r#"
 #include <string.h>
 typedef void (*gemm_fn)(const double *, const double *, double *, int64_t, int64_t, int64_t,
                         double, double, uint8_t *, int64_t);
+/* argv: library, pairs (each: fresh inputs, then two calls), or "alone N" */
 int main(int argc, char **argv) {
   const int64_t NI = 100, NJ = 110, NK = 120;
-  int calls = atoi(argv[2]);
+  int pairs = atoi(argv[2]), per_draw = argc > 3 ? 1 : 2;
   void *lib = dlopen(argv[1], RTLD_NOW);
   if (!lib) { fprintf(stderr, "%s\n", dlerror()); return 1; }
   gemm_fn gemm = (gemm_fn)dlsym(lib, "gemm_fp64");
@@ -60,12 +75,16 @@ int main(int argc, char **argv) {
   double *A = malloc(sizeof(double) * NI * NK), *B = malloc(sizeof(double) * NK * NJ);
   double *C0 = malloc(sizeof(double) * NI * NJ), *C = malloc(sizeof(double) * NI * NJ);
   srand(42);
-  for (int64_t i = 0; i < NI * NK; i++) A[i] = rand() / (double)RAND_MAX;
-  for (int64_t i = 0; i < NK * NJ; i++) B[i] = rand() / (double)RAND_MAX;
-  for (int64_t i = 0; i < NI * NJ; i++) C0[i] = rand() / (double)RAND_MAX;
-  for (int c = 0; c <= calls; c++) {
-    memcpy(C, C0, sizeof(double) * NI * NJ);
-    gemm(A, B, C, NI, NJ, NK, 1.5, 1.2, NULL, 0);
+  for (int p = 0; p <= pairs; p++) {
+    if (per_draw == 2 || p == 0) {
+      for (int64_t i = 0; i < NI * NK; i++) A[i] = rand() / (double)RAND_MAX;
+      for (int64_t i = 0; i < NK * NJ; i++) B[i] = rand() / (double)RAND_MAX;
+      for (int64_t i = 0; i < NI * NJ; i++) C0[i] = rand() / (double)RAND_MAX;
+    }
+    for (int c = 0; c < per_draw; c++) {
+      memcpy(C, C0, sizeof(double) * NI * NJ);
+      gemm(A, B, C, NI, NJ, NK, 1.5, 1.2, NULL, 0);
+    }
   }
   printf("%f\n", C[0]);
   return 0;
@@ -93,8 +112,22 @@ fn run(command: &mut Command, what: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Compile with the judge's flags, then 1 + N calls through the driver.
-fn by_hand(flags: &[String], source: &Path, driver: &Path, dir: &Path) -> anyhow::Result<f64> {
+/// What the driver makes after the build.
+enum Calls {
+    /// A warm-up pair and this many pairs, fresh inputs for each.
+    Pairs(u32),
+    /// 1 + this many calls of the submission alone, on one input.
+    Alone(usize),
+}
+
+/// Compile with the judge's flags, then `calls` through the driver.
+fn by_hand(
+    flags: &[String],
+    source: &Path,
+    driver: &Path,
+    dir: &Path,
+    calls: Calls,
+) -> anyhow::Result<f64> {
     let library = dir.join("by-hand.so");
     let start = Instant::now();
     run(
@@ -105,10 +138,13 @@ fn by_hand(flags: &[String], source: &Path, driver: &Path, dir: &Path) -> anyhow
             .arg(&library),
         "gcc",
     )?;
-    run(
-        Command::new(driver).arg(&library).arg(CALLS.to_string()),
-        "the driver",
-    )?;
+    let mut driver = Command::new(driver);
+    driver.arg(&library);
+    match calls {
+        Calls::Pairs(n) => driver.arg(n.to_string()),
+        Calls::Alone(n) => driver.args([n.to_string(), "alone".into()]),
+    };
+    run(&mut driver, "the driver")?;
     Ok(start.elapsed().as_secs_f64())
 }
 
@@ -167,8 +203,9 @@ impl Client {
         Ok(Client { runtime, judge })
     }
 
-    /// One Score of `source`; seconds, and whether the build was cached.
-    fn grade(&mut self, source: &Path) -> anyhow::Result<(f64, bool)> {
+    /// One Score of `source`; seconds, whether the build was cached, and
+    /// the timed pairs it made.
+    fn grade(&mut self, source: &Path) -> anyhow::Result<(f64, bool, u32)> {
         let request = pb::GradeRequest {
             task_id: "gemm".into(),
             language: "c".into(),
@@ -191,7 +228,7 @@ impl Client {
             verdict.status(),
             verdict.message
         );
-        Ok((seconds, verdict.cached_build))
+        Ok((seconds, verdict.cached_build, verdict.pairs))
     }
 }
 
@@ -222,43 +259,73 @@ pub fn run_bench(options: &Options) -> anyhow::Result<Outcome> {
         options.repeats > 0,
         "the judge bench needs at least one round"
     );
-    let (mut hand, mut graded, mut cached) = (Vec::new(), Vec::new(), Vec::new());
+    let mut rounds = Vec::new();
     for i in 0..options.repeats {
         // A new comment is a new submission: a cold build, each time.
         let source = dir.join(format!("variant-{i}.c"));
         std::fs::write(&source, format!("/* variant {i} */\n{gemm}"))?;
-        hand.push(by_hand(&flags, &source, &driver, dir)?);
-        let (t, hit) = client.grade(&source)?;
+        let (graded, hit, pairs) = client.grade(&source)?;
         anyhow::ensure!(!hit, "a new variant came from the cache");
-        graded.push(t);
-        let (t, hit) = client.grade(&source)?;
+        let hand = by_hand(&flags, &source, &driver, dir, Calls::Pairs(pairs))?;
+        let old = by_hand(&flags, &source, &driver, dir, Calls::Alone(OLD_CALLS))?;
+        let (cached, hit, _) = client.grade(&source)?;
         anyhow::ensure!(hit, "the resubmission was built again");
-        cached.push(t);
+        rounds.push(Round {
+            hand,
+            old,
+            graded,
+            cached,
+            pairs: pairs as f64,
+        });
     }
-    // Ratios within a round, then their median: the three measurements of a
-    // round are back to back, so a noisy neighbour skews them alike.
-    let mut overheads: Vec<f64> = graded.iter().zip(&hand).map(|(g, h)| g / h).collect();
-    let mut speedups: Vec<f64> = graded.iter().zip(&cached).map(|(g, c)| g / c).collect();
+    // Ratios within a round, then their median: the measurements of a round
+    // are back to back, so a noisy neighbour skews them alike.
+    let column = |f: fn(&Round) -> f64| -> Vec<f64> { rounds.iter().map(f).collect() };
     Ok(Outcome {
-        by_hand_ms: median(&mut hand) * 1e3,
-        graded_ms: median(&mut graded) * 1e3,
-        cached_ms: median(&mut cached) * 1e3,
-        overhead: median(&mut overheads),
-        cache_speedup: median(&mut speedups),
+        by_hand_ms: median(&mut column(|r| r.hand)) * 1e3,
+        by_hand_old_ms: median(&mut column(|r| r.old)) * 1e3,
+        graded_ms: median(&mut column(|r| r.graded)) * 1e3,
+        cached_ms: median(&mut column(|r| r.cached)) * 1e3,
+        pairs: median(&mut column(|r| r.pairs)),
+        overhead: median(&mut column(|r| r.graded / r.hand)),
+        over_old: median(&mut column(|r| r.graded / r.old)),
+        cache_speedup: median(&mut column(|r| r.graded / r.cached)),
     })
+}
+
+/// One round's seconds (and the grade's pairs).
+struct Round {
+    hand: f64,
+    old: f64,
+    graded: f64,
+    cached: f64,
+    pairs: f64,
 }
 
 pub fn render(o: &Outcome, repeats: usize) -> String {
     format!(
-        "hpcagent judge: gemm at S in C, {CALLS} timed calls, medians of {repeats} rounds\n\
-         by hand (gcc with the judge's flags, then 1 + {CALLS} calls): {:.0} ms\n\
-         graded (a Score call, new source):                      {:.0} ms\n\
+        "hpcagent judge: gemm at S in C, timed in pairs beside the baseline to ±1%, medians of {repeats} rounds\n\
+         graded (a Score call, new source; {:.0} timed pairs):     {:.0} ms\n\
+         by hand, the same calls (gcc, then {:.0} pairs on fresh inputs): {:.0} ms\n\
+         by hand, as a grade was before pairs (gcc, then 1 + {OLD_CALLS} calls): {:.0} ms\n\
          graded again (build from the cache):                    {:.0} ms\n\
-         {}\n{}",
-        o.by_hand_ms,
+         {}\n\
+         a grade costs {:.2}× the old 1 + {OLD_CALLS} calls by hand: the pairs it measures to ±1%\n\
+         cache hit: {:.2}× faster, {:.0} ms saved (the build; the pairs remain)",
+        o.pairs,
         o.graded_ms,
+        o.pairs + 1.0,
+        o.by_hand_ms,
+        o.by_hand_old_ms,
         o.cached_ms,
-        ratio_line("grade vs by hand", o.overhead, "the time", "≤ 1.15×"),
-        ratio_line("cache hit", o.cache_speedup, "faster", "≥ 5×"),
+        ratio_line(
+            "grade vs by hand (same calls)",
+            o.overhead,
+            "the time",
+            "≤ 1.15×"
+        ),
+        o.over_old,
+        o.cache_speedup,
+        o.graded_ms - o.cached_ms,
     )
 }

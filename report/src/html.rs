@@ -3,6 +3,8 @@
 
 use std::fmt::Write;
 
+use hpcagent_orchestrator::store::speedup::Speedup;
+
 use crate::data::{RunData, Summary, outcome};
 use crate::figures::Figure;
 use crate::time;
@@ -144,7 +146,7 @@ fn results_table(data: &RunData) -> String {
     html.push_str(
         "<table id=\"results\">\n<tr><th>task</th><th>kernel</th><th>language</th>\
          <th>precision</th><th>outcome</th><th>attempts</th><th>tokens</th>\
-         <th>settled by</th><th>speedup</th></tr>\n",
+         <th>settled by</th><th>speedup (95% interval)</th></tr>\n",
     );
     let settled_by = data.settled_by();
     let tokens = data.tokens();
@@ -154,7 +156,10 @@ fn results_table(data: &RunData) -> String {
             ("failed", Some(why)) => format!("failed: {why}"),
             (outcome, _) => outcome.to_string(),
         };
-        let speedup = t.speedup.map_or_else(|| "-".into(), |s| format!("{s:.2}x"));
+        let speedup = t.speedup.map_or_else(
+            || "-".into(),
+            |s| Speedup::new(s, t.speedup_low, t.speedup_high).to_string(),
+        );
         let _ = writeln!(
             html,
             "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>\
@@ -220,6 +225,8 @@ mod tests {
                 budget_used_s: 0.0,
                 status: None,
                 speedup: None,
+                speedup_low: None,
+                speedup_high: None,
             }],
             attempts: Vec::new(),
             verdicts: Vec::new(),

@@ -21,6 +21,8 @@ fn task(kernel: &str, language: &str) -> TaskRow {
         budget_used_s: 0.0,
         status: None,
         speedup: None,
+        speedup_low: None,
+        speedup_high: None,
     }
 }
 
@@ -36,8 +38,9 @@ fn start(task: &str, attempt: u32, agent: &str) -> AttemptStart {
     }
 }
 
-/// A task settled by its first attempt with `speedup`, `tokens` spent.
-fn settle(store: &Store, task: &str, speedup: f64, tokens: u64) {
+/// A task settled by its first attempt with `speedup` and its 95%
+/// `interval`, `tokens` spent.
+fn settle(store: &Store, task: &str, speedup: f64, interval: (f64, f64), tokens: u64) {
     store.attempt_ended(AttemptRecord {
         task: task.into(),
         attempt: 1,
@@ -57,6 +60,8 @@ fn settle(store: &Store, task: &str, speedup: f64, tokens: u64) {
             judge: "judge-0".into(),
             status: "ok".into(),
             speedup: Some(speedup),
+            speedup_low: Some(interval.0),
+            speedup_high: Some(interval.1),
             settled: true,
             ..VerdictRecord::default()
         }),
@@ -171,11 +176,17 @@ async fn a_settled_campaign_shows_each_speedup_and_who_got_it() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path(), false).unwrap();
     store.campaign_started("c2", dir.path(), None, "AGENT_POLICY=baseline  # default\n");
-    store.add_tasks(vec![task("gemm", "c"), task("gemm", "cpp")]);
+    store.add_tasks(vec![
+        task("gemm", "c"),
+        task("gemm", "cpp"),
+        task("atax", "c"),
+    ]);
     store.attempts_started(vec![start("gemm.c.fp64", 1, "agent-0")]);
     store.attempts_started(vec![start("gemm.cpp.fp64", 1, "agent-1")]);
-    settle(&store, "gemm.c.fp64", 2.0, 1200);
-    settle(&store, "gemm.cpp.fp64", 8.0, 0);
+    store.attempts_started(vec![start("atax.c.fp64", 1, "agent-0")]);
+    settle(&store, "gemm.c.fp64", 2.0, (1.9, 2.1), 1200);
+    settle(&store, "gemm.cpp.fp64", 8.0, (7.5, 8.5), 0);
+    settle(&store, "atax.c.fp64", 1.0, (0.98, 1.02), 0);
     store.campaign_state("finished");
     store.flush().await.unwrap();
 
@@ -185,8 +196,16 @@ async fn a_settled_campaign_shows_each_speedup_and_who_got_it() {
         "a finished campaign needs no note: {html}"
     );
     assert!(
-        html.contains("<td>4.00x</td>"),
-        "the geometric mean of 2 and 8: {html}"
+        html.contains("<td>2.52x</td>"),
+        "the geometric mean of 2, 8 and 1, no change counted too: {html}"
+    );
+    assert!(
+        html.contains("<td class=\"number\">2.00x (1.90-2.10)</td>"),
+        "{html}"
+    );
+    assert!(
+        html.contains("<td class=\"number\">no change (1.00x, 0.98-1.02)</td>"),
+        "{html}"
     );
     assert!(
         html.contains("<td class=\"number\">1200</td><td>agent-0</td>"),
@@ -196,10 +215,14 @@ async fn a_settled_campaign_shows_each_speedup_and_who_got_it() {
     let speedup = std::fs::read_to_string(out.join("speedup.svg")).unwrap();
     let drawn = texts(&speedup);
     assert!(
-        drawn.contains(&" 2.00x  agent-0"),
+        drawn.contains(&" 2.00x (1.90-2.10)  agent-0"),
         "each speedup and who got it: {drawn:?}"
     );
-    assert!(drawn.contains(&" 8.00x  agent-1"), "{drawn:?}");
+    assert!(drawn.contains(&" 8.00x (7.50-8.50)  agent-1"), "{drawn:?}");
+    assert!(
+        drawn.contains(&" no change (1.00x, 0.98-1.02)  agent-0"),
+        "an interval that holds 1 is no change: {drawn:?}"
+    );
     assert!(drawn.contains(&"cpp"), "one series per language: {drawn:?}");
 }
 

@@ -1,5 +1,6 @@
 //! `hpcagent judge`: serve the Judge service, or ask one (task, score, submit,
-//! profile, capabilities). `exec` is the judge's own helper (the runner).
+//! profile, capabilities). `exec` is the judge's own helper (a run's
+//! supervisor and runners).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -50,9 +51,22 @@ pub struct JudgeSetup {
     /// Preset of the public case.
     #[arg(long, default_value = "M")]
     pub preset: Preset,
-    /// Timed calls per grade (after one warm-up).
-    #[arg(long, default_value_t = 20)]
+    /// Timed pairs (a baseline call and a submission call) a grade makes at
+    /// least, after one pair to warm up.
+    #[arg(long, default_value_t = 10)]
     reps: u32,
+    /// How narrow a grade measures the speedup's 95% interval: its half
+    /// width as a fraction of the speedup (0.01: within ±1%).
+    #[arg(long, default_value_t = 0.01)]
+    interval: f64,
+    /// Seconds a grade's timed pairs may take, however wide the interval still is.
+    #[arg(long, default_value_t = 30)]
+    time_cap: u64,
+    /// Grade even where runs cannot have namespaces of their own (or, for
+    /// an unprivileged judge, the kernel has no Landlock); every verdict
+    /// then says what its run lacked.
+    #[arg(long)]
+    weak_isolation: bool,
     /// Grading slots (default: one per visible GPU, else 1).
     #[arg(long)]
     slots: Option<usize>,
@@ -73,6 +87,9 @@ impl JudgeSetup {
         }
         config.preset = self.preset;
         config.reps = self.reps.max(1);
+        config.interval = self.interval;
+        config.time_cap = std::time::Duration::from_secs(self.time_cap.max(1));
+        config.weak_isolation = self.weak_isolation;
         config.slots = self.slots;
         Judge::new(config).map_err(anyhow::Error::msg)
     }
@@ -150,13 +167,10 @@ struct ProfileArgs {
     events: Vec<String>,
 }
 
-/// Runs the runner (`main` found [`hpcagent_judge::runner::RUNNER_ARGS`])
-/// and exits with its status.
-pub fn runner(channel: i32) -> ! {
-    std::process::exit(hpcagent_judge::runner::exec::main(
-        &mut std::io::stdin(),
-        channel,
-    ))
+/// Runs a judge's own helper process (`main` found its arguments: the
+/// supervisor of a run, a runner, the namespace probe) and exits with its status.
+pub fn run_process(entry: hpcagent_judge::runner::Entry) -> ! {
+    std::process::exit(hpcagent_judge::runner::run_entry(entry))
 }
 
 pub fn run(args: JudgeArgs) -> anyhow::Result<()> {
@@ -411,9 +425,25 @@ pub fn print_verdict(v: &Verdict, json: bool) -> anyhow::Result<()> {
     if let Some(b) = &v.baseline {
         let speedup = v
             .speedup
-            .map(|s| format!(" → speedup {s:.2}×"))
+            .map(|s| {
+                let speedup = hpcagent_orchestrator::store::speedup::Speedup::new(
+                    s,
+                    v.speedup_low,
+                    v.speedup_high,
+                );
+                // "no change" stands alone; a change reads "speedup 1.23x".
+                let word = if speedup.no_change() { "" } else { "speedup " };
+                format!(" → {word}{speedup}")
+            })
             .unwrap_or_default();
-        println!("baseline: median {}{speedup}", human_ns(b.median_ns));
+        let pairs = match v.pairs {
+            0 => String::new(),
+            n => format!(" over {n} timed pairs"),
+        };
+        println!("baseline: median {}{speedup}{pairs}", human_ns(b.median_ns));
+    }
+    if !v.isolation.is_empty() && v.isolation != "full" {
+        println!("isolation: {}", v.isolation);
     }
     if v.correct || v.max_abs_error > 0.0 {
         println!(

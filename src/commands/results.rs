@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
+use hpcagent_orchestrator::store::speedup::Speedup;
 use hpcagent_orchestrator::store::{Reader, TaskResult};
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -25,10 +26,13 @@ pub fn run(args: ResultsArgs) -> anyhow::Result<()> {
     match args.format {
         Format::Table => print_table(&results),
         Format::Csv => {
-            println!("task,kernel,language,precision,attempts,state,status,speedup");
+            println!(
+                "task,kernel,language,precision,attempts,state,status,speedup,speedup_low,speedup_high"
+            );
+            let number = |x: Option<f64>| x.map(|x| x.to_string()).unwrap_or_default();
             for r in &results {
                 println!(
-                    "{},{},{},{},{},{},{},{}",
+                    "{},{},{},{},{},{},{},{},{},{}",
                     r.task,
                     r.kernel,
                     r.language,
@@ -36,7 +40,9 @@ pub fn run(args: ResultsArgs) -> anyhow::Result<()> {
                     r.attempts,
                     r.state,
                     r.status.as_deref().unwrap_or(""),
-                    r.speedup.map(|s| s.to_string()).unwrap_or_default()
+                    number(r.speedup),
+                    number(r.speedup_low),
+                    number(r.speedup_high)
                 );
             }
         }
@@ -45,11 +51,12 @@ pub fn run(args: ResultsArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The results as a table, with a summary line.
+/// The results as a table, with a summary line. The speedup, last since
+/// its width varies, comes with its 95% interval, or as "no change".
 pub fn print_table(results: &[TaskResult]) {
     println!(
-        "{:28} {:8} {:9} {:>8}  {:10} {:>8}",
-        "TASK", "LANGUAGE", "PRECISION", "ATTEMPTS", "STATUS", "SPEEDUP"
+        "{:28} {:8} {:9} {:>8}  {:10} SPEEDUP",
+        "TASK", "LANGUAGE", "PRECISION", "ATTEMPTS", "STATUS"
     );
     for r in results {
         let status = r.status.as_deref().unwrap_or(&r.state);
@@ -58,12 +65,12 @@ pub fn print_table(results: &[TaskResult]) {
         } else {
             status
         };
-        let speedup = r
-            .speedup
-            .map(|s| format!("{s:.2}x"))
-            .unwrap_or_else(|| "-".into());
+        let speedup = r.speedup.map_or_else(
+            || "-".into(),
+            |s| Speedup::new(s, r.speedup_low, r.speedup_high).to_string(),
+        );
         println!(
-            "{:28} {:8} {:9} {:>8}  {:10} {:>8}",
+            "{:28} {:8} {:9} {:>8}  {:10} {}",
             r.kernel, r.language, r.precision, r.attempts, status, speedup
         );
     }
@@ -72,6 +79,8 @@ pub fn print_table(results: &[TaskResult]) {
         .iter()
         .filter(|r| r.status.as_deref() == Some("ok"))
         .count();
+    // A task of no change counts at its measured speedup: the mean says
+    // where the campaign stands, the table which tasks changed.
     let geomean = hpcagent_report::geometric_mean(results.iter().filter_map(|r| r.speedup))
         .map_or_else(|| "-".to_string(), |mean| format!("{mean:.2}x"));
     println!(

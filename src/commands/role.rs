@@ -10,6 +10,7 @@ use hpcagent_judge::corpus::Corpus;
 use hpcagent_judge::service::{Recorder, Recording, Service};
 use hpcagent_judge::{Judge, JudgeConfig};
 use hpcagent_orchestrator::client::{Records, RoleContext, start_heartbeats};
+use hpcagent_orchestrator::config::Isolation;
 use hpcagent_orchestrator::control::auth;
 use hpcagent_proto::v1 as pb;
 
@@ -100,6 +101,9 @@ async fn judge(args: Instance) -> anyhow::Result<()> {
     config.cache_base = args.run_dir.join("cache").join(&args.instance);
     config.preset = settings.preset;
     config.reps = settings.judge_reps.max(1);
+    config.interval = settings.judge_interval.0 / 100.0;
+    config.time_cap = Duration::from_secs(settings.judge_time_cap.max(1).into());
+    config.weak_isolation = settings.isolation == Isolation::Weak;
     config.slots = settings.judge_slots.map(|n| n as usize);
     let judge = Arc::new(Judge::new(config).map_err(anyhow::Error::msg)?);
 

@@ -95,13 +95,46 @@ const RANK_VARIABLES: &[&str] = &[
     "SLURM_PROCID",
 ];
 
+/// How a test judge is started, beyond its arguments.
+#[derive(Default)]
+pub struct JudgeOptions<'a> {
+    /// Its cache (default: a new directory).
+    pub cache: Option<&'a Path>,
+    /// Run it as this unprivileged user (default: the test's, root).
+    pub user: Option<&'a Unprivileged>,
+    /// A file it inherits open as descriptor 200, without close-on-exec, as
+    /// a judge started by a careless parent would.
+    pub inherit: Option<&'a Path>,
+    /// Start it where it cannot make namespaces, as on a kernel that allows
+    /// unprivileged users none: under a seccomp filter that refuses
+    /// `unshare` and `setns` (the agent CLIs').
+    pub no_namespaces: bool,
+}
+
 impl JudgeServer {
     /// Starts a judge at preset S on a free port, with its own cache unless
     /// `cache` is given; `env` adds variables (e.g. a rank).
     pub fn start(extra: &[&str], env: &[(&str, &str)], cache: Option<&Path>) -> JudgeServer {
-        let cache = cache
-            .map(Path::to_path_buf)
-            .unwrap_or_else(|| tempfile::tempdir().unwrap().keep());
+        JudgeServer::start_with(
+            extra,
+            env,
+            JudgeOptions {
+                cache,
+                ..JudgeOptions::default()
+            },
+        )
+    }
+
+    /// [`JudgeServer::start`] with more to say about how.
+    pub fn start_with(extra: &[&str], env: &[(&str, &str)], options: JudgeOptions) -> JudgeServer {
+        let cache = options.cache.map(Path::to_path_buf).unwrap_or_else(|| {
+            let dir = tempfile::tempdir().unwrap().keep();
+            if options.user.is_some() {
+                std::os::unix::fs::chown(&dir, Some(Unprivileged::UID), Some(Unprivileged::UID))
+                    .unwrap();
+            }
+            dir
+        });
         let args: Vec<String> = [
             "judge",
             "serve",
@@ -120,12 +153,22 @@ impl JudgeServer {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
+        let inherit = options
+            .inherit
+            .map(|p| std::fs::File::open(p).unwrap_or_else(|e| panic!("{}: {e}", p.display())));
+        let inherited = inherit.as_ref().map(std::os::fd::AsRawFd::as_raw_fd);
+        let mut cmd = match options.user {
+            Some(user) => user.hpcagent(),
+            None => hpcagent(),
+        };
+        if options.no_namespaces {
+            without_namespaces(&mut cmd);
+        }
         // The judge's parent is a thread that never ends, so PDEATHSIG fires only
         // when the whole test process goes.
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
             use std::os::unix::process::CommandExt;
-            let mut cmd = hpcagent();
             cmd.args(&args)
                 .stdout(std::process::Stdio::piped())
                 .stderr(std::process::Stdio::null());
@@ -133,14 +176,18 @@ impl JudgeServer {
                 cmd.env_remove(var);
             }
             cmd.envs(env);
-            // SAFETY: prctl only.
+            // SAFETY: prctl and dup2 only.
             unsafe {
-                cmd.pre_exec(|| {
+                cmd.pre_exec(move || {
                     libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                    if let Some(fd) = inherited {
+                        libc::dup2(fd, 200);
+                    }
                     Ok(())
                 });
             }
             let mut child = cmd.spawn().expect("start the judge");
+            drop(inherit);
             let stdout = child.stdout.take().unwrap();
             tx.send((child.id(), stdout)).unwrap();
             let _ = child.wait();
@@ -222,6 +269,18 @@ impl Drop for JudgeServer {
     fn drop(&mut self) {
         // SAFETY: kill(2) on the judge we started.
         unsafe { libc::kill(self.pid as i32, libc::SIGKILL) };
+    }
+}
+
+/// Makes `command` start where no namespace can be made (see
+/// [`JudgeOptions::no_namespaces`]).
+pub fn without_namespaces(command: &mut Command) {
+    use hpcagent_sandbox::seccomp::{Filters, Profile};
+    use std::os::unix::process::CommandExt;
+    let filters = Filters::new(Profile::Agent).unwrap();
+    // SAFETY: the filter's installation makes raw system calls only.
+    unsafe {
+        command.pre_exec(move || filters.install());
     }
 }
 
@@ -313,4 +372,56 @@ pub fn only_run_dir(root: &Path) -> PathBuf {
         .collect();
     assert_eq!(dirs.len(), 1, "{dirs:?}");
     dirs[0].clone()
+}
+
+/// An unprivileged user (`nobody`) to run commands as, with a home and a
+/// run root of its own, removed when dropped. The tests run as root; the
+/// campaigns and judges operators run are not.
+pub struct Unprivileged {
+    dir: tempfile::TempDir,
+}
+
+impl Unprivileged {
+    pub const UID: u32 = 65534;
+
+    pub fn new() -> Unprivileged {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        for sub in ["home", "runs"] {
+            std::fs::create_dir(dir.path().join(sub)).unwrap();
+            std::os::unix::fs::chown(dir.path().join(sub), Some(Self::UID), Some(Self::UID))
+                .unwrap();
+        }
+        Unprivileged { dir }
+    }
+
+    pub fn home(&self) -> PathBuf {
+        self.dir.path().join("home")
+    }
+
+    pub fn runs(&self) -> PathBuf {
+        self.dir.path().join("runs")
+    }
+
+    /// `hpcagent` as this user, in a clean environment: its home, the
+    /// system's PATH, and Debian's Python with NumPy for the judge's oracle
+    /// (root's own Python may lie where this user cannot reach).
+    pub fn hpcagent(&self) -> Command {
+        let mut command = Command::new("setpriv");
+        let id = Self::UID.to_string();
+        command
+            .args([
+                &format!("--reuid={id}"),
+                &format!("--regid={id}"),
+                "--clear-groups",
+                "--",
+            ])
+            .arg(env!("CARGO_BIN_EXE_hpcagent"))
+            .env_clear()
+            .env("HOME", self.home())
+            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+            .env("HPCAGENT_PYTHON", "/usr/bin/python3");
+        command
+    }
 }

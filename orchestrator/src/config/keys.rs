@@ -9,8 +9,8 @@ use hpcagent_judge::corpus::Preset;
 use serde::Serialize;
 
 use super::values::{
-    AbsPath, Args, Assignments, ConfigValue, Languages, List, Policy, Port, Precision, Ratio,
-    SearchProvider, Site, TimeLimit, ToolChoice,
+    AbsPath, Args, Assignments, ConfigValue, Isolation, Languages, List, Percent, Policy, Port,
+    Precision, Ratio, SearchProvider, Site, TimeLimit, ToolChoice,
 };
 
 /// One configuration key as the docs and the parser see it.
@@ -157,9 +157,21 @@ config_keys! {
     ["Roles"] judge_port / JUDGE_PORT: Port = "8800";
     /// Grading slots per judge; default: one per GPU, else 1.
     ["Roles"] judge_slots / JUDGE_SLOTS: Option<u32> = "";
-    /// Timed calls per grade (after one warm-up call). Below 3 the
-    /// verified call does not bound a kernel's time (docs/judge-contract.md).
-    ["Roles"] judge_reps / JUDGE_REPS: u32 = "20";
+    /// Timed pairs a grade makes at least: a call of the baseline and one of
+    /// the submission on the same fresh inputs, after a pair to warm up.
+    /// More follow until the speedup's interval is `JUDGE_INTERVAL` narrow.
+    ["Roles"] judge_reps / JUDGE_REPS: u32 = "10";
+    /// How narrow a grade measures the speedup's 95% interval: its half
+    /// width, in percent of the speedup.
+    ["Roles"] judge_interval / JUDGE_INTERVAL: Percent = "1";
+    /// Seconds a grade's timed pairs may take, however wide their interval
+    /// still is (the verdict shows the interval it got).
+    ["Roles"] judge_time_cap / JUDGE_TIME_CAP: u32 = "30";
+    /// `strict`: a judge refuses to grade where runs cannot have namespaces
+    /// of their own (and, not as root, Landlock), and agents refuse to run
+    /// CLIs without Landlock. `weak`: they go on with what the node gives,
+    /// and every verdict says what its run lacked.
+    ["Roles"] isolation / ISOLATION: Isolation = "strict";
     /// Seconds a launched role has to register with the orchestrator: for
     /// Slurm to start its step, its container image to be imported, its
     /// binary to start. One that has not is stopped and launched again, up to

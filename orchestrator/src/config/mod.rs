@@ -24,7 +24,7 @@ use figment::{Figment, Metadata, Profile, Provider};
 pub use diagnostic::{ConfigError, Diagnostic, Origin};
 pub use envfile::EnvFile;
 pub use keys::{KEYS, KeySpec, Settings};
-pub use values::{Policy, SearchProvider, Site, ToolChoice};
+pub use values::{Isolation, Policy, SearchProvider, Site, ToolChoice};
 
 /// Prefix of process variables that override keys: `HPCAGENT_AGENT_NODES=3`.
 pub const ENV_PREFIX: &str = "HPCAGENT_";

@@ -218,6 +218,26 @@ choice! {
     SearchProvider { Off = "off", Searxng = "searxng", Brave = "brave" }
 }
 
+choice! {
+    /// How much isolation judges and agent CLIs insist on.
+    Isolation { Strict = "strict", Weak = "weak" }
+}
+
+/// A percentage above 0 and at most 50.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Percent(pub f64);
+
+impl ConfigValue for Percent {
+    const SYNTAX: &'static str = "number above 0 and at most 50 (percent)";
+    fn parse(raw: &str) -> Result<Self, String> {
+        match raw.trim().trim_end_matches('%').parse::<f64>() {
+            Ok(x) if x > 0.0 && x <= 50.0 => Ok(Percent(x)),
+            Ok(x) => Err(format!("{x} is not above 0 and at most 50")),
+            Err(_) => Err(format!("{:?} is not a number", raw.trim())),
+        }
+    }
+}
+
 /// A number from 0 to 2 (a sampling temperature).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Ratio(pub f32);

@@ -28,6 +28,7 @@ use crate::plan::Role;
 use crate::scheduler::{
     AttemptEnd, Completion, Grant, Pull, RecordError, Scheduler, Service, TaskSpec,
 };
+use crate::store::speedup::Speedup;
 use crate::store::{AgentReport, AttemptStart, VerdictRecord};
 use auth::Principal;
 
@@ -280,13 +281,17 @@ impl Graded {
             .as_str_name()
             .trim_start_matches("STATUS_")
             .to_ascii_lowercase();
+        let speedup = Speedup::of_verdict(&verdict);
+        let interval = speedup.and_then(|s| s.interval);
         let record = VerdictRecord {
             kind: kind
                 .as_str_name()
                 .trim_start_matches("GRADE_KIND_")
                 .to_ascii_lowercase(),
             judge: judge.name().to_string(),
-            speedup: (verdict.speedup > 0.0).then_some(verdict.speedup),
+            speedup: speedup.map(|s| s.value),
+            speedup_low: interval.map(|(low, _)| low),
+            speedup_high: interval.map(|(_, high)| high),
             median_ns: verdict.timing.as_ref().map(|t| t.median_ns),
             message: verdict.message.clone(),
             verdict: verdict_json(&verdict, &status),
@@ -630,6 +635,10 @@ struct StoredVerdict<'a> {
     status: &'a str,
     message: &'a str,
     speedup: f64,
+    speedup_low: Option<f64>,
+    speedup_high: Option<f64>,
+    pairs: u32,
+    isolation: &'a str,
     median_ns: Option<f64>,
     baseline_ns: Option<f64>,
     max_abs_error: f64,
@@ -640,10 +649,15 @@ struct StoredVerdict<'a> {
 }
 
 fn verdict_json(v: &pb::Verdict, status: &str) -> String {
+    let interval = Speedup::of_verdict(v).and_then(|s| s.interval);
     let stored = StoredVerdict {
         status,
         message: &v.message,
         speedup: v.speedup,
+        speedup_low: interval.map(|(low, _)| low),
+        speedup_high: interval.map(|(_, high)| high),
+        pairs: v.pairs,
+        isolation: &v.isolation,
         median_ns: v.timing.as_ref().map(|t| t.median_ns),
         baseline_ns: v.baseline.as_ref().map(|t| t.median_ns),
         max_abs_error: v.max_abs_error,
@@ -686,5 +700,60 @@ pub fn snapshot(campaign: &Campaign) -> pb::StatusSnapshot {
         draining,
         roles,
         elapsed_s: campaign.started.elapsed().as_secs_f64(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn graded(verdict: pb::Verdict) -> Graded {
+        let judge = Principal::Instance {
+            role: Role::Judge,
+            name: "judge-0".into(),
+        };
+        let record = pb::GradeRecord {
+            lease_id: "l1".into(),
+            kind: pb::GradeKind::Submit as i32,
+            verdict: Some(verdict),
+            ..Default::default()
+        };
+        Graded::read(&judge, record).unwrap()
+    }
+
+    #[test]
+    fn a_verdict_keeps_its_interval_pairs_and_isolation() {
+        let g = graded(pb::Verdict {
+            status: pb::Status::Ok as i32,
+            speedup: 1.01,
+            speedup_low: 0.99,
+            speedup_high: 1.03,
+            pairs: 300,
+            isolation: "no network namespace".into(),
+            ..Default::default()
+        });
+        assert_eq!(g.record.status, "ok");
+        assert_eq!(g.record.speedup, Some(1.01));
+        assert_eq!(
+            (g.record.speedup_low, g.record.speedup_high),
+            (Some(0.99), Some(1.03))
+        );
+        let stored: serde_json::Value = serde_json::from_str(&g.record.verdict).unwrap();
+        assert_eq!(stored["speedup_low"], 0.99);
+        assert_eq!(stored["speedup_high"], 1.03);
+        assert_eq!(stored["pairs"], 300);
+        assert_eq!(stored["isolation"], "no network namespace");
+    }
+
+    #[test]
+    fn a_verdict_without_a_speedup_has_no_interval() {
+        let g = graded(pb::Verdict {
+            status: pb::Status::Incorrect as i32,
+            ..Default::default()
+        });
+        assert_eq!(g.record.speedup, None);
+        assert_eq!((g.record.speedup_low, g.record.speedup_high), (None, None));
+        let stored: serde_json::Value = serde_json::from_str(&g.record.verdict).unwrap();
+        assert!(stored["speedup_low"].is_null(), "{stored}");
     }
 }

@@ -15,6 +15,10 @@
 //! where WAL's shared memory does not work. A memory filesystem (tmpfs, ramfs)
 //! is refused unless `ALLOW_MEMORY_DB` says otherwise: the results would
 //! vanish with the node and the database would take RAM from the measured runs.
+//!
+//! The schema only grows: a column added since a store was made is added to
+//! it when a campaign resumes there (`COLUMNS_ADDED`), and the [`Reader`]
+//! reads a store that never got it as one whose rows have it empty.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, mpsc};
@@ -24,6 +28,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 use serde::{Deserialize, Serialize};
 
 pub mod attempt_log;
+pub mod speedup;
 use attempt_log::AttemptLog;
 
 pub const FILE_NAME: &str = "results.sqlite";
@@ -35,7 +40,8 @@ CREATE TABLE IF NOT EXISTS campaign (
 CREATE TABLE IF NOT EXISTS tasks (
     id TEXT PRIMARY KEY, kernel TEXT, language TEXT, precision TEXT, repeat INTEGER,
     state TEXT, attempts INTEGER, budget_used_s REAL,
-    status TEXT, speedup REAL, verdict TEXT, settled_at REAL);
+    status TEXT, speedup REAL, verdict TEXT, settled_at REAL,
+    speedup_low REAL, speedup_high REAL);
 CREATE TABLE IF NOT EXISTS attempts (
     task_id TEXT, attempt INTEGER, lease_id TEXT, agent TEXT, worker INTEGER, judge TEXT,
     started_at REAL, ended_at REAL, outcome TEXT, tokens INTEGER, transcript TEXT, message TEXT,
@@ -43,13 +49,23 @@ CREATE TABLE IF NOT EXISTS attempts (
 CREATE TABLE IF NOT EXISTS verdicts (
     id INTEGER PRIMARY KEY, task_id TEXT, attempt INTEGER, lease_id TEXT, kind TEXT,
     judge TEXT, status TEXT, speedup REAL, median_ns REAL, message TEXT, settled INTEGER,
-    verdict TEXT, at REAL);
+    verdict TEXT, at REAL, speedup_low REAL, speedup_high REAL);
 CREATE TABLE IF NOT EXISTS roles (
     instance TEXT PRIMARY KEY, role TEXT, node TEXT, endpoint TEXT, state TEXT,
     restarts INTEGER, updated_at REAL);
 CREATE TABLE IF NOT EXISTS events (
     id INTEGER PRIMARY KEY, at REAL, instance TEXT, kind TEXT, message TEXT);
 ";
+
+/// Columns [`SCHEMA`] has that stores made before them lack: (table, column,
+/// type). `CREATE TABLE IF NOT EXISTS` leaves an existing table as it is, so
+/// a resumed campaign's store gets them with `ALTER TABLE`.
+const COLUMNS_ADDED: &[(&str, &str, &str)] = &[
+    ("tasks", "speedup_low", "REAL"),
+    ("tasks", "speedup_high", "REAL"),
+    ("verdicts", "speedup_low", "REAL"),
+    ("verdicts", "speedup_high", "REAL"),
+];
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -84,6 +100,10 @@ pub struct TaskRow {
     /// The final verdict's status (settled), or why it failed.
     pub status: Option<String>,
     pub speedup: Option<f64>,
+    /// The settling verdict's 95% interval of the speedup (none in stores
+    /// from before intervals).
+    pub speedup_low: Option<f64>,
+    pub speedup_high: Option<f64>,
 }
 
 impl TaskRow {
@@ -105,6 +125,8 @@ impl TaskRow {
             budget_used_s: 0.0,
             status: None,
             speedup: None,
+            speedup_low: None,
+            speedup_high: None,
         }
     }
 }
@@ -167,6 +189,7 @@ impl Store {
         conn.busy_timeout(std::time::Duration::from_secs(30))
             .map_err(sqlite)?;
         conn.execute_batch(SCHEMA).map_err(sqlite)?;
+        add_missing_columns(&conn).map_err(sqlite)?;
         let (ops, queue) = mpsc::channel();
         let log = AttemptLog::new(run_dir);
         let failure = Arc::new(Mutex::new(None));
@@ -407,6 +430,24 @@ pub struct AgentReport {
     pub message: String,
 }
 
+/// Adds the [`COLUMNS_ADDED`] a store made before them lacks.
+fn add_missing_columns(c: &Connection) -> rusqlite::Result<()> {
+    for (table, column, kind) in COLUMNS_ADDED {
+        if !has_column(c, table, column)? {
+            c.execute_batch(&format!("ALTER TABLE {table} ADD COLUMN {column} {kind}"))?;
+        }
+    }
+    Ok(())
+}
+
+fn has_column(c: &Connection, table: &str, column: &str) -> rusqlite::Result<bool> {
+    c.query_row(
+        "SELECT EXISTS (SELECT 1 FROM pragma_table_info(?1) WHERE name = ?2)",
+        params![table, column],
+        |r| r.get(0),
+    )
+}
+
 /// Runs one statement, prepared once per connection: lease traffic runs the
 /// same few statements thousands of times a second, and parsing each again
 /// showed in its profile.
@@ -431,10 +472,13 @@ fn end_attempt(c: &Connection, end: &AttemptRecord) -> rusqlite::Result<()> {
         )
         .map(drop);
     };
+    // The task's interval is its settling verdict's; a failed task has neither.
+    let verdict = end.verdict.as_ref();
     execute(
         c,
         "UPDATE tasks SET state = ?2, attempts = ?3, budget_used_s = ?4, status = ?5,
-         speedup = ?6, verdict = ?7, settled_at = ?8 WHERE id = ?1",
+         speedup = ?6, verdict = ?7, settled_at = ?8, speedup_low = ?9, speedup_high = ?10
+         WHERE id = ?1",
         params![
             end.task,
             end.state,
@@ -442,8 +486,10 @@ fn end_attempt(c: &Connection, end: &AttemptRecord) -> rusqlite::Result<()> {
             end.budget_used_s,
             status,
             end.speedup,
-            end.verdict.as_ref().map(|v| &v.verdict),
-            now()
+            verdict.map(|v| &v.verdict),
+            now(),
+            verdict.and_then(|v| v.speedup_low),
+            verdict.and_then(|v| v.speedup_high)
         ],
     )
     .map(drop)
@@ -463,8 +509,8 @@ fn insert_verdict(c: &Connection, record: &VerdictRecord) -> rusqlite::Result<()
     execute(
         c,
         "INSERT INTO verdicts (task_id, attempt, lease_id, kind, judge, status, speedup,
-         median_ns, message, settled, verdict, at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+         median_ns, message, settled, verdict, at, speedup_low, speedup_high)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
         params![
             record.task_id,
             record.attempt,
@@ -477,7 +523,9 @@ fn insert_verdict(c: &Connection, record: &VerdictRecord) -> rusqlite::Result<()
             record.message,
             record.settled as i64,
             record.verdict,
-            now()
+            now(),
+            record.speedup_low,
+            record.speedup_high
         ],
     )
     .map(drop)
@@ -493,6 +541,9 @@ pub struct VerdictRecord {
     pub judge: String,
     pub status: String,
     pub speedup: Option<f64>,
+    /// The speedup's 95% confidence interval, when the judge measured one.
+    pub speedup_low: Option<f64>,
+    pub speedup_high: Option<f64>,
     pub median_ns: Option<f64>,
     pub message: String,
     pub settled: bool,
@@ -596,6 +647,11 @@ fn commit(
 /// Reads a finished (or running) campaign's store.
 pub struct Reader {
     conn: Connection,
+    /// What the queries select for each table's interval columns: the
+    /// columns, or NULLs in a store made before them (read-only here, so
+    /// they cannot be added).
+    tasks_interval: &'static str,
+    verdicts_interval: &'static str,
 }
 
 /// The campaign row: what it is and when it ran.
@@ -620,6 +676,8 @@ pub struct VerdictRow {
     pub judge: String,
     pub status: String,
     pub speedup: Option<f64>,
+    pub speedup_low: Option<f64>,
+    pub speedup_high: Option<f64>,
     pub settled: bool,
     pub at: f64,
 }
@@ -658,6 +716,9 @@ pub struct TaskResult {
     pub state: String,
     pub status: Option<String>,
     pub speedup: Option<f64>,
+    /// The speedup's 95% confidence interval (none from older judges).
+    pub speedup_low: Option<f64>,
+    pub speedup_high: Option<f64>,
 }
 
 impl Reader {
@@ -668,16 +729,34 @@ impl Reader {
             path: path.clone(),
             source,
         })?;
+        let sqlite = |source| StoreError::Sqlite {
+            path: path.clone(),
+            source,
+        };
         conn.busy_timeout(std::time::Duration::from_secs(10))
-            .map_err(|source| StoreError::Sqlite { path, source })?;
-        Ok(Reader { conn })
+            .map_err(sqlite)?;
+        let interval = |table| {
+            has_column(&conn, table, "speedup_low").map(|has| {
+                if has {
+                    "speedup_low, speedup_high"
+                } else {
+                    "NULL, NULL"
+                }
+            })
+        };
+        Ok(Reader {
+            tasks_interval: interval("tasks").map_err(sqlite)?,
+            verdicts_interval: interval("verdicts").map_err(sqlite)?,
+            conn,
+        })
     }
 
     pub fn tasks(&self) -> rusqlite::Result<Vec<TaskRow>> {
-        let mut stmt = self.conn.prepare(
-            "SELECT id, kernel, language, precision, repeat, state, attempts, budget_used_s, status, speedup
-             FROM tasks ORDER BY kernel, language, precision, repeat",
-        )?;
+        let mut stmt = self.conn.prepare(&format!(
+            "SELECT id, kernel, language, precision, repeat, state, attempts, budget_used_s, status,
+             speedup, {} FROM tasks ORDER BY kernel, language, precision, repeat",
+            self.tasks_interval
+        ))?;
         stmt.query_map([], |r| {
             Ok(TaskRow {
                 id: r.get(0)?,
@@ -690,6 +769,8 @@ impl Reader {
                 budget_used_s: r.get(7)?,
                 status: r.get(8)?,
                 speedup: r.get(9)?,
+                speedup_low: r.get(10)?,
+                speedup_high: r.get(11)?,
             })
         })?
         .collect()
@@ -708,6 +789,8 @@ impl Reader {
                 state: t.state,
                 status: t.status,
                 speedup: t.speedup,
+                speedup_low: t.speedup_low,
+                speedup_high: t.speedup_high,
             })
             .collect())
     }
@@ -763,10 +846,12 @@ impl Reader {
 
     /// Every verdict, in the order the judges reported them.
     pub fn verdicts(&self) -> rusqlite::Result<Vec<VerdictRow>> {
-        let mut stmt = self.conn.prepare(
+        let mut stmt = self.conn.prepare(&format!(
             "SELECT task_id, attempt, COALESCE(kind, ''), COALESCE(judge, ''),
-             COALESCE(status, ''), speedup, COALESCE(settled, 0), at FROM verdicts ORDER BY id",
-        )?;
+             COALESCE(status, ''), speedup, COALESCE(settled, 0), at, {}
+             FROM verdicts ORDER BY id",
+            self.verdicts_interval
+        ))?;
         stmt.query_map([], |r| {
             Ok(VerdictRow {
                 task: r.get(0)?,
@@ -777,6 +862,8 @@ impl Reader {
                 speedup: r.get(5)?,
                 settled: r.get::<_, i64>(6)? != 0,
                 at: r.get(7)?,
+                speedup_low: r.get(8)?,
+                speedup_high: r.get(9)?,
             })
         })?
         .collect()
@@ -859,6 +946,8 @@ mod tests {
                 budget_used_s: 0.0,
                 status: None,
                 speedup: None,
+                speedup_low: None,
+                speedup_high: None,
             })
             .collect();
         store.add_tasks(tasks.clone());
@@ -873,6 +962,9 @@ mod tests {
             verdict: Some(VerdictRecord {
                 task_id: "k1.c".into(),
                 attempt: 1,
+                speedup: Some(1.5),
+                speedup_low: Some(1.4),
+                speedup_high: Some(1.6),
                 settled: true,
                 verdict: "{\"status\":\"ok\"}".into(),
                 ..VerdictRecord::default()
@@ -889,9 +981,103 @@ mod tests {
         );
         assert_eq!(rows[1].state, "settled");
         assert_eq!(rows[1].speedup, Some(1.5));
+        assert_eq!(
+            (rows[1].speedup_low, rows[1].speedup_high),
+            (Some(1.4), Some(1.6)),
+            "the task's interval is its settling verdict's"
+        );
+        let verdicts = reader.verdicts().unwrap();
+        assert_eq!(
+            (verdicts[0].speedup_low, verdicts[0].speedup_high),
+            (Some(1.4), Some(1.6))
+        );
         assert_eq!(reader.settlements().unwrap()[1], ("k1.c".to_string(), 1));
         assert_eq!(reader.campaign().unwrap().unwrap().state, "running");
         assert_eq!(store.failure(), None);
+    }
+
+    /// The tables as stores made before speedup intervals have them.
+    const SCHEMA_BEFORE_INTERVALS: &str = "
+    CREATE TABLE tasks (
+        id TEXT PRIMARY KEY, kernel TEXT, language TEXT, precision TEXT, repeat INTEGER,
+        state TEXT, attempts INTEGER, budget_used_s REAL,
+        status TEXT, speedup REAL, verdict TEXT, settled_at REAL);
+    CREATE TABLE verdicts (
+        id INTEGER PRIMARY KEY, task_id TEXT, attempt INTEGER, lease_id TEXT, kind TEXT,
+        judge TEXT, status TEXT, speedup REAL, median_ns REAL, message TEXT, settled INTEGER,
+        verdict TEXT, at REAL);
+    INSERT INTO tasks (id, kernel, language, precision, repeat, state, attempts, budget_used_s,
+        status, speedup) VALUES ('gemm.c', 'gemm', 'c', 'fp64', 0, 'settled', 1, 3.0, 'ok', 2.5);
+    INSERT INTO verdicts (task_id, attempt, kind, status, speedup, settled, at)
+        VALUES ('gemm.c', 1, 'submit', 'ok', 2.5, 1, 100.0);
+    ";
+
+    #[tokio::test]
+    async fn a_store_from_before_intervals_is_read_as_it_is_and_gets_them_on_resume() {
+        let dir = tempfile::tempdir().unwrap();
+        Connection::open(dir.path().join(FILE_NAME))
+            .unwrap()
+            .execute_batch(SCHEMA_BEFORE_INTERVALS)
+            .unwrap();
+        let old = |reader: &Reader| {
+            let task = &reader.tasks().unwrap()[0];
+            let verdict = &reader.verdicts().unwrap()[0];
+            assert_eq!(task.speedup, Some(2.5));
+            assert_eq!((task.speedup_low, task.speedup_high), (None, None));
+            assert_eq!(verdict.speedup, Some(2.5));
+            assert_eq!((verdict.speedup_low, verdict.speedup_high), (None, None));
+        };
+        old(&Reader::open(dir.path()).unwrap());
+
+        let store = Store::open(dir.path(), false).unwrap();
+        store.flush().await.unwrap();
+        let conn = Connection::open(dir.path().join(FILE_NAME)).unwrap();
+        for (table, column, _) in COLUMNS_ADDED {
+            assert!(
+                has_column(&conn, table, column).unwrap(),
+                "{table}.{column}"
+            );
+        }
+        old(&Reader::open(dir.path()).unwrap());
+        store.add_tasks(vec![TaskRow::pending(&crate::scheduler::TaskSpec {
+            id: "atax.c".into(),
+            kernel: "atax".into(),
+            language: "c".into(),
+            precision: "fp64".into(),
+            preset: None,
+        })]);
+        store.attempt_ended(AttemptRecord {
+            task: "atax.c".into(),
+            attempt: 1,
+            state: "settled".into(),
+            attempts: 1,
+            status: Some("ok".into()),
+            speedup: Some(1.01),
+            verdict: Some(VerdictRecord {
+                task_id: "atax.c".into(),
+                attempt: 1,
+                speedup: Some(1.01),
+                speedup_low: Some(0.99),
+                speedup_high: Some(1.03),
+                settled: true,
+                ..VerdictRecord::default()
+            }),
+            ..AttemptRecord::default()
+        });
+        store.flush().await.unwrap();
+        let tasks = Reader::open(dir.path()).unwrap().tasks().unwrap();
+        assert_eq!(tasks[0].id, "atax.c");
+        assert_eq!(
+            (tasks[0].speedup_low, tasks[0].speedup_high),
+            (Some(0.99), Some(1.03)),
+            "a resumed campaign's settles keep their intervals"
+        );
+        drop(store);
+        Store::open(dir.path(), false)
+            .expect("opening an upgraded store again adds nothing twice")
+            .flush()
+            .await
+            .unwrap();
     }
 
     #[tokio::test]

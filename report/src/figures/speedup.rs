@@ -1,11 +1,15 @@
 //! Speedup per kernel: one bar per language (and precision, when the
-//! campaign has several), labelled with the agent instance that settled it.
+//! campaign has several), labelled with its speedup and interval ("no
+//! change" when that holds 1) and the agent instance that settled it.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
+
+use hpcagent_orchestrator::store::TaskRow;
+use hpcagent_orchestrator::store::speedup::Speedup;
 
 use super::axis::Bands;
 use super::{DrawResult, color_of, faint_grid, placeholder};
@@ -22,8 +26,31 @@ struct Grid {
 /// A cell: the geometric mean of its repeats' speedups and who settled them,
 /// or, with no speedup yet, its first task's outcome.
 enum Cell {
-    Speedup { value: f64, agents: Vec<String> },
+    Speedup {
+        speedup: Speedup,
+        agents: Vec<String>,
+    },
     Outcome(String),
+}
+
+/// The geometric mean of the ok repeats' speedups, with an interval whose
+/// ends are the geometric means of their lows and of their highs (only when
+/// every repeat has one). That is no confidence interval of the mean: its
+/// width in log terms is the mean of the repeats' widths, wider than the
+/// interval of independent repeats combined, so a cell says "no change" at
+/// least as often as a proper combination would, never less.
+fn mean_of(ok: &[&TaskRow]) -> Option<Speedup> {
+    let value = geometric_mean(ok.iter().filter_map(|t| t.speedup))?;
+    let measured: Vec<_> = ok.iter().filter(|t| t.speedup.is_some()).collect();
+    let ends = |end: fn(&TaskRow) -> Option<f64>| {
+        let ends: Option<Vec<f64>> = measured.iter().map(|t| end(t)).collect();
+        ends.and_then(|ends| geometric_mean(ends.into_iter()))
+    };
+    Some(Speedup::new(
+        value,
+        ends(|t| t.speedup_low),
+        ends(|t| t.speedup_high),
+    ))
 }
 
 impl Grid {
@@ -53,12 +80,16 @@ impl Grid {
         let cells = members
             .into_iter()
             .map(|(key, tasks)| {
-                let ok = || tasks.iter().filter(|t| outcome(t) == "ok");
+                let ok: Vec<&TaskRow> = tasks
+                    .iter()
+                    .copied()
+                    .filter(|t| outcome(t) == "ok")
+                    .collect();
                 let cell =
-                    match geometric_mean(ok().filter_map(|t| t.speedup)) {
-                        Some(value) => Cell::Speedup {
-                            value,
-                            agents: unique(ok().filter_map(|t| {
+                    match mean_of(&ok) {
+                        Some(speedup) => Cell::Speedup {
+                            speedup,
+                            agents: unique(ok.iter().filter_map(|t| {
                                 settled_by.get(t.id.as_str()).map(|a| a.to_string())
                             })),
                         },
@@ -78,7 +109,7 @@ impl Grid {
         self.cells
             .values()
             .filter_map(|c| match c {
-                Cell::Speedup { value, .. } => Some(*value),
+                Cell::Speedup { speedup, .. } => Some(speedup.value),
                 Cell::Outcome(_) => None,
             })
             .fold(1.0, f64::max)
@@ -113,7 +144,9 @@ pub fn draw<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, data: &RunData) -
         return placeholder(area, &title, "No tasks yet");
     }
     let bands = Bands::down(grid.kernels.clone());
-    let x_max = (grid.max_speedup() * 1.35).max(1.5);
+    // Room right of the longest bar for its label, which carries the
+    // interval ("no change (1.00x, 0.99-1.02)  agent-0").
+    let x_max = (grid.max_speedup() * 1.6).max(2.0);
     let mut chart = ChartBuilder::on(area)
         .caption(&title, (FAMILY, 22))
         .margin(12)
@@ -138,9 +171,12 @@ pub fn draw<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, data: &RunData) -
                 .filter(move |((_, series), _)| *series == s)
         };
         let bars = cells().filter_map(|((k, _), cell)| match cell {
-            Cell::Speedup { value, .. } => {
+            Cell::Speedup { speedup, .. } => {
                 let (low, high) = bands.bar(*k, s, count);
-                Some(Rectangle::new([(0.0, low), (*value, high)], color.filled()))
+                Some(Rectangle::new(
+                    [(0.0, low), (speedup.value, high)],
+                    color.filled(),
+                ))
             }
             Cell::Outcome(_) => None,
         });
@@ -151,11 +187,11 @@ pub fn draw<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, data: &RunData) -
         let labels = cells().map(|((k, _), cell)| {
             let (low, high) = bands.bar(*k, s, count);
             let (x, text) = match cell {
-                Cell::Speedup { value, agents } if agents.is_empty() => {
-                    (*value, format!("{value:.2}x"))
+                Cell::Speedup { speedup, agents } if agents.is_empty() => {
+                    (speedup.value, speedup.to_string())
                 }
-                Cell::Speedup { value, agents } => {
-                    (*value, format!("{value:.2}x  {}", agents.join(", ")))
+                Cell::Speedup { speedup, agents } => {
+                    (speedup.value, format!("{speedup}  {}", agents.join(", ")))
                 }
                 Cell::Outcome(outcome) => (0.0, format!("no speedup: {outcome}")),
             };
@@ -167,4 +203,48 @@ pub fn draw<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, data: &RunData) -
     let parity = [(1.0, 0.0), (1.0, bands.len() as f64)];
     chart.draw_series(LineSeries::new(parity, BLACK.mix(0.4).stroke_width(1)))?;
     super::legend(&mut chart, SeriesLabelPosition::LowerRight, 14)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ok(speedup: f64, interval: Option<(f64, f64)>) -> TaskRow {
+        TaskRow {
+            id: format!("gemm.c.fp64#{speedup}"),
+            kernel: "gemm".into(),
+            language: "c".into(),
+            precision: "fp64".into(),
+            repeat: 0,
+            state: "settled".into(),
+            attempts: 1,
+            budget_used_s: 0.0,
+            status: Some("ok".into()),
+            speedup: Some(speedup),
+            speedup_low: interval.map(|(low, _)| low),
+            speedup_high: interval.map(|(_, high)| high),
+        }
+    }
+
+    #[test]
+    fn a_cells_interval_is_the_geometric_means_of_its_repeats_ends() {
+        let repeats = [ok(1.1, Some((1.05, 1.15))), ok(0.95, Some((0.9, 0.99)))];
+        let mean = mean_of(&repeats.iter().collect::<Vec<_>>()).unwrap();
+        let (low, high) = mean.interval.unwrap();
+        assert!((mean.value - (1.1f64 * 0.95).sqrt()).abs() < 1e-12);
+        assert!((low - (1.05f64 * 0.9).sqrt()).abs() < 1e-12, "{low}");
+        assert!((high - (1.15f64 * 0.99).sqrt()).abs() < 1e-12, "{high}");
+        assert!(
+            mean.no_change(),
+            "one faster, one slower: no change, {mean}"
+        );
+    }
+
+    #[test]
+    fn a_repeat_without_an_interval_leaves_the_cell_without_one() {
+        let repeats = [ok(2.0, Some((1.9, 2.1))), ok(2.2, None)];
+        let mean = mean_of(&repeats.iter().collect::<Vec<_>>()).unwrap();
+        assert_eq!(mean.interval, None);
+        assert_eq!(mean_of(&[]), None);
+    }
 }

@@ -2,6 +2,10 @@
 //! seed, which agents can reproduce), and for `Submit` held-out ones whose
 //! seeds and sizes derive from the judge's secret and are never revealed.
 //!
+//! A grade's timed pairs run on sizes of their own ([`timed_sizes`]): the
+//! public case's for `Score`; for `Submit`, fuzzed like a held-out case's
+//! from a secret of that grade alone, as are the inputs drawn for them.
+//!
 //! Held-out sizes scale every size symbol (except the kernel's `fixed` ones)
 //! by a factor in [0.85, 1.15], so a kernel tuned to the exact public sizes, or
 //! one that hard-codes them, fails there and is reported as overfit.
@@ -43,6 +47,23 @@ pub fn held_out(
             }
         })
         .collect()
+}
+
+/// The sizes of a grade's timed pairs: the public preset's for `Score`, and
+/// for `Submit` those sizes fuzzed from `seed`, the grade's own secret.
+pub fn timed_sizes(
+    kernel: &Kernel,
+    precision: Precision,
+    preset: Preset,
+    submit: bool,
+    seed: &[u8; 32],
+) -> Sizes {
+    let sizes = kernel.sizes(preset);
+    if !submit {
+        return sizes.clone();
+    }
+    let mut rng = seeded_rng(&[b"timed sizes", seed, kernel.name.as_bytes()]);
+    fuzz(kernel, sizes, precision, preset, &mut rng)
 }
 
 /// Scales each non-fixed size by 0.85–1.15, keeping every shape valid and

@@ -7,10 +7,8 @@
 //! built is a [`Verdict`], never an error. Grading itself is in
 //! [`crate::grade`], profiling in [`crate::profile`].
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use hpcagent_proto::v1 as pb;
 
@@ -20,7 +18,6 @@ use crate::data::DataCache;
 use crate::language::Language;
 use crate::profile::Profilers;
 use crate::slots::{self, Slots};
-use crate::verdict::Timing;
 
 /// How a judge is set up.
 #[derive(Debug, Clone)]
@@ -36,18 +33,24 @@ pub struct JudgeConfig {
     pub slots: Option<usize>,
     /// Preset of the public case.
     pub preset: Preset,
-    /// Timed calls per grade (after one warm-up call).
+    /// Timed pairs a grade makes at least (after one to warm up).
     pub reps: u32,
+    /// The half-width, relative to the speedup, its 95% interval is measured to.
+    pub interval: f64,
+    /// Time a grade's timed pairs may take, however wide the interval still is.
+    pub time_cap: Duration,
+    /// Grade where runs cannot have namespaces of their own (or, for an
+    /// unprivileged judge, Landlock): every verdict says so.
+    pub weak_isolation: bool,
     pub public_seed: u64,
     /// Seeds the held-out cases; keep it secret.
     pub secret: u64,
     pub hidden_cases: u32,
-    /// How long a measured baseline time is reused.
-    pub baseline_ttl: Duration,
 }
 
 impl JudgeConfig {
-    /// Defaults for `exe` and `corpus`: public preset M, 20 reps, 2 held-out cases.
+    /// Defaults for `exe` and `corpus`: public preset M, at least 10 timed
+    /// pairs to ±1% within 30 s, 2 held-out cases, full isolation.
     pub fn new(corpus: PathBuf, exe: PathBuf) -> JudgeConfig {
         JudgeConfig {
             corpus,
@@ -56,7 +59,10 @@ impl JudgeConfig {
             shared: std::env::var_os("HPCAGENT_SHARED_DIR").map(PathBuf::from),
             slots: None,
             preset: Preset::M,
-            reps: 20,
+            reps: 10,
+            interval: 0.01,
+            time_cap: Duration::from_secs(30),
+            weak_isolation: false,
             public_seed: 42,
             // Any text works: judges of a campaign share it to draw the same cases.
             secret: std::env::var("HPCAGENT_JUDGE_SECRET")
@@ -68,7 +74,6 @@ impl JudgeConfig {
                 })
                 .unwrap_or_else(random_secret),
             hidden_cases: 2,
-            baseline_ttl: Duration::from_secs(600),
         }
     }
 }
@@ -159,16 +164,20 @@ pub fn parse_preset(text: &str) -> Result<Option<Preset>, JudgeError> {
 /// Users per judge instance: slots beyond this share users.
 const SLOT_UIDS: u32 = 256;
 
-/// How runs are kept apart: as root, each slot's runs become a user of their own.
-#[derive(Debug, Clone, Copy)]
+/// How runs are kept apart: each in namespaces of its own, under a seccomp
+/// filter and Landlock; as root, each slot's runs as a user of their own.
+#[derive(Debug, Clone)]
 pub struct Isolation {
     pub root: bool,
     pub uid_base: u32,
     pub landlock_abi: i64,
+    /// Whether runs can have PID, mount, IPC and network namespaces of
+    /// their own here, or why not.
+    pub namespaces: Result<(), String>,
 }
 
 impl Isolation {
-    fn detect(rank: Option<u32>) -> Isolation {
+    fn detect(rank: Option<u32>, exe: &Path) -> Isolation {
         // Far above any real account (LDAP included), below the reserved (uid_t)-1.
         let base: u32 = std::env::var("HPCAGENT_RUNNER_UID_BASE")
             .ok()
@@ -180,7 +189,8 @@ impl Isolation {
         Isolation {
             root: nix::unistd::geteuid().is_root(),
             uid_base: base + instance % 1_000_000 * SLOT_UIDS,
-            landlock_abi: landlock_abi(),
+            landlock_abi: hpcagent_sandbox::landlock::abi_version(),
+            namespaces: crate::runner::probe_namespaces(exe),
         }
     }
 
@@ -189,39 +199,43 @@ impl Isolation {
         self.root.then_some(self.uid_base + slot as u32 % SLOT_UIDS)
     }
 
+    /// What falls short of full isolation here; empty when nothing does.
+    pub fn shortfalls(&self) -> Vec<String> {
+        let mut short = Vec::new();
+        if let Err(why) = &self.namespaces {
+            short.push(format!("runs cannot have namespaces of their own ({why})"));
+        }
+        // A root judge's runs are other users: the judge's files are closed
+        // to them without Landlock too.
+        if !self.root && self.landlock_abi == 0 {
+            short.push(
+                "the kernel has no Landlock, so runs could read and write what the judge's user can"
+                    .into(),
+            );
+        }
+        short
+    }
+
     pub fn describe(&self) -> String {
         let users = if self.root {
             "one user per slot"
         } else {
             "runs as the judge's user"
         };
+        let namespaces = match &self.namespaces {
+            Ok(()) if self.root => "own PID, mount, IPC and network namespaces".to_string(),
+            Ok(()) => "own user, PID, mount, IPC and network namespaces".to_string(),
+            Err(why) => format!("no namespaces of their own ({why})"),
+        };
         let landlock = match self.landlock_abi {
             abi if abi >= 6 => format!("landlock ABI {abi} (files, TCP, signals)"),
             abi if abi >= 4 => format!("landlock ABI {abi} (files, TCP)"),
             abi if abi >= 1 => format!("landlock ABI {abi} (files)"),
-            _ => "no landlock: a submission can read what the judge's user can".into(),
+            _ => "no landlock".into(),
         };
-        format!("{users}; {landlock}; private network namespace where permitted")
+        format!("{users}; {namespaces}; seccomp (no processes, sockets or IPC); {landlock}")
     }
 }
-
-/// The Landlock ABI version the kernel offers (0 when none).
-fn landlock_abi() -> i64 {
-    const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;
-    // SAFETY: the version query takes no pointers.
-    let v = unsafe {
-        libc::syscall(
-            libc::SYS_landlock_create_ruleset,
-            std::ptr::null::<libc::c_void>(),
-            0usize,
-            LANDLOCK_CREATE_RULESET_VERSION,
-        )
-    };
-    v.max(0)
-}
-
-/// Which measured baseline time: (kernel fingerprint, precision, preset).
-pub(crate) type BaselineKey = (String, Precision, Preset);
 
 /// A judge ready to answer requests.
 pub struct Judge {
@@ -234,7 +248,9 @@ pub struct Judge {
     pub profilers: Profilers,
     pub cache: PathBuf,
     pub rank: Option<(&'static str, String)>,
-    pub(crate) baselines: Mutex<HashMap<BaselineKey, (Timing, Instant)>>,
+    /// The node's timing lock: timed pairs on one node, of this judge and
+    /// any other, never overlap.
+    pub timing_lock: Option<std::fs::File>,
 }
 
 impl Judge {
@@ -260,7 +276,18 @@ impl Judge {
             &slots::allowed_cpus(),
             &gpus,
         );
-        let isolation = Isolation::detect(rank.as_ref().and_then(|(_, r)| r.parse().ok()));
+        let isolation =
+            Isolation::detect(rank.as_ref().and_then(|(_, r)| r.parse().ok()), &config.exe);
+        let short = isolation.shortfalls();
+        if !short.is_empty() && !config.weak_isolation {
+            return Err(format!(
+                "this judge refuses to grade: {}. Run it where the kernel allows these \
+                 (unprivileged user namespaces, Landlock), or allow weaker isolation \
+                 explicitly (`--weak-isolation`, `ISOLATION=weak` in a campaign): every \
+                 verdict will then say what it lacked",
+                short.join("; ")
+            ));
+        }
         Ok(Judge {
             data: DataCache::new(cache.clone()),
             profilers: Profilers::detect(),
@@ -271,7 +298,7 @@ impl Judge {
             isolation,
             cache,
             rank,
-            baselines: Mutex::default(),
+            timing_lock: open_timing_lock(),
         })
     }
 
@@ -394,8 +421,10 @@ impl Judge {
         let mut notes = vec![
             "Arrays are row-major (C order) and do not overlap. Write only the outputs; inputs are const.".to_string(),
             format!(
-                "Score grades the public case ({} inputs, seed {}); Submit adds held-out seeds and sizes.",
-                preset, self.config.public_seed
+                "Score times the kernel against the baseline on fresh random inputs at the public \
+                 sizes ({preset}), then checks it on the public case (seed {}); Submit times it at \
+                 sizes of its own and adds held-out seeds and sizes.",
+                self.config.public_seed
             ),
         ];
         if language == Language::Fortran {
@@ -459,7 +488,7 @@ impl Judge {
             slots: self.slots.count() as u32,
             kernels: self.corpus.kernels.iter().map(|k| k.name.clone()).collect(),
             cache_dir: self.cache.display().to_string(),
-            sandbox_dir: crate::sandbox::root().display().to_string(),
+            sandbox_dir: crate::sandbox_dir::root().display().to_string(),
             rank: self
                 .rank
                 .as_ref()
@@ -474,7 +503,7 @@ impl Judge {
 /// runs may read (the system directories, the shared mount).
 fn check_cache_location(cache: &Path, shared: Option<&Path>) -> Result<(), String> {
     let absolute = std::path::absolute(cache).unwrap_or_else(|_| cache.to_path_buf());
-    let readable = crate::sandbox::confine::SYSTEM_READ
+    let readable = hpcagent_sandbox::landlock::SYSTEM_READ
         .iter()
         .map(Path::new)
         .chain(shared);
@@ -488,6 +517,37 @@ fn check_cache_location(cache: &Path, shared: Option<&Path>) -> Result<(), Strin
         }
     }
     Ok(())
+}
+
+/// The node's timing lock (`HPCAGENT_TIMING_LOCK`, else one per user in
+/// the temporary directory, which a Slurm job's steps on a node share).
+fn open_timing_lock() -> Option<std::fs::File> {
+    let path = timing_lock_path();
+    match std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+    {
+        Ok(file) => Some(file),
+        Err(e) => {
+            tracing::warn!(
+                "the timing lock {} cannot be opened ({e}): timed pairs of judges on this node may overlap",
+                path.display()
+            );
+            None
+        }
+    }
+}
+
+pub fn timing_lock_path() -> PathBuf {
+    std::env::var_os("HPCAGENT_TIMING_LOCK")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            let uid = nix::unistd::geteuid().as_raw();
+            std::env::temp_dir().join(format!("hpcagent-timing-{uid}.lock"))
+        })
 }
 
 /// GPU indices this process may use (`CUDA_VISIBLE_DEVICES`,

@@ -1,8 +1,9 @@
 //! The judge role: it grades submissions, and a leaderboard rests on it.
 //!
 //! Owns the task corpus ([`corpus`]), test data and the NumPy oracle
-//! ([`data`]), building with a per-rank cache ([`build`]), the sandbox
-//! ([`sandbox`]), out-of-process runs ([`runner`]), verification ([`verify`]),
+//! ([`data`]), building with a per-rank cache ([`build`]), where builds and
+//! runs get their directories ([`sandbox_dir`]), out-of-process runs timed
+//! from outside ([`runner`], [`timing`]), verification ([`verify`]),
 //! verdicts ([`verdict`]), grading slots ([`slots`]), profilers ([`profile`])
 //! and the gRPC Judge service ([`service`]). [`judge::Judge`] ties them
 //! together. It does not own scheduling or the results store: a judge answers
@@ -18,9 +19,10 @@ pub mod judge;
 pub mod language;
 pub mod profile;
 pub mod runner;
-pub mod sandbox;
+pub mod sandbox_dir;
 pub mod service;
 pub mod slots;
+pub mod timing;
 pub mod verdict;
 pub mod verify;
 

@@ -23,7 +23,7 @@ use hpcagent_proto::v1 as pb;
 
 use crate::cases;
 use crate::data::tail;
-use crate::grade::{Mode, RunPlan, finish, judge_outcome};
+use crate::grade::{Checked, Extras, Mode, Planner, Read, finish, judge_outcome};
 use crate::judge::{Judge, JudgeError, Submission};
 use crate::language::Language;
 use crate::runner::protocol::Event;
@@ -182,8 +182,10 @@ fn perf_usable() -> Result<(), String> {
 /// Default PAPI events when the request names none.
 const PAPI_DEFAULT: &[&str] = &["PAPI_TOT_INS", "PAPI_TOT_CYC", "PAPI_L1_DCM", "PAPI_L2_DCM"];
 
-/// Fewest timed calls under a profiler.
+/// Fewest calls under a profiler.
 const PROFILE_REPS: u32 = 5;
+/// Time a profile's calls take at least (up to 200 calls).
+const PROFILE_SECONDS: f64 = 0.3;
 
 impl Judge {
     pub async fn profile(
@@ -221,33 +223,11 @@ impl Judge {
             prepared.preset,
             self.config.public_seed,
         );
-        let data = async {
-            let inputs = self.data.inputs(prepared.kernel, &case).await?;
-            let reference = self.data.reference(prepared.kernel, &inputs).await?;
-            Ok::<_, crate::data::DataError>((inputs, reference))
-        }
-        .await
-        .map_err(|e| JudgeError::Internal(e.to_string()))?;
-        let out = tempfile::tempdir().map_err(|e| JudgeError::Internal(e.to_string()))?;
-        // Enough calls for a sampling profiler to see the kernel, judged by the baseline's time.
-        let baseline = self
-            .baseline(
-                prepared.kernel,
-                prepared.precision,
-                prepared.preset,
-                &held.slot,
-            )
+        let data = self
+            .case_data(prepared.kernel, &case)
             .await
-            .ok();
-        verdict.baseline = baseline;
-        let reps = baseline.map_or(PROFILE_REPS, |b| {
-            ((0.3e9 / b.median_ns.max(1.0)) as u32).clamp(PROFILE_REPS, 200)
-        });
-        let (warmup, reps) = if tool == Tool::None {
-            (0, 1)
-        } else {
-            (1, reps)
-        };
+            .map_err(|e| JudgeError::Internal(e.to_string()))?;
+        let out = tempfile::tempdir().map_err(|e| JudgeError::Internal(e.to_string()))?;
         let papi_events = if tool == Tool::Papi {
             if events.is_empty() {
                 PAPI_DEFAULT.iter().map(|s| s.to_string()).collect()
@@ -257,38 +237,54 @@ impl Judge {
         } else {
             Vec::new()
         };
-        let inputs = [&data.0];
-        let plan = |wrapper, papi_events| RunPlan {
-            warmup,
-            reps,
-            digests: false,
-            baseline: baseline.as_ref(),
-            wrapper,
+        // One checked call (it warms up too); then, under a tool, calls for
+        // long enough that a sampling profiler sees the kernel.
+        let plan = || -> Result<(Planner<'_>, usize), JudgeError> {
+            let mut planner = Planner::new(prepared.kernel, prepared.precision);
+            let public = planner
+                .check("public", &data.0, true, false)
+                .map_err(JudgeError::Internal)?;
+            if tool != Tool::None {
+                planner
+                    .profile(&data.0, PROFILE_SECONDS, PROFILE_REPS, 200)
+                    .map_err(JudgeError::Internal)?;
+            }
+            Ok((planner, public))
+        };
+        let (planner, public) = plan()?;
+        let extras = Extras {
+            wrapper: wrapper(tool, out.path()),
             papi_events,
         };
         let (outcome, _sandbox) = self
-            .run(
-                &prepared,
-                &inputs,
-                &held.slot,
-                plan(wrapper(tool, out.path()), papi_events),
-            )
+            .run(&prepared, None, planner, &held.slot, extras)
             .await
             .map_err(JudgeError::Internal)?;
-        if let Some(Event::Failed { stage, message }) = outcome
+        let papi_failed = outcome.events.iter().find_map(|e| match e {
+            Event::Failed { stage, message, .. } if stage == "papi" => Some(message),
+            _ => None,
+        });
+        if let Some(message) = papi_failed {
+            return Err(JudgeError::FailedPrecondition(format!("papi: {message}")));
+        }
+        let reps = outcome
             .events
             .iter()
-            .find(|e| matches!(e, Event::Failed { stage, .. } if stage == "papi"))
-        {
-            return Err(JudgeError::FailedPrecondition(format!(
-                "{stage}: {message}"
-            )));
-        }
+            .filter(|e| matches!(e, Event::Call { step, .. } if *step != public))
+            .count();
+        let read = Read {
+            public: Checked {
+                step: public,
+                data: &data,
+            },
+            held_out: Vec::new(),
+            repeats: &[],
+        };
         judge_outcome(
             &mut verdict,
             prepared.kernel,
             prepared.precision,
-            std::slice::from_ref(&data),
+            &read,
             &outcome,
             Mode::Score,
         );
@@ -297,22 +293,18 @@ impl Judge {
             Tool::LinuxPerf => {
                 let (stat, counters) = perf_stat_summary(&out.path().join("perf-stat.csv"));
                 // The sandbox stays until perf report has read the submission's symbols from it.
+                let extras = Extras {
+                    wrapper: perf_record_wrapper(out.path()),
+                    papi_events: Vec::new(),
+                };
                 let (record, _sandbox) = self
-                    .run(
-                        &prepared,
-                        &inputs,
-                        &held.slot,
-                        plan(perf_record_wrapper(out.path()), Vec::new()),
-                    )
+                    .run(&prepared, None, plan()?.0, &held.slot, extras)
                     .await
                     .map_err(JudgeError::Internal)?;
-                let hot = perf_report(
-                    &out.path().join("perf.data"),
-                    record.end == crate::runner::End::Exited(0),
-                );
+                let hot = perf_report(&out.path().join("perf.data"), record.done());
                 (
                     format!(
-                        "perf stat over {reps} timed calls (and the runner around them):\n{stat}\n{hot}"
+                        "perf stat over {reps} calls (and the supervisor and runner around them):\n{stat}\n{hot}"
                     ),
                     counters,
                 )
@@ -332,7 +324,8 @@ impl Judge {
                     .collect();
                 (
                     format!(
-                        "PAPI counters, mean of {reps} timed calls:\n{}",
+                        "PAPI counters per call, over {} calls:\n{}",
+                        reps + 1,
                         lines.join("\n")
                     ),
                     counters,

@@ -126,8 +126,19 @@ pub struct Verdict {
     pub first_mismatch: Option<Mismatch>,
     pub timing: Option<Timing>,
     pub baseline: Option<Timing>,
+    /// The median of the timed pairs' ratios (baseline over submission);
+    /// `ok` only.
     #[serde(serialize_with = "option_finite_or_string")]
     pub speedup: Option<f64>,
+    /// The speedup's 95% confidence interval; one that holds 1 is no change.
+    #[serde(serialize_with = "option_finite_or_string")]
+    pub speedup_low: Option<f64>,
+    #[serde(serialize_with = "option_finite_or_string")]
+    pub speedup_high: Option<f64>,
+    /// Timed pairs (a baseline call and a submission call each) measured.
+    pub pairs: u32,
+    /// How the submission's run was isolated: `full`, or what was missing.
+    pub isolation: String,
     pub hidden_passed: u32,
     pub hidden_total: u32,
     pub deterministic: Option<bool>,
@@ -156,6 +167,10 @@ impl Verdict {
             timing: None,
             baseline: None,
             speedup: None,
+            speedup_low: None,
+            speedup_high: None,
+            pairs: 0,
+            isolation: String::new(),
             hidden_passed: 0,
             hidden_total: 0,
             deterministic: None,
@@ -257,6 +272,10 @@ impl From<&Verdict> for pb::Verdict {
             timing: v.timing.as_ref().map(timing_to_pb),
             baseline: v.baseline.as_ref().map(timing_to_pb),
             speedup: v.speedup.unwrap_or(0.0),
+            speedup_low: v.speedup_low.unwrap_or(0.0),
+            speedup_high: v.speedup_high.unwrap_or(0.0),
+            pairs: v.pairs,
+            isolation: v.isolation.clone(),
             hidden_passed: v.hidden_passed,
             hidden_total: v.hidden_total,
             deterministic: v.deterministic.unwrap_or(false),
@@ -293,6 +312,10 @@ impl From<pb::Verdict> for Verdict {
             timing: v.timing.map(timing_from_pb),
             baseline: v.baseline.map(timing_from_pb),
             speedup: (v.speedup != 0.0).then_some(v.speedup),
+            speedup_low: (v.speedup_low != 0.0).then_some(v.speedup_low),
+            speedup_high: (v.speedup_high != 0.0).then_some(v.speedup_high),
+            pairs: v.pairs,
+            isolation: v.isolation,
             hidden_passed: v.hidden_passed,
             hidden_total: v.hidden_total,
             deterministic: (v.hidden_total > 0 || v.deterministic).then_some(v.deterministic),

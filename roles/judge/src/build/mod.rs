@@ -4,12 +4,16 @@
 //! A build is keyed by hash(source, language, every flag, compiler version):
 //! the same submission is compiled once per judge rank. Each rank has its own
 //! cache directory ([`cache_root`]), so judges sharing a node never write to the
-//! same place. Compilers run confined (Landlock, set between fork and exec): they read the
-//! system and the build directory, not the judge's cache or reference outputs.
+//! same place. The cache keeps at most 4 GiB, the least recently used going
+//! first ([`bound`]). Compilers run confined (Landlock, set between fork and
+//! exec, with none of the judge's descriptors): they read the system and the
+//! build directory, not the judge's cache or reference outputs.
 
+mod bound;
 pub mod flags;
 pub mod toolchain;
 
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -17,7 +21,9 @@ use std::time::{Duration, Instant};
 use crate::corpus::fingerprint;
 use crate::data::{tail, write_atomic};
 use crate::language::Language;
-use crate::sandbox::{self, confine::Confinement, limits::Limits};
+use crate::sandbox_dir;
+use hpcagent_sandbox::landlock::{Confinement, restrict_self, switch_user};
+use hpcagent_sandbox::limits::{Limits, close_on_exec_from};
 use toolchain::Toolchain;
 
 /// Launcher rank variables, in the order that decides: each is enough alone.
@@ -142,6 +148,7 @@ impl Builder {
         let entry = self.builds.join(&key[..32]);
         let library = entry.join("lib.so");
         if library.is_file() {
+            bound::touch(&library);
             let log = std::fs::read_to_string(entry.join("build.log")).unwrap_or_default();
             return Ok(Built {
                 library,
@@ -150,8 +157,8 @@ impl Builder {
                 seconds: start.elapsed().as_secs_f64(),
             });
         }
-        let dir =
-            sandbox::create("build").map_err(|e| BuildError::Harness(format!("sandbox: {e}")))?;
+        let dir = sandbox_dir::create("build")
+            .map_err(|e| BuildError::Harness(format!("sandbox: {e}")))?;
         let file = format!("{}.{}", source.stem, source.language.extension());
         std::fs::write(dir.path().join(&file), source.text)
             .map_err(|e| BuildError::Harness(e.to_string()))?;
@@ -180,6 +187,8 @@ impl Builder {
         if std::fs::rename(&staged, &entry).is_err() {
             let _ = std::fs::remove_dir_all(&staged);
         }
+        let builds = self.builds.clone();
+        tokio::task::spawn_blocking(move || bound::trim(&builds, bound::BYTES));
         Ok(Built {
             library,
             log,
@@ -233,7 +242,7 @@ impl Builder {
         let processes = if source.run_as.is_some() {
             0
         } else {
-            crate::sandbox::limits::user_process_count()
+            hpcagent_sandbox::limits::user_process_count()
         };
         Limits {
             // A `#include "/dev/zero"` must not take the node's memory (GPU
@@ -243,17 +252,34 @@ impl Builder {
             file_size: Some(1 << 30),
             processes: Some(processes + 512),
             cpus: source.cpus.to_vec(),
-            // No code of the submission runs while it compiles, and Landlock
-            // denies TCP: a network namespace (2 ms to make) would guard nothing.
-            isolate_network: false,
         }
         .install(&mut cmd);
-        Confinement {
+        // No code of the submission runs while it compiles, and Landlock
+        // denies TCP: namespaces (2 ms to make) would guard nothing more.
+        let ruleset = Confinement {
             read: self.shared.iter().cloned().collect(),
             write: vec![dir.to_path_buf()],
+            system: true,
+            connect: Vec::new(),
+            gpus: false,
         }
-        .install(&mut cmd, source.run_as)
+        .prepare()
         .map_err(BuildError::Harness)?;
+        let as_user = source.run_as;
+        // SAFETY: the closure makes raw system calls only, on values it owns.
+        unsafe {
+            cmd.pre_exec(move || {
+                close_on_exec_from(3);
+                if let Some(id) = as_user {
+                    switch_user(id)?;
+                }
+                // No ruleset: the kernel has no Landlock (best effort).
+                if let Some(fd) = &ruleset {
+                    restrict_self(fd)?;
+                }
+                Ok(())
+            });
+        }
         let mut child = tokio::process::Command::from(cmd)
             .kill_on_drop(true)
             .spawn()

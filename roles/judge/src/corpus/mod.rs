@@ -223,7 +223,7 @@ impl Role {
 }
 
 /// How an input array's values are drawn.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub enum Init {
     /// Uniform in [-1, 1).
     Uniform,

@@ -6,7 +6,7 @@
 //! drawn in f64 and rounded to the precision's type, so an fp32 case holds
 //! exactly representable values that the float64 reference reads unchanged.
 
-use std::io::{BufWriter, Write};
+use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
@@ -36,21 +36,21 @@ pub fn write_inputs(kernel: &Kernel, case: &Case, dir: &Path) -> Result<(), Data
             .map_err(super::DataError::Case)?;
         let dtype = spec.elem.resolve(case.precision);
         let path = tmp.path().join(format!("{}.bin", spec.name));
-        let file = std::fs::File::create(&path).map_err(io(&path))?;
-        let mut out = BufWriter::with_capacity(1 << 20, file);
-        let mut rng = stream(case.seed, &kernel.name, &spec.name);
-        let mut sample = Sampler::new(spec.init);
-        for _ in 0..n {
-            let v = sample.next(&mut rng);
-            let bytes: &[u8] = match dtype {
-                DType::F64 => &v.to_le_bytes(),
-                DType::F32 => &(v as f32).to_le_bytes(),
-                DType::I64 => &(v as i64).to_le_bytes(),
-                DType::I32 => &(v as i32).to_le_bytes(),
-            };
-            out.write_all(bytes).map_err(io(&path))?;
+        let mut file = std::fs::File::create(&path).map_err(io(&path))?;
+        let mut values = Draw::new(
+            spec.init,
+            dtype,
+            stream(case.seed, &kernel.name, &spec.name),
+        );
+        // In pieces: an XL array need not fit in memory twice.
+        let mut chunk = vec![0u8; (1 << 20) / dtype.size() * dtype.size()];
+        let mut left = n * dtype.size();
+        while left > 0 {
+            let piece = &mut chunk[..left.min(1 << 20) / dtype.size() * dtype.size()];
+            values.fill(piece);
+            file.write_all(piece).map_err(io(&path))?;
+            left -= piece.len();
         }
-        out.flush().map_err(io(&path))?;
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644))
             .map_err(io(&path))?;
     }
@@ -63,6 +63,37 @@ pub fn write_inputs(kernel: &Kernel, case: &Case, dir: &Path) -> Result<(), Data
         }
     }
     Ok(())
+}
+
+/// Values of one distribution as one element type, drawn in order from a
+/// stream: filling an array piece by piece gives the same bytes as at once.
+pub struct Draw {
+    sample: Sampler,
+    dtype: DType,
+    rng: ChaCha8Rng,
+}
+
+impl Draw {
+    pub fn new(init: Init, dtype: DType, rng: ChaCha8Rng) -> Draw {
+        Draw {
+            sample: Sampler::new(init),
+            dtype,
+            rng,
+        }
+    }
+
+    /// Fills `out` (a whole number of elements) with the next values, little-endian.
+    pub fn fill(&mut self, out: &mut [u8]) {
+        for element in out.chunks_exact_mut(self.dtype.size()) {
+            let v = self.sample.next(&mut self.rng);
+            match self.dtype {
+                DType::F64 => element.copy_from_slice(&v.to_le_bytes()),
+                DType::F32 => element.copy_from_slice(&(v as f32).to_le_bytes()),
+                DType::I64 => element.copy_from_slice(&(v as i64).to_le_bytes()),
+                DType::I32 => element.copy_from_slice(&(v as i32).to_le_bytes()),
+            }
+        }
+    }
 }
 
 fn stream(seed: u64, kernel: &str, array: &str) -> ChaCha8Rng {

@@ -9,7 +9,7 @@
 
 mod generate;
 
-pub use generate::seeded_rng;
+pub use generate::{Draw, seeded_rng};
 
 use std::collections::{BTreeMap, HashMap};
 use std::os::unix::fs::PermissionsExt;

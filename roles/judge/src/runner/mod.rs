@@ -1,23 +1,27 @@
-//! Running a submission out of process.
+//! Running a submission out of process, timed from outside it.
 //!
-//! The judge starts `hpcagent judge exec` (the runner, [`exec`]) in the run's
-//! sandbox directory with resource limits, its own session, a clean
-//! environment and a result pipe ([`protocol`]). A crash, a hang, a fork bomb
-//! or an exhausted address space ends the runner, never the judge: [`launch`]
-//! waits with a deadline, kills the whole process group (and, for root judges,
-//! every process of the run's user), and reports how the run ended.
+//! The judge starts `hpcagent judge exec` (the [`supervisor`]) with the run's
+//! request, a channel for its reports and, for a timed run, the node's
+//! timing lock. The supervisor starts a runner per library ([`process`]:
+//! the submission's, and the baseline's beside it), each the first process
+//! of namespaces of its own ([`child`]), confined and filtered, and makes
+//! and times every call itself. A crash, a hang, a fork bomb or an
+//! exhausted address space ends a runner, never the judge or the
+//! supervisor: [`launch`] waits with a deadline, kills the whole tree on
+//! it, and collects what the supervisor reported.
 
+mod buffers;
 pub mod canary;
+mod child;
 mod device;
-pub mod exec;
 mod papi;
+pub mod process;
 pub mod protocol;
-mod reap;
-mod window;
+pub mod supervisor;
 
 use std::collections::BTreeMap;
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -25,88 +29,121 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::data::tail;
-use crate::sandbox::limits::Limits;
 use protocol::{Event, Request, read_frame};
 
-/// The arguments that make the hpcagent binary the runner, followed by the
-/// result channel's descriptor. `main` looks for exactly these before it
-/// parses anything else: the runner starts once per grade, and building the
-/// parser of the whole command line took about a millisecond of its start.
-pub const RUNNER_ARGS: [&str; 3] = ["judge", "exec", "--channel"];
+/// What `hpcagent` is asked to be, from its arguments (without the program's
+/// name). `main` looks for these before it parses anything else: a runner
+/// starts twice per grade, and building the parser of the whole command
+/// line took about a millisecond of its start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Entry {
+    /// `judge exec`: the supervisor of a run.
+    Supervisor,
+    /// `judge exec --runner`: a runner.
+    Runner,
+    /// `judge exec --probe`: whether runs can have namespaces of their own here.
+    Probe,
+}
 
-/// The result channel's descriptor, when `args` (without the program's
-/// name) are [`RUNNER_ARGS`] and one.
-pub fn runner_channel(args: &[std::ffi::OsString]) -> Option<i32> {
-    match args {
-        [rest @ .., fd] if *rest == RUNNER_ARGS => fd.to_str()?.parse().ok(),
+/// A runner's whole command line, its name first.
+pub const RUNNER_PROCESS_ARGS: [&str; 4] = ["hpcagent", "judge", "exec", "--runner"];
+
+/// Which entry `args` ask for, if any.
+pub fn entry(args: &[std::ffi::OsString]) -> Option<Entry> {
+    let args: Vec<&str> = args.iter().map(|a| a.to_str()).collect::<Option<_>>()?;
+    match args.as_slice() {
+        ["judge", "exec"] => Some(Entry::Supervisor),
+        ["judge", "exec", "--runner"] => Some(Entry::Runner),
+        ["judge", "exec", "--probe"] => Some(Entry::Probe),
         _ => None,
     }
 }
 
-/// How the runner process ended.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum End {
-    Exited(i32),
-    /// Killed by a signal it did not get from the judge's deadline.
-    Signaled(i32),
-    /// The deadline passed and the judge killed it.
-    TimedOut,
+/// Runs an entry; its exit code.
+pub fn run_entry(entry: Entry) -> i32 {
+    match entry {
+        Entry::Supervisor => supervisor::main(&mut std::io::stdin().lock()),
+        Entry::Runner => process::main(),
+        Entry::Probe => {
+            let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("/proc/self/exe"));
+            match hpcagent_sandbox::namespaces::probe(&exe) {
+                Ok(()) => 0,
+                Err(why) => {
+                    println!("{why}");
+                    1
+                }
+            }
+        }
+    }
+}
+
+/// Whether runs started by `exe` here can have namespaces of their own, and
+/// why not: the probe entry, in a process of its own (it must be
+/// single-threaded to take a user namespace).
+pub fn probe_namespaces(exe: &Path) -> Result<(), String> {
+    let out = std::process::Command::new(exe)
+        .args(["judge", "exec", "--probe"])
+        .env_clear()
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("cannot start {}: {e}", exe.display()))?;
+    if out.status.success() {
+        return Ok(());
+    }
+    let said = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    Err(if said.is_empty() {
+        format!("the probe ended with {}", out.status)
+    } else {
+        said
+    })
 }
 
 /// Everything a run produced.
 #[derive(Debug, Clone)]
 pub struct RunOutcome {
     pub events: Vec<Event>,
-    /// (case, output name) → bytes after the last call.
+    /// (step, output name) → bytes after the step's last call.
     pub outputs: BTreeMap<(usize, String), Vec<u8>>,
-    pub end: End,
-    /// The result channel could not be read to its end (corrupted or flooded).
-    pub channel_error: Option<String>,
+    /// The supervisor did not finish its report: how it ended, or why its
+    /// channel could not be read.
+    pub supervisor_error: Option<String>,
     pub stdout_tail: String,
     pub stderr_tail: String,
     pub wall: Duration,
 }
 
-/// One runner launch.
+impl RunOutcome {
+    /// Whether every step ran.
+    pub fn done(&self) -> bool {
+        self.events.contains(&Event::Done)
+    }
+}
+
+/// One run.
 pub struct Launch<'a> {
     /// The hpcagent binary.
     pub exe: &'a Path,
-    /// A profiler command the runner runs under (`perf stat ... --`).
+    /// A profiler command the supervisor runs under (`perf stat ... --`).
     pub wrapper: Vec<String>,
     pub request: Request,
-    pub limits: Limits,
     pub env: Vec<(String, String)>,
+    /// How long the whole run may take.
     pub timeout: Duration,
     /// Bytes of outputs the run may send back.
     pub output_bytes: u64,
+    /// The CPUs the supervisor runs on (its runners get theirs from the request).
+    pub cpus: Vec<usize>,
+    /// The node's timing lock, for a run with timed pairs.
+    pub lock: Option<&'a std::fs::File>,
 }
 
-/// Starts the runner, waits for it (or its deadline), and collects its report.
+/// Starts the supervisor, waits for it (or the deadline), and collects its report.
 pub async fn launch(launch: Launch<'_>) -> Result<RunOutcome, String> {
     let sandbox = launch.request.sandbox.clone();
     let (reader, writer) =
         nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| format!("pipe: {e}"))?;
-    let channel_fd = pick_channel_fd(&writer);
     let request = serde_json::to_vec(&launch.request).map_err(|e| e.to_string())?;
-    let stdout_path = sandbox.join("stdout.txt");
-    let stderr_path = sandbox.join("stderr.txt");
-    // Read-write: the judge reads them back through its own copy of the descriptor.
-    let open = |p: &PathBuf| {
-        std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(p)
-            .map_err(|e| format!("{}: {e}", p.display()))
-    };
-    let (stdout, stderr) = (open(&stdout_path)?, open(&stderr_path)?);
-    // The judge reads the output through its own descriptors afterwards: the
-    // sandbox belongs to the submission, which may replace the files by
-    // symlinks to anything the judge could read.
-    let clone = |f: &std::fs::File| f.try_clone().map_err(|e| format!("output file: {e}"));
-    let (stdout_held, stderr_held) = (clone(&stdout)?, clone(&stderr)?);
-
+    let (stdout, stderr, held) = output_files(&sandbox)?;
     let mut command = match launch.wrapper.split_first() {
         Some((program, args)) => {
             let mut c = std::process::Command::new(program);
@@ -116,22 +153,32 @@ pub async fn launch(launch: Launch<'_>) -> Result<RunOutcome, String> {
         None => std::process::Command::new(launch.exe),
     };
     command
-        .args(RUNNER_ARGS)
-        .arg(channel_fd.to_string())
+        .args(["judge", "exec"])
         .current_dir(&sandbox)
         .env_clear()
         .envs(launch.env.iter().cloned())
         .stdin(Stdio::piped())
         .stdout(Stdio::from(stdout))
         .stderr(Stdio::from(stderr));
-    launch.limits.install(&mut command);
-    let write_fd = writer.as_raw_fd();
-    // SAFETY: dup2 is async-signal-safe; the copy it makes is not close-on-exec.
+    hpcagent_sandbox::limits::Limits {
+        cpus: launch.cpus.clone(),
+        ..Default::default()
+    }
+    .install(&mut command);
+    let channel = writer.as_raw_fd();
+    let lock = launch.lock.map(|f| f.as_raw_fd()).unwrap_or(-1);
+    // SAFETY: dup2 is async-signal-safe; the copies it makes are not close-on-exec.
     unsafe {
         command.pre_exec(move || {
-            if libc::dup2(write_fd, channel_fd) < 0 {
+            if libc::dup2(channel, supervisor::CHANNEL_FD) < 0
+                || (lock >= 0 && libc::dup2(lock, supervisor::LOCK_FD) < 0)
+            {
                 return Err(std::io::Error::last_os_error());
             }
+            // Nothing else of the judge's (nor what it inherited) goes on:
+            // descriptor 4 is the lock when, and only when, there is one.
+            let first = if lock >= 0 { 5 } else { 4 };
+            hpcagent_sandbox::limits::close_on_exec_from(first);
             Ok(())
         });
     }
@@ -139,33 +186,34 @@ pub async fn launch(launch: Launch<'_>) -> Result<RunOutcome, String> {
     let mut child = tokio::process::Command::from(command)
         .kill_on_drop(true)
         .spawn()
-        .map_err(|e| format!("cannot start the runner: {e}"))?;
+        .map_err(|e| format!("cannot start the supervisor: {e}"))?;
     drop(writer);
-    let pid = child.id().ok_or("the runner vanished at start")?;
+    let pid = child.id().ok_or("the supervisor vanished at start")?;
     // Should this future be dropped mid-run, the run's processes go with it.
     let cleanup = KillOnDrop(pid);
     let budget = launch.output_bytes + (64 << 20);
-    // Room for the outputs and the events around them, so the read does not
-    // grow the buffer step by step.
-    let expected = launch.output_bytes + (64 << 10);
-    let collect = tokio::spawn(read_channel(reader, budget, expected));
+    let collect = tokio::spawn(read_channel(
+        reader,
+        budget,
+        launch.output_bytes + (64 << 10),
+    ));
     if let Some(mut stdin) = child.stdin.take() {
-        // A runner that dies at once closes its stdin: that is its verdict, not ours.
+        // A supervisor that dies at once closes its stdin: its status says why.
         let _ = stdin.write_all(&request).await;
     }
-    let (top, timed_out) = tokio::select! {
-        status = child.wait() => (Some(status.map_err(|e| e.to_string())?), false),
-        _ = tokio::time::sleep(launch.timeout) => (None, true),
+    let status = tokio::select! {
+        status = child.wait() => Some(status.map_err(|e| e.to_string())?),
+        _ = tokio::time::sleep(launch.timeout) => None,
     };
     let wall = started.elapsed();
-    if timed_out {
-        reap::kill_tree(pid);
-    }
-    // Anything left in the run's group goes too.
+    hpcagent_sandbox::reap::kill_tree(pid);
     kill_group(pid);
-    let top = match top {
-        Some(status) => status,
-        None => child.wait().await.map_err(|e| e.to_string())?,
+    let status = match status {
+        Some(status) => Some(status),
+        None => {
+            let _ = child.wait().await;
+            None
+        }
     };
     // Reaped: its tree is gone, and its pid may now be another process's.
     cleanup.disarm();
@@ -175,38 +223,54 @@ pub async fn launch(launch: Launch<'_>) -> Result<RunOutcome, String> {
             _ => (
                 Vec::new(),
                 BTreeMap::new(),
-                Some("the result channel stayed open after the run ended".into()),
+                Some("the supervisor's channel stayed open after it ended".into()),
             ),
         };
-    let end = run_end(&events, &top, timed_out);
+    let done = events.iter().any(Event::ends_run);
+    let supervisor_error =
+        match (status, done) {
+            (None, _) => Some(format!(
+                "the run was still going after {:.1} s and was stopped",
+                wall.as_secs_f64()
+            )),
+            (Some(_), true) => channel_error,
+            (Some(status), false) => Some(channel_error.unwrap_or_else(|| {
+                format!("the supervisor ended ({status}) before its report did")
+            })),
+        };
     Ok(RunOutcome {
         events,
         outputs,
-        end,
-        channel_error,
-        stdout_tail: file_tail(stdout_held),
-        stderr_tail: file_tail(stderr_held),
+        supervisor_error,
+        stdout_tail: file_tail(held.0),
+        stderr_tail: file_tail(held.1),
         wall,
     })
 }
 
-/// How the run ended: as the supervisor saw the runner end; a crash that
-/// raced the deadline is still a crash.
-fn run_end(events: &[Event], top: &std::process::ExitStatus, timed_out: bool) -> End {
-    let ended = events.iter().rev().find_map(|e| match e {
-        Event::Ended { code, signal } => Some((*code, *signal)),
-        _ => None,
-    });
-    match (ended, timed_out) {
-        (Some((_, Some(sig))), _) if sig != libc::SIGKILL || !timed_out => End::Signaled(sig),
-        (Some((Some(code), _)), false) => End::Exited(code),
-        (_, true) => End::TimedOut,
-        // The supervisor itself did not report: take its own status.
-        (_, false) => match top.signal() {
-            Some(sig) => End::Signaled(sig),
-            None => End::Exited(top.code().unwrap_or(-1)),
-        },
-    }
+/// The submission's stdout and stderr files in its sandbox, and the judge's
+/// own descriptors of them: the sandbox belongs to the submission, which may
+/// replace the files by symlinks to anything the judge could read, so the
+/// judge reads them back only through descriptors it opened.
+fn output_files(
+    sandbox: &Path,
+) -> Result<(std::fs::File, std::fs::File, (std::fs::File, std::fs::File)), String> {
+    let open = |p: PathBuf| {
+        std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&p)
+            .map_err(|e| format!("{}: {e}", p.display()))
+    };
+    let (stdout, stderr) = (
+        open(sandbox.join("stdout.txt"))?,
+        open(sandbox.join("stderr.txt"))?,
+    );
+    let clone = |f: &std::fs::File| f.try_clone().map_err(|e| format!("output file: {e}"));
+    let held = (clone(&stdout)?, clone(&stderr)?);
+    Ok((stdout, stderr, held))
 }
 
 type Collected = (
@@ -226,38 +290,27 @@ async fn read_channel(reader: OwnedFd, budget: u64, expected: u64) -> Collected 
     if let Err(e) = limited.read_to_end(&mut bytes).await {
         return (Vec::new(), BTreeMap::new(), Some(format!("channel: {e}")));
     }
-    let mut error =
-        (bytes.len() as u64 > budget).then(|| "the run sent more than its outputs".to_string());
+    let mut error = (bytes.len() as u64 > budget)
+        .then(|| "the supervisor sent more than the outputs".to_string());
     let mut events = Vec::new();
     let mut outputs = BTreeMap::new();
     let mut slice = bytes.as_slice();
     loop {
-        match read_frame(&mut slice, budget) {
+        match read_frame::<Event>(&mut slice, budget) {
             Ok(Some((event, payload))) => {
-                if let Event::Output { case, array } = &event {
-                    outputs.insert((*case, array.clone()), payload);
+                if let Event::Output { step, array } = &event {
+                    outputs.insert((*step, array.clone()), payload);
                 }
                 events.push(event);
             }
             Ok(None) => break,
             Err(e) => {
-                error.get_or_insert_with(|| format!("the result channel is corrupted: {e}"));
+                error.get_or_insert_with(|| format!("the supervisor's channel is corrupted: {e}"));
                 break;
             }
         }
     }
     (events, outputs, error)
-}
-
-/// A descriptor number for the channel in the child, hard to guess from
-/// inside the submission and distinct from the pipe's own number.
-fn pick_channel_fd(writer: &OwnedFd) -> i32 {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0);
-    let fd = 100 + (nanos % 800) as i32;
-    if fd == writer.as_raw_fd() { fd + 1 } else { fd }
 }
 
 /// Kills a run's process tree and group when dropped, until disarmed.
@@ -271,12 +324,12 @@ impl KillOnDrop {
 
 impl Drop for KillOnDrop {
     fn drop(&mut self) {
-        reap::kill_tree(self.0);
+        hpcagent_sandbox::reap::kill_tree(self.0);
         kill_group(self.0);
     }
 }
 
-/// SIGKILL to a process group (the runner's session).
+/// SIGKILL to a process group (the supervisor's session).
 pub fn kill_group(pid: u32) {
     // SAFETY: plain kill(2) on a group id.
     unsafe { libc::kill(-(pid as i32), libc::SIGKILL) };
@@ -300,20 +353,24 @@ mod tests {
     }
 
     #[test]
-    fn only_the_runners_own_arguments_make_the_runner() {
+    fn only_the_exact_arguments_make_a_run_process() {
+        assert_eq!(entry(&args(&["judge", "exec"])), Some(Entry::Supervisor));
         assert_eq!(
-            runner_channel(&args(&["judge", "exec", "--channel", "7"])),
-            Some(7)
+            entry(&args(&["judge", "exec", "--runner"])),
+            Some(Entry::Runner)
         );
+        assert_eq!(
+            entry(&args(&["judge", "exec", "--probe"])),
+            Some(Entry::Probe)
+        );
+        assert_eq!(&RUNNER_PROCESS_ARGS[1..], ["judge", "exec", "--runner"]);
         for other in [
-            &["judge", "exec", "--channel"][..],
-            &["judge", "exec", "--channel", "x"],
-            &["judge", "exec", "--channel=7"],
-            &["judge", "score", "--channel", "7"],
-            &["judge", "exec", "--channel", "7", "more"],
+            &["judge", "exec", "--runner", "x"][..],
+            &["judge", "exec", "--channel", "7"],
+            &["judge", "score"],
             &[],
         ] {
-            assert_eq!(runner_channel(&args(other)), None, "{other:?}");
+            assert_eq!(entry(&args(other)), None, "{other:?}");
         }
     }
 }

@@ -1,68 +1,78 @@
-//! What the judge tells the runner (JSON on its stdin) and what the runner
-//! reports back (frames on a pipe the judge opened for it).
+//! What the judge asks of a run (JSON on the supervisor's stdin) and what the
+//! supervisor reports back (frames on a pipe the judge opened for it).
 //!
 //! A frame is `u32 header length, JSON header, u64 payload length, payload`,
-//! little-endian. The payload carries output bytes; everything else is in the
-//! header. The judge trusts nothing in the frames beyond their shape: it
-//! verifies outputs itself and bounds every size.
+//! little-endian. The payload carries output bytes; everything else is in
+//! the header. The supervisor is the judge's own code, outside every
+//! runner's address space: nothing a submission does reaches this channel.
+//! The same framing carries the runner's few reports to the supervisor
+//! before the submission is loaded ([`Report`]); after that, the runner's
+//! channel says only when a call has returned, and the supervisor decides
+//! everything else itself.
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::path::PathBuf;
 
+use hpcagent_sandbox::landlock::Enforcement;
+use hpcagent_sandbox::limits::Limits;
 use serde::{Deserialize, Serialize};
 
-use crate::corpus::{DType, Role};
+use crate::corpus::{DType, Init, Role, Tolerance};
 use crate::language::Language;
-use crate::sandbox::confine::Enforcement;
+use crate::timing::StopRule;
 
-/// One run of a submission over one or more cases.
+/// One run: a submission (and, when it is timed, the baseline beside it)
+/// and the steps it goes through.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Request {
-    pub library: PathBuf,
+    /// The submission's library.
+    pub candidate: PathBuf,
+    /// The baseline's library: present when the run has timed pairs.
+    pub baseline: Option<PathBuf>,
     pub symbol: String,
     pub language: Language,
-    pub cases: Vec<RunCase>,
-    /// The run's own directory: the only place it may write.
+    /// Every array of the ABI, in argument order.
+    pub arrays: Vec<ArraySpec>,
+    /// The argument lists of the run's calls; steps name them by index.
+    pub calls: Vec<Vec<RunArg>>,
+    pub steps: Vec<Step>,
+    /// The submission's directory: the only place it may write. The
+    /// baseline gets a directory of its own inside it.
     pub sandbox: PathBuf,
-    /// Directories the run may read besides the system's (the shared mount).
+    /// Directories a runner may read besides the system's (the shared mount).
     pub readable: Vec<PathBuf>,
-    /// User (and group) id to become before loading the submission, when the
-    /// judge runs as root.
+    /// User (and group) id runners become (root judges).
     pub run_as: Option<u32>,
-    /// PAPI events to count around each timed call (profile only).
+    /// Each runner's limits.
+    pub limits: Limits,
+    /// Runners get namespaces of their own; `false` only where the
+    /// operator allowed weaker isolation.
+    pub namespaces: bool,
+    /// How long a call may take.
+    pub budget: CallBudget,
+    /// PAPI events counted around the submission's calls (profile only).
     #[serde(default)]
     pub papi_events: Vec<String>,
 }
 
-/// One set of arguments, called `warmup + reps` times.
+/// One array of the ABI.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct RunCase {
-    pub label: String,
-    pub args: Vec<RunArg>,
-    pub warmup: u32,
-    pub reps: u32,
-    /// Send the outputs of the last call back for verification.
-    pub send_outputs: bool,
-    /// Report output digests of the first call and the last two on the same
-    /// inputs (determinism).
-    pub digests: bool,
+pub struct ArraySpec {
+    pub name: String,
+    pub dtype: DType,
+    pub role: Role,
+    /// How fresh inputs are drawn (timed pairs).
+    pub init: Init,
 }
 
 /// One argument, in ABI order.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum RunArg {
+    /// The `index`-th array of [`Request::arrays`], of this shape.
     Array {
-        name: String,
-        dtype: DType,
-        role: Role,
-        elements: usize,
-        /// Raw little-endian input, for `in` and `inout` arrays.
-        input: Option<PathBuf>,
-        /// Other values of the same kind, for every call but the last: a
-        /// result cached from an earlier call is stale on the verified one.
-        #[serde(default)]
-        earlier: Option<PathBuf>,
+        index: usize,
+        shape: Vec<i64>,
     },
     Int(i64),
     F64(f64),
@@ -71,63 +81,181 @@ pub enum RunArg {
     Workspace(u64),
 }
 
-/// What the runner reports.
+impl RunArg {
+    /// Elements of an array argument.
+    pub fn elements(shape: &[i64]) -> usize {
+        shape.iter().product::<i64>().max(0) as usize
+    }
+}
+
+/// What the run does, in order.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum Step {
+    /// The submission alone on known inputs (the public or a held-out
+    /// case): `calls` calls of argument list `call`, each on fresh copies
+    /// of `inputs` (one file per array, `None` for pure outputs). The last
+    /// call's outputs are sent back when `outputs`, their digest when `digest`.
+    Check {
+        label: String,
+        call: usize,
+        inputs: Vec<Option<PathBuf>>,
+        calls: u32,
+        outputs: bool,
+        digest: bool,
+    },
+    /// Timed pairs: the baseline and the submission on the same fresh
+    /// inputs of argument list `call`, drawn from `seed` (a secret of this
+    /// grade), in alternating order, until `stop` says so. The first pair
+    /// warms both up and is not counted. Every pair's outputs are compared
+    /// (within twice `tolerance`); the first that differ end the step (not
+    /// the run).
+    Pairs {
+        call: usize,
+        seed: [u8; 32],
+        stop: StopRule,
+        tolerance: Tolerance,
+    },
+    /// Profile: the submission on known inputs, as many calls as fit in
+    /// `seconds` (between `fewest` and `most`).
+    Profile {
+        call: usize,
+        inputs: Vec<Option<PathBuf>>,
+        seconds: f64,
+        fewest: u32,
+        most: u32,
+    },
+}
+
+/// How long one call may take: the first calls of a run, before the
+/// baseline has been timed, get `first`; later ones `factor` times the
+/// baseline's median so far, and at least `floor`.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+pub struct CallBudget {
+    pub first_ms: u64,
+    pub factor: f64,
+    pub floor_ms: u64,
+}
+
+/// Which runner.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Side {
+    Baseline = 0,
+    Candidate = 1,
+}
+
+/// How isolated the runners were.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Isolation {
+    /// PID, mount, IPC and network namespaces of their own.
+    pub namespaces: bool,
+    pub landlock: Enforcement,
+    pub seccomp: bool,
+}
+
+/// What the supervisor reports to the judge.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum Event {
-    /// Confinement applied: how much the kernel enforced, and whether the
-    /// process has no network.
-    Confined {
-        enforcement: Enforcement,
-        network_isolated: bool,
-    },
-    /// The library loaded and the symbol resolved.
+    /// The submission's runner is confined, as described.
+    Isolated(Isolation),
+    /// The submission's library loaded and the symbol resolved.
     Loaded,
-    /// One call's duration.
-    Rep {
-        case: usize,
-        rep: u32,
-        ns: u64,
-        warmup: bool,
+    /// A runner could not be set up, or its library loaded: not an answer.
+    Failed {
+        side: Side,
+        stage: String,
+        message: String,
     },
-    /// The kernel changed an array it must only read.
-    InputModified {
-        case: usize,
-        array: String,
+    /// One of the submission's calls in a check or profile step.
+    Call { step: usize, ns: u64 },
+    /// One timed pair (not the warm-up).
+    Pair { baseline_ns: u64, candidate_ns: u64 },
+    /// A timed pair's outputs differ beyond twice the tolerance: the pairs
+    /// end, the later steps still run.
+    Mismatch { message: String },
+    /// The submission changed an array it must only read.
+    InputModified { step: usize, array: String },
+    /// SHA-256 of every output after a check step's last call.
+    OutputDigest { step: usize, digest: String },
+    /// An output array's bytes after a check step's last call (payload).
+    Output { step: usize, array: String },
+    /// Hardware counters per call of a profile step (from the runner itself).
+    Counters { values: BTreeMap<String, f64> },
+    /// A runner ended before its calls did, or was killed at a call's deadline.
+    Ended {
+        side: Side,
+        code: Option<i32>,
+        signal: Option<i32>,
+        timed_out: bool,
     },
-    /// SHA-256 of every output after a call (for the determinism check).
-    OutputDigest {
-        case: usize,
-        rep: u32,
-        digest: String,
+    /// Every step ran.
+    Done,
+}
+
+impl Event {
+    /// Whether the supervisor sends nothing after this (it ends the run's report).
+    pub fn ends_run(&self) -> bool {
+        matches!(
+            self,
+            Event::Done | Event::Failed { .. } | Event::Ended { .. } | Event::InputModified { .. }
+        )
+    }
+}
+
+/// What a runner reports to the supervisor before the submission is loaded,
+/// and (counters) after its last call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum Report {
+    /// Where its buffers are (sent before anything untrusted runs).
+    Buffers {
+        address: u64,
     },
-    /// An output array's bytes after the last call (payload).
-    Output {
-        case: usize,
-        array: String,
+    Confined {
+        landlock: Enforcement,
+        seccomp: bool,
     },
-    /// Hardware counters of the timed calls (profile).
-    Counters {
-        case: usize,
-        values: BTreeMap<String, f64>,
-    },
-    /// The run cannot proceed (library, symbol, device): not the kernel's answer.
+    /// Loaded and resolved: the runner now waits for calls.
+    Ready,
     Failed {
         stage: String,
         message: String,
     },
-    Done,
-    /// From the supervisor: how the runner process ended (after everything it
-    /// left behind was killed).
-    Ended {
-        code: Option<i32>,
-        signal: Option<i32>,
+    Counters {
+        values: BTreeMap<String, f64>,
     },
 }
 
+/// What a runner is told at its start (JSON, then a newline, on its stdin;
+/// calls follow as one `u32` each).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunnerSetup {
+    pub library: PathBuf,
+    pub symbol: String,
+    pub language: Language,
+    pub arrays: Vec<ArraySpec>,
+    /// Byte offset and size of each array, then of the workspace, in the
+    /// shared buffers.
+    pub offsets: Vec<usize>,
+    pub sizes: Vec<usize>,
+    pub buffer_bytes: usize,
+    pub calls: Vec<Vec<RunArg>>,
+    pub sandbox: PathBuf,
+    pub readable: Vec<PathBuf>,
+    pub run_as: Option<u32>,
+    pub papi_events: Vec<String>,
+    /// The CPU the runner's own thread calls the kernel from (the
+    /// supervisor's), set once the library is loaded: its OpenMP runtime
+    /// has by then taken its places from all of the slot's CPUs.
+    pub main_cpu: Option<usize>,
+}
+
 /// Writes one frame. Its head (lengths and event) goes out in one write:
-/// the judge reads the channel as the run goes, and wakes once per event
-/// instead of once per piece (a run sends an event per call).
-pub fn write_frame(out: &mut impl Write, event: &Event, payload: &[u8]) -> std::io::Result<()> {
+/// the reader wakes once per event instead of once per piece.
+pub fn write_frame<T: Serialize>(
+    out: &mut impl Write,
+    event: &T,
+    payload: &[u8],
+) -> std::io::Result<()> {
     let header = serde_json::to_vec(event).map_err(std::io::Error::other)?;
     let mut head = Vec::with_capacity(header.len() + 12);
     head.extend_from_slice(&(header.len() as u32).to_le_bytes());
@@ -138,16 +266,16 @@ pub fn write_frame(out: &mut impl Write, event: &Event, payload: &[u8]) -> std::
     out.flush()
 }
 
-/// Largest header the judge accepts.
+/// Largest header a reader accepts.
 const MAX_HEADER: u32 = 1 << 20;
 
 /// Reads one frame; `Ok(None)` at a clean end of stream. `payload_budget`
 /// bounds what a frame may claim, so a corrupted channel cannot make the
-/// judge allocate without limit.
-pub fn read_frame(
+/// reader allocate without limit.
+pub fn read_frame<T: for<'de> Deserialize<'de>>(
     input: &mut impl Read,
     payload_budget: u64,
-) -> std::io::Result<Option<(Event, Vec<u8>)>> {
+) -> std::io::Result<Option<(T, Vec<u8>)>> {
     let mut len = [0u8; 4];
     match input.read_exact(&mut len) {
         Ok(()) => {}
@@ -162,7 +290,7 @@ pub fn read_frame(
     }
     let mut header = vec![0u8; header_len as usize];
     input.read_exact(&mut header)?;
-    let event: Event = serde_json::from_slice(&header).map_err(std::io::Error::other)?;
+    let event: T = serde_json::from_slice(&header).map_err(std::io::Error::other)?;
     let mut len = [0u8; 8];
     input.read_exact(&mut len)?;
     let payload_len = u64::from_le_bytes(len);
@@ -183,47 +311,32 @@ mod tests {
     #[test]
     fn frames_round_trip_and_bound_payloads() {
         let mut buf = Vec::new();
-        write_frame(
-            &mut buf,
-            &Event::Rep {
-                case: 0,
-                rep: 3,
-                ns: 1234,
-                warmup: false,
-            },
-            &[],
-        )
-        .unwrap();
-        write_frame(
-            &mut buf,
-            &Event::Output {
-                case: 0,
-                array: "C".into(),
-            },
-            &[1, 2, 3],
-        )
-        .unwrap();
+        let pair = Event::Pair {
+            baseline_ns: 3,
+            candidate_ns: 1234,
+        };
+        write_frame(&mut buf, &pair, &[]).unwrap();
+        let output = Event::Output {
+            step: 0,
+            array: "C".into(),
+        };
+        write_frame(&mut buf, &output, &[1, 2, 3]).unwrap();
         let mut r = buf.as_slice();
+        assert_eq!(read_frame::<Event>(&mut r, 10).unwrap().unwrap().0, pair);
         assert_eq!(
-            read_frame(&mut r, 10).unwrap().unwrap().0,
-            Event::Rep {
-                case: 0,
-                rep: 3,
-                ns: 1234,
-                warmup: false
-            }
+            read_frame::<Event>(&mut r, 10).unwrap().unwrap().1,
+            vec![1, 2, 3]
         );
-        assert_eq!(read_frame(&mut r, 10).unwrap().unwrap().1, vec![1, 2, 3]);
-        assert!(read_frame(&mut r, 10).unwrap().is_none());
+        assert!(read_frame::<Event>(&mut r, 10).unwrap().is_none());
         let mut r = buf.as_slice();
-        read_frame(&mut r, 10).unwrap();
+        read_frame::<Event>(&mut r, 10).unwrap();
         assert!(
-            read_frame(&mut r, 2).is_err(),
+            read_frame::<Event>(&mut r, 2).is_err(),
             "a payload larger than the budget is refused"
         );
     }
 
-    /// Counts the writes a frame takes (each is a wakeup of the judge).
+    /// Counts the writes a frame takes (each is a wakeup of the reader).
     #[derive(Default)]
     struct Writes(Vec<usize>);
 
@@ -243,7 +356,7 @@ mod tests {
         write_frame(&mut out, &Event::Done, &[]).unwrap();
         assert_eq!(out.0.len(), 1, "{:?}", out.0);
         let output = Event::Output {
-            case: 0,
+            step: 0,
             array: "C".into(),
         };
         write_frame(&mut out, &output, &[0; 100]).unwrap();

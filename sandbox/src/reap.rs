@@ -1,15 +1,15 @@
-//! Making sure nothing a submission started outlives its run.
+//! Making sure nothing an untrusted process started outlives its work.
 //!
-//! A submission may fork, leave its process group (`setsid`) and keep running
-//! after the call returns or the runner dies; left alone, such processes would
-//! steal the cores of every later timed run. So the process the judge starts
-//! is a small supervisor that only forks the runner and waits: it is a *child
-//! subreaper*, so every orphan below it is re-parented to it, and when the
-//! runner ends it stops its whole process tree (SIGSTOP until no new process
-//! appears, so a fork bomb cannot outrun it), kills it, and only then exits.
-//! On a timeout the judge does the same to the supervisor's tree. Landlock's
-//! signal scope keeps the sandboxed processes from killing the supervisor
-//! (and root judges run them as another user, which cannot).
+//! A process may fork, leave its process group (`setsid`) and keep running
+//! after the work it was started for has ended; left alone, such processes
+//! would steal the cores of every later timed run, or outlive an agent's
+//! attempt. So whoever starts untrusted work is, or starts, a *child
+//! subreaper*: every orphan below it is re-parented to it, and when the work
+//! ends it stops the whole process tree (SIGSTOP until no new process
+//! appears, so a fork bomb cannot outrun it), then kills it. Where the work
+//! runs as the first process of a PID namespace of its own, killing that
+//! process ends every other in the namespace too; the tree walk is what
+//! remains where the kernel gives no such namespace.
 
 use std::collections::{HashMap, HashSet};
 

@@ -1,16 +1,18 @@
-//! Limits the judge puts on a child process (a compiler or the runner) before
-//! it executes: its own session and process group (so a timeout kills the
-//! whole group), resource limits, CPU pinning, and a network namespace of its
-//! own where the kernel permits.
+//! Limits put on an untrusted child before it executes: resource limits and
+//! CPU pinning ([`Limits::apply`]), and for a command its own session and
+//! process group too, so that a timeout kills the whole group
+//! ([`Limits::install`]).
 //!
-//! Applied in `pre_exec`, between fork and exec, so only async-signal-safe
-//! calls are made there: raw `setrlimit`, `setsid`, `sched_setaffinity` and
-//! `unshare` on values computed beforehand.
+//! Applied between fork and exec, so only async-signal-safe calls are made
+//! there: raw `setrlimit`, `setsid` and `sched_setaffinity` on values
+//! computed beforehand.
 
 use std::os::unix::process::CommandExt;
 
+use serde::{Deserialize, Serialize};
+
 /// Resource limits of one child; `None` leaves a limit as inherited.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Limits {
     pub address_space: Option<u64>,
     pub cpu_seconds: Option<u64>,
@@ -18,18 +20,12 @@ pub struct Limits {
     pub processes: Option<u64>,
     /// CPUs the child may run on.
     pub cpus: Vec<usize>,
-    /// Ask for a private network namespace (silently kept when refused).
-    pub isolate_network: bool,
 }
 
 impl Limits {
-    /// Installs the limits on `command` (taking effect in the child).
+    /// Installs the limits on `command`, in a session of its own.
     pub fn install(&self, command: &mut std::process::Command) {
         let limits = self.clone();
-        let mut cpuset: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-        for &cpu in &limits.cpus {
-            unsafe { libc::CPU_SET(cpu, &mut cpuset) };
-        }
         // SAFETY: the closure only makes async-signal-safe system calls on
         // values captured by copy; it allocates nothing.
         unsafe {
@@ -37,24 +33,43 @@ impl Limits {
                 if libc::setsid() < 0 {
                     return Err(std::io::Error::last_os_error());
                 }
-                set(libc::RLIMIT_CORE, Some(0))?;
-                set(libc::RLIMIT_AS, limits.address_space)?;
-                // The soft limit first (SIGXCPU, reported as a timeout); the
-                // hard limit's SIGKILL only if that is ignored.
-                set_soft_hard(libc::RLIMIT_CPU, limits.cpu_seconds.map(|s| (s, s + 5)))?;
-                set(libc::RLIMIT_FSIZE, limits.file_size)?;
-                set(libc::RLIMIT_NPROC, limits.processes)?;
-                if !limits.cpus.is_empty() {
-                    libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &cpuset);
-                }
-                if limits.isolate_network && libc::unshare(libc::CLONE_NEWNET) != 0 {
-                    // Unprivileged: a user namespace may be allowed to own one.
-                    libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNET);
-                }
-                Ok(())
+                limits.apply()
             });
         }
     }
+
+    /// Applies the limits to the calling process. No allocation: safe
+    /// between fork and exec.
+    pub fn apply(&self) -> std::io::Result<()> {
+        set(libc::RLIMIT_CORE, Some(0))?;
+        set(libc::RLIMIT_AS, self.address_space)?;
+        // The soft limit first (SIGXCPU, reported as a timeout); the
+        // hard limit's SIGKILL only if that is ignored.
+        set_soft_hard(libc::RLIMIT_CPU, self.cpu_seconds.map(|s| (s, s + 5)))?;
+        set(libc::RLIMIT_FSIZE, self.file_size)?;
+        set(libc::RLIMIT_NPROC, self.processes)?;
+        if !self.cpus.is_empty() {
+            // SAFETY: a zeroed cpu_set_t is an empty set; CPU_SET bounds-checks.
+            let mut cpuset: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+            for &cpu in &self.cpus {
+                unsafe { libc::CPU_SET(cpu, &mut cpuset) };
+            }
+            // SAFETY: a stack value of the size passed.
+            unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &cpuset) };
+        }
+        Ok(())
+    }
+}
+
+/// Marks every descriptor from `first` on close-on-exec, so a program this
+/// process executes next inherits none of them: whatever the process itself
+/// inherited (from srun, a shell, a test harness) stops here. A raw system
+/// call: safe between fork and exec. Kernels before 5.11 do not know the
+/// flag; there the descriptors stay as they are.
+pub fn close_on_exec_from(first: u32) {
+    const CLOSE_RANGE_CLOEXEC: libc::c_uint = 1 << 2;
+    // SAFETY: close_range with integer arguments.
+    unsafe { libc::syscall(libc::SYS_close_range, first, u32::MAX, CLOSE_RANGE_CLOEXEC) };
 }
 
 fn set(resource: libc::__rlimit_resource_t, value: Option<u64>) -> std::io::Result<()> {

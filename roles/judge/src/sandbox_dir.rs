@@ -1,18 +1,7 @@
-//! Where untrusted code is built and run, and the walls around it.
-//!
-//! - [`root`]: the directory sandboxes are made in, chosen on every call
-//!   (`HPCAGENT_SANDBOX_DIR` with ≥ 512 MiB free; `/dev/shm` only under `CI`;
-//!   else the temp dir).
-//! - [`confine`]: Landlock rules, applied by the runner to itself or by the
-//!   judge to a compiler between fork and exec: read the system and its own
-//!   directory, write only its own directory, no TCP, no signals to
-//!   processes outside it.
-//! - [`limits`]: what the judge sets on a child before it runs: its own
-//!   session, resource limits, CPU pinning, and (for runs) a private network
-//!   namespace where the kernel permits.
-
-pub mod confine;
-pub mod limits;
+//! Where builds and runs get their directories: made fresh for each, under
+//! `HPCAGENT_SANDBOX_DIR` when it has ≥ 512 MiB free, `/dev/shm` only under
+//! `CI`, else the temporary directory. The walls around what runs in them
+//! are `hpcagent_sandbox`'s.
 
 use std::path::{Path, PathBuf};
 

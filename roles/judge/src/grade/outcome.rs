@@ -1,0 +1,365 @@
+//! What a run's report says about the submission: the verdict's status and
+//! message, worst first, its outputs against the reference, and its time
+//! against the baseline's.
+
+use hpcagent_sandbox::landlock::Enforcement;
+
+use crate::corpus::{Kernel, Precision, Tolerance};
+use crate::data::{CaseInputs, Reference};
+use crate::runner::RunOutcome;
+use crate::runner::protocol::{Event, Side};
+use crate::timing::Speedup;
+use crate::verdict::{Status, Timing, Verdict};
+use crate::verify::{self, Comparison, Output};
+
+use super::Mode;
+
+/// A verified step and the case it ran.
+pub(crate) struct Checked<'a> {
+    pub step: usize,
+    pub data: &'a (CaseInputs, Reference),
+}
+
+/// The steps a verdict reads.
+pub(crate) struct Read<'a> {
+    pub public: Checked<'a>,
+    pub held_out: Vec<Checked<'a>>,
+    /// Steps whose digests must equal the public step's.
+    pub repeats: &'a [usize],
+}
+
+/// Everything that can be said about a run, worst first.
+pub(crate) fn judge_outcome(
+    verdict: &mut Verdict,
+    kernel: &Kernel,
+    precision: Precision,
+    read: &Read<'_>,
+    outcome: &RunOutcome,
+    mode: Mode,
+) {
+    // What a Submit's program printed could describe its held-out cases
+    // or its timed calls' sizes.
+    if mode == Mode::Score {
+        verdict.stdout_tail = outcome.stdout_tail.clone();
+        verdict.stderr_tail = outcome.stderr_tail.clone();
+    }
+    verdict.isolation = isolation(outcome);
+    let measured = timings(verdict, outcome, read.public.step);
+    judge_answers(verdict, kernel, precision, read, outcome, mode);
+    if let (Status::Ok, Some(s)) = (verdict.status, measured) {
+        verdict.speedup = Some(s.median);
+        verdict.speedup_low = Some(s.low);
+        verdict.speedup_high = Some(s.high);
+        verdict.pairs = s.pairs;
+    }
+}
+
+/// How the submission's runner was isolated, as the verdict says it.
+fn isolation(outcome: &RunOutcome) -> String {
+    let Some(isolation) = outcome.events.iter().find_map(|e| match e {
+        Event::Isolated(i) => Some(i),
+        _ => None,
+    }) else {
+        return String::new();
+    };
+    let mut missing = Vec::new();
+    if !isolation.namespaces {
+        missing.push("no namespaces of its own (the node's other processes are visible)");
+    }
+    match isolation.landlock {
+        Enforcement::Full => {}
+        Enforcement::Partial => missing.push("Landlock partly enforced"),
+        Enforcement::None => missing.push("no Landlock (files outside its directory reachable)"),
+    }
+    if !isolation.seccomp {
+        missing.push("no seccomp filter");
+    }
+    if missing.is_empty() {
+        "full".into()
+    } else {
+        format!("weak: {}", missing.join("; "))
+    }
+}
+
+/// The verdict's status and message: how the run ended, then the answers.
+fn judge_answers(
+    verdict: &mut Verdict,
+    kernel: &Kernel,
+    precision: Precision,
+    read: &Read<'_>,
+    outcome: &RunOutcome,
+    mode: Mode,
+) {
+    if let Some((status, message)) = run_failure(verdict, outcome) {
+        return set(verdict, status, message);
+    }
+    let tolerance = kernel.tolerance(precision);
+    let public = compare_case(&read.public, outcome, tolerance);
+    verdict.max_abs_error = public.max_abs_error;
+    verdict.max_rel_error = public.max_rel_error;
+    verdict.first_mismatch = public.first.clone();
+    if !public.correct {
+        let message = public.message.unwrap_or_else(|| "wrong result".into());
+        return set(verdict, Status::Incorrect, message);
+    }
+    let mismatch = outcome.events.iter().find_map(|e| match e {
+        Event::Mismatch { message } => Some(message),
+        _ => None,
+    });
+    if let Some(message) = mismatch {
+        // Wrong on the timed calls' fresh inputs: for Submit, at this
+        // grade's own sizes too, which a kernel tuned to the public sizes
+        // gets wrong as it does the held-out cases (overfit); one right on
+        // those is wrong on values alone (a replayed or cached answer).
+        let overfit = mode == Mode::Submit
+            && read
+                .held_out
+                .iter()
+                .any(|checked| !compare_case(checked, outcome, tolerance).correct);
+        if overfit {
+            let message = "correct on the public case but wrong on held-out cases and on the \
+                           timed calls at this grade's own sizes";
+            return set(verdict, Status::Overfit, message);
+        }
+        return set(verdict, Status::Incorrect, message.clone());
+    }
+    verdict.correct = true;
+    verdict.message = "correct on the public case".into();
+    if mode == Mode::Submit {
+        judge_held_out(verdict, read, outcome, tolerance);
+    }
+}
+
+/// The submission's and the baseline's times, and the speedup with its
+/// interval, from the timed pairs; without pairs, the public step's calls.
+fn timings(verdict: &mut Verdict, outcome: &RunOutcome, public: usize) -> Option<Speedup> {
+    let pairs: Vec<(u64, u64)> = outcome
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Pair {
+                baseline_ns,
+                candidate_ns,
+            } => Some((*baseline_ns, *candidate_ns)),
+            _ => None,
+        })
+        .collect();
+    if pairs.is_empty() {
+        let calls: Vec<u64> = outcome
+            .events
+            .iter()
+            .filter_map(|e| match e {
+                Event::Call { step, ns } if *step == public => Some(*ns),
+                _ => None,
+            })
+            .collect();
+        verdict.timing = Timing::from_samples(&calls);
+        return None;
+    }
+    let (baseline, candidate): (Vec<u64>, Vec<u64>) = pairs.iter().copied().unzip();
+    verdict.timing = Timing::from_samples(&candidate);
+    verdict.baseline = Timing::from_samples(&baseline);
+    Speedup::of(&pairs)
+}
+
+fn signal_name(sig: i32) -> String {
+    nix::sys::signal::Signal::try_from(sig)
+        .map(|s| s.as_str().to_string())
+        .unwrap_or_else(|_| format!("signal {sig}"))
+}
+
+/// Why the run did not finish its calls, if it did not.
+fn run_failure(verdict: &mut Verdict, outcome: &RunOutcome) -> Option<(Status, String)> {
+    for event in &outcome.events {
+        match event {
+            Event::Failed {
+                side: Side::Baseline,
+                stage,
+                message,
+            } => {
+                return Some((
+                    Status::HarnessError,
+                    format!("the baseline could not run ({stage}): {message}"),
+                ));
+            }
+            Event::Ended {
+                side: Side::Baseline,
+                ..
+            } => {
+                return Some((
+                    Status::HarnessError,
+                    "the baseline's runner ended before its calls did".into(),
+                ));
+            }
+            Event::Failed {
+                side: Side::Candidate,
+                stage,
+                message,
+            } => return Some(candidate_failed(stage, message)),
+            Event::Ended {
+                side: Side::Candidate,
+                code,
+                signal,
+                timed_out,
+            } => {
+                if let Some(sig) = signal {
+                    verdict.signal = Some(signal_name(*sig));
+                }
+                return Some(candidate_ended(*code, *signal, *timed_out));
+            }
+            Event::InputModified { array, .. } => {
+                return Some((
+                    Status::Incorrect,
+                    format!("input {array} was modified; inputs are const"),
+                ));
+            }
+            _ => {}
+        }
+    }
+    outcome
+        .supervisor_error
+        .as_ref()
+        .map(|e| (Status::HarnessError, format!("the run's supervisor: {e}")))
+}
+
+/// A failure the submission's runner reported: before the library loaded,
+/// the harness's; from loading on, the submission's.
+fn candidate_failed(stage: &str, message: &str) -> (Status, String) {
+    match stage {
+        "symbol" => (
+            Status::BuildError,
+            format!(
+                "{message}; export it with C linkage (extern \"C\" in C++/CUDA/HIP, bind(C) in Fortran)"
+            ),
+        ),
+        "load" => (
+            Status::BuildError,
+            format!("the built library cannot be loaded: {message}"),
+        ),
+        "sync" | "copy" | "alloc" | "call" => (
+            Status::Crash,
+            format!("a call failed in the runner ({stage}): {message}"),
+        ),
+        _ => (Status::HarnessError, format!("runner {stage}: {message}")),
+    }
+}
+
+fn candidate_ended(code: Option<i32>, signal: Option<i32>, timed_out: bool) -> (Status, String) {
+    if timed_out {
+        return (
+            Status::Timeout,
+            "a call did not finish within its time (20 times the baseline's, at least 0.5 s)"
+                .into(),
+        );
+    }
+    match (signal, code) {
+        (Some(libc::SIGXCPU), _) => (Status::Timeout, "used up its CPU time limit".into()),
+        (Some(sig), _) => {
+            let why = match sig {
+                libc::SIGXFSZ => " (wrote more output than the 64 MiB allowed)",
+                libc::SIGSEGV | libc::SIGBUS => " (invalid memory access)",
+                _ => "",
+            };
+            (
+                Status::Crash,
+                format!("killed by {}{why}", signal_name(sig)),
+            )
+        }
+        (None, code) => (
+            Status::Crash,
+            format!(
+                "the process exited (code {}) before the calls finished",
+                code.unwrap_or(-1)
+            ),
+        ),
+    }
+}
+
+/// Held-out cases and determinism (Submit): details of held-out cases stay secret.
+fn judge_held_out(
+    verdict: &mut Verdict,
+    read: &Read<'_>,
+    outcome: &RunOutcome,
+    tolerance: Tolerance,
+) {
+    let hidden: Vec<Comparison> = read
+        .held_out
+        .iter()
+        .map(|checked| compare_case(checked, outcome, tolerance))
+        .collect();
+    verdict.hidden_total = hidden.len() as u32;
+    verdict.hidden_passed = hidden.iter().filter(|c| c.correct).count() as u32;
+    let digest_of = |wanted: usize| {
+        outcome.events.iter().find_map(|e| match e {
+            Event::OutputDigest { step, digest } if *step == wanted => Some(digest.clone()),
+            _ => None,
+        })
+    };
+    let first = digest_of(read.public.step);
+    let deterministic =
+        first.is_some() && read.repeats.iter().all(|&step| digest_of(step) == first);
+    verdict.deterministic = Some(deterministic);
+    if verdict.hidden_passed < verdict.hidden_total {
+        let message = format!(
+            "correct on the public case but wrong on {} of {} held-out cases",
+            verdict.hidden_total - verdict.hidden_passed,
+            verdict.hidden_total
+        );
+        return set(verdict, Status::Overfit, message);
+    }
+    if !deterministic {
+        let message = "not deterministic: three calls on the public case gave different bits";
+        return set(verdict, Status::Incorrect, message);
+    }
+    verdict.message = format!(
+        "correct on the public case and {} held-out cases, deterministic",
+        verdict.hidden_total
+    );
+}
+
+pub(crate) fn set(verdict: &mut Verdict, status: Status, message: impl Into<String>) {
+    verdict.status = status;
+    verdict.correct = false;
+    verdict.message = message.into();
+    if status == Status::Overfit {
+        // Which held-out case and where stay secret.
+        verdict.first_mismatch = None;
+    }
+}
+
+fn compare_case(checked: &Checked<'_>, outcome: &RunOutcome, tolerance: Tolerance) -> Comparison {
+    let (inputs, reference) = checked.data;
+    let mut total = Comparison::default();
+    for array in inputs.arrays.iter().filter(|a| a.role.is_output()) {
+        let Some(actual) = outcome.outputs.get(&(checked.step, array.name.clone())) else {
+            total.merge(Comparison {
+                correct: false,
+                message: Some(format!("output {} was not returned", array.name)),
+                ..Comparison::default()
+            });
+            continue;
+        };
+        let expected = match std::fs::read(&reference.outputs[&array.name]) {
+            Ok(bytes) => bytes,
+            Err(e) => {
+                total.merge(Comparison {
+                    correct: false,
+                    message: Some(format!("reference output {}: {e}", array.name)),
+                    ..Comparison::default()
+                });
+                continue;
+            }
+        };
+        total.merge(verify::compare(
+            &Output {
+                name: &array.name,
+                dtype: array.dtype,
+                shape: &array.shape,
+                actual,
+                expected: &expected,
+            },
+            tolerance,
+        ));
+    }
+    total
+}

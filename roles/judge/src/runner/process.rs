@@ -1,0 +1,386 @@
+//! `hpcagent judge exec --runner`: the process a submission (or the
+//! baseline) runs in. It loads the library and calls its symbol when the
+//! supervisor says so; it measures nothing and decides nothing.
+//!
+//! Order matters: it maps the run's shared buffers where the supervisor
+//! says, drops to the run's user (root judges), closes every descriptor but
+//! its stdio and its two channels, confines itself (Landlock, then
+//! seccomp), and only then loads the library, whose initializers already
+//! run confined. Then it reports
+//! `Ready` and waits: each call is a `u32` on its call channel (which
+//! argument list), and a byte on its report channel once the call has
+//! returned. Its stdin is `/dev/null`, as a program's would be. The
+//! supervisor stops the whole process before it writes a call's inputs and
+//! again before it reads the outputs; the time between is the call's.
+
+use std::collections::BTreeMap;
+use std::ffi::c_void;
+use std::fs::File;
+use std::io::{BufRead, BufReader, Write};
+use std::os::fd::FromRawFd;
+
+use libffi::middle::{Arg, Cif, CodePtr, Type};
+
+use hpcagent_sandbox::landlock::{Confinement, Enforcement, become_user};
+use hpcagent_sandbox::seccomp::{Filters, Profile};
+
+use super::buffers::{Layout, Mapping};
+use super::device::{self, Device};
+use super::papi::Papi;
+use super::protocol::{Report, RunArg, RunnerSetup, write_frame};
+
+/// The runner's report channel.
+pub const REPORT_FD: i32 = 3;
+/// Its setup, then its calls, from the supervisor.
+pub const CALLS_FD: i32 = 4;
+/// The shared buffers' memory file, closed once mapped.
+pub const BUFFERS_FD: i32 = 5;
+
+/// A call has returned.
+pub const DONE: u8 = b'D';
+/// A call failed in the runner's own code (a device error); a frame follows.
+pub const FAILED: u8 = b'F';
+
+type Failure = (&'static str, String);
+
+/// Runs the runner; returns its exit code.
+pub fn main() -> i32 {
+    // SAFETY: the supervisor put the report channel here for this process.
+    let mut report = unsafe { File::from_raw_fd(REPORT_FD) };
+    // SAFETY: as the report channel.
+    let mut calls = BufReader::new(unsafe { File::from_raw_fd(CALLS_FD) });
+    match run(&mut calls, &mut report) {
+        Ok(()) => 0,
+        Err((stage, message)) => {
+            let _ = write_frame(
+                &mut report,
+                &Report::Failed {
+                    stage: stage.into(),
+                    message,
+                },
+                &[],
+            );
+            3
+        }
+    }
+}
+
+fn run(calls_in: &mut impl BufRead, report: &mut File) -> Result<(), Failure> {
+    let mut line = String::new();
+    calls_in
+        .read_line(&mut line)
+        .map_err(|e| ("setup", format!("cannot read the setup: {e}")))?;
+    let setup: RunnerSetup =
+        serde_json::from_str(&line).map_err(|e| ("setup", format!("bad setup: {e}")))?;
+    let layout = Layout {
+        offsets: setup.offsets.clone(),
+        sizes: setup.sizes.clone(),
+        total: setup.buffer_bytes,
+    };
+    let buffers = Mapping::map(BUFFERS_FD, &layout, Some(super::buffers::ADDRESS))
+        .map_err(|e| ("buffers", e))?;
+    if let Some(id) = setup.run_as {
+        become_user(id).map_err(|e| ("privileges", e))?;
+        // Changing user clears the parent-death signal: ask for it again.
+        // SAFETY: prctl with integer arguments.
+        unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) };
+    }
+    // Only stdio and its two channels stay: nothing the judge or the
+    // supervisor held reaches the submission.
+    // SAFETY: close_range on this process's own descriptors.
+    unsafe { libc::syscall(libc::SYS_close_range, CALLS_FD as u32 + 1, u32::MAX, 0) };
+    let landlock = confine(&setup)?;
+    let counters = !setup.papi_events.is_empty();
+    let filters = Filters::new(Profile::Run { counters }).map_err(|e| ("seccomp", e))?;
+    filters
+        .install()
+        .map_err(|e| ("seccomp", format!("cannot install the filter: {e}")))?;
+    let device = device::for_language(setup.language).map_err(|e| ("device", e))?;
+    let papi = match counters {
+        true => Some(Papi::open(&setup.papi_events).map_err(|e| ("papi", e))?),
+        false => None,
+    };
+    // From here on the library's own code may run and write to the
+    // channel: the supervisor charges what it reads to the submission.
+    send(
+        report,
+        &Report::Confined {
+            landlock,
+            seccomp: true,
+        },
+    );
+    default_fault_actions();
+    let (library, code) = load(&setup)?;
+    let mut calls = Calls::new(&setup, &buffers, device)?;
+    if let Some(cpu) = setup.main_cpu {
+        pin_this_thread(cpu);
+    }
+    send(report, &Report::Ready);
+    let mut totals: BTreeMap<String, f64> = BTreeMap::new();
+    let mut made = 0u32;
+    let mut index = [0u8; 4];
+    while calls_in.read_exact(&mut index).is_ok() {
+        let index = u32::from_le_bytes(index) as usize;
+        if let Some(p) = &papi {
+            p.start().map_err(|e| ("papi", e))?;
+        }
+        let called = calls.call(code, index, &buffers);
+        if let Some(p) = &papi {
+            for (name, value) in p.stop().map_err(|e| ("papi", e))? {
+                *totals.entry(name).or_default() += value;
+            }
+        }
+        match called {
+            Ok(()) => {
+                let _ = report.write_all(&[DONE]);
+            }
+            Err((stage, message)) => {
+                let _ = report.write_all(&[FAILED]);
+                return Err((stage, message));
+            }
+        }
+        made += 1;
+    }
+    if counters && made > 0 {
+        totals.values_mut().for_each(|v| *v /= made as f64);
+        send(report, &Report::Counters { values: totals });
+    }
+    // Keep the library mapped until every call is done.
+    drop(library);
+    Ok(())
+}
+
+fn send(report: &mut File, message: &Report) {
+    // If the supervisor is gone there is nobody to tell.
+    let _ = write_frame(report, message, &[]);
+}
+
+/// Landlock: read the system, the shared mount and its directory; write
+/// only its directory; no TCP; no signals or abstract sockets outside.
+fn confine(setup: &RunnerSetup) -> Result<Enforcement, Failure> {
+    let mut read = setup.readable.clone();
+    read.push(setup.sandbox.clone());
+    let confinement = Confinement {
+        read,
+        write: vec![setup.sandbox.clone()],
+        system: true,
+        connect: Vec::new(),
+        gpus: setup.language.is_gpu(),
+    };
+    confinement.apply().map_err(|e| ("confine", e))
+}
+
+/// Loads the library with every symbol bound now (not at first use): one
+/// that references a function nothing defines is refused here, as a build
+/// error, instead of the dynamic linker ending the process mid-call.
+fn load(setup: &RunnerSetup) -> Result<(libloading::Library, CodePtr), Failure> {
+    let now = libloading::os::unix::RTLD_NOW | libloading::os::unix::RTLD_LOCAL;
+    // SAFETY: loading runs the library's initializers: that is the
+    // untrusted code this process exists to contain.
+    let library: libloading::Library =
+        unsafe { libloading::os::unix::Library::open(Some(&setup.library), now) }
+            .map_err(|e| {
+                // dlerror()'s text (which symbol, which file) is the source.
+                let why = std::error::Error::source(&e).map_or(e.to_string(), |s| s.to_string());
+                ("load", why)
+            })?
+            .into();
+    // SAFETY: only the address is taken; the call goes through libffi with
+    // the signature the ABI defines.
+    let symbol =
+        unsafe { library.get::<*const c_void>(setup.symbol.as_bytes()) }.map_err(|_| {
+            (
+                "symbol",
+                format!("the library does not export {}", setup.symbol),
+            )
+        })?;
+    let code = CodePtr(*symbol as *mut c_void);
+    Ok((library, code))
+}
+
+/// One argument's value as libffi passes it; the storage must not move
+/// between building the argument list and the call.
+enum Value {
+    Ptr(*mut c_void),
+    I64(i64),
+    F64(f64),
+    F32(f32),
+}
+
+/// A device array: where it lies in the host buffers and on the device.
+struct Staged {
+    offset: usize,
+    device: device::Buffer,
+}
+
+/// The prepared calls: one argument list per entry of the setup's.
+struct Calls {
+    lists: Vec<(Cif, Vec<Value>)>,
+    /// Per call: the arrays and their byte sizes, and whether each is an output.
+    arrays: Vec<Vec<(usize, usize, bool)>>,
+    device: Option<(Box<dyn Device>, Vec<Staged>)>,
+}
+
+impl Calls {
+    fn new(
+        setup: &RunnerSetup,
+        buffers: &Mapping,
+        device: Option<Box<dyn Device>>,
+    ) -> Result<Calls, Failure> {
+        let workspace_at = *setup.offsets.last().unwrap_or(&0);
+        // On a device, every region gets a device buffer as large as the
+        // largest use of it; kernels see device pointers.
+        let device = match device {
+            None => None,
+            Some(mut d) => {
+                let mut staged = Vec::new();
+                for (region, &offset) in setup.offsets.iter().enumerate() {
+                    let bytes = region_bytes(setup, region);
+                    let buffer = d.alloc(bytes).map_err(|e| ("alloc", e))?;
+                    staged.push(Staged {
+                        offset,
+                        device: buffer,
+                    });
+                }
+                Some((d, staged))
+            }
+        };
+        let pointer = |region: usize, offset: usize| match &device {
+            Some((_, staged)) => staged[region].device.ptr,
+            None => buffers.at(offset),
+        };
+        let mut lists = Vec::new();
+        let mut arrays = Vec::new();
+        for args in &setup.calls {
+            let mut values = Vec::new();
+            let mut types = Vec::new();
+            let mut used = Vec::new();
+            for arg in args {
+                match arg {
+                    RunArg::Array { index, shape } => {
+                        let spec = &setup.arrays[*index];
+                        let bytes = RunArg::elements(shape) * spec.dtype.size();
+                        used.push((*index, bytes, spec.role.is_output()));
+                        values.push(Value::Ptr(pointer(*index, setup.offsets[*index])));
+                        types.push(Type::pointer());
+                    }
+                    RunArg::Int(v) => {
+                        values.push(Value::I64(*v));
+                        types.push(Type::i64());
+                    }
+                    RunArg::F64(v) => {
+                        values.push(Value::F64(*v));
+                        types.push(Type::f64());
+                    }
+                    RunArg::F32(v) => {
+                        values.push(Value::F32(*v));
+                        types.push(Type::f32());
+                    }
+                    RunArg::Workspace(bytes) => {
+                        let region = setup.offsets.len() - 1;
+                        used.push((region, *bytes as usize, false));
+                        let ptr = match bytes {
+                            0 => std::ptr::null_mut(),
+                            _ => pointer(region, workspace_at),
+                        };
+                        values.push(Value::Ptr(ptr));
+                        types.push(Type::pointer());
+                    }
+                }
+            }
+            lists.push((Cif::new(types, Type::void()), values));
+            arrays.push(used);
+        }
+        Ok(Calls {
+            lists,
+            arrays,
+            device,
+        })
+    }
+
+    /// Makes call `index`: on a device, its arrays go up before and its
+    /// outputs come back after (all of it inside the timed window: the
+    /// supervisor cannot tell the copies from the kernel).
+    fn call(&mut self, code: CodePtr, index: usize, buffers: &Mapping) -> Result<(), Failure> {
+        let Some((cif, values)) = self.lists.get(index) else {
+            return Err(("call", format!("no argument list {index}")));
+        };
+        if let Some((device, staged)) = &mut self.device {
+            for &(region, bytes, _) in &self.arrays[index] {
+                let s = &staged[region];
+                device
+                    .upload(s.device, buffers.bytes(s.offset, bytes))
+                    .map_err(|e| ("copy", e))?;
+            }
+            device.sync().map_err(|e| ("sync", e))?;
+        }
+        let args: Vec<Arg> = values
+            .iter()
+            .map(|v| match v {
+                Value::Ptr(p) => Arg::new(p),
+                Value::I64(i) => Arg::new(i),
+                Value::F64(f) => Arg::new(f),
+                Value::F32(f) => Arg::new(f),
+            })
+            .collect();
+        // SAFETY: the argument types follow the ABI of the symbol; the
+        // buffers are as large as the call's shapes say.
+        unsafe { cif.call::<()>(code, &args) };
+        if let Some((device, staged)) = &mut self.device {
+            device.sync().map_err(|e| ("sync", e))?;
+            for &(region, bytes, output) in &self.arrays[index] {
+                if output {
+                    let s = &staged[region];
+                    let host = buffers.at(s.offset) as *mut u8;
+                    // SAFETY: the region holds at least `bytes`; this
+                    // process is the only writer while it runs.
+                    let dst = unsafe { std::slice::from_raw_parts_mut(host, bytes) };
+                    device.download(s.device, dst).map_err(|e| ("copy", e))?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The largest use of region `region` (an array, or the workspace last).
+fn region_bytes(setup: &RunnerSetup, region: usize) -> usize {
+    setup
+        .calls
+        .iter()
+        .flatten()
+        .filter_map(|arg| match arg {
+            RunArg::Array { index, shape } if *index == region => {
+                Some(RunArg::elements(shape) * setup.arrays[*index].dtype.size())
+            }
+            RunArg::Workspace(bytes) if region == setup.offsets.len() - 1 => Some(*bytes as usize),
+            _ => None,
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+/// Keeps the calling thread on `cpu`, where the supervisor writes the
+/// inputs and waits: a call then starts with them in that core's caches,
+/// and its wakeups cross no CPUs (in a virtual machine a wakeup across
+/// vCPUs cost a 230 µs call 150 µs more, and varied).
+fn pin_this_thread(cpu: usize) {
+    // SAFETY: a zeroed cpu_set_t is empty; CPU_SET bounds-checks.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    unsafe { libc::CPU_SET(cpu, &mut set) };
+    // SAFETY: a stack value of the size passed; 0 is this thread.
+    unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) };
+}
+
+/// Rust's runtime handles SIGSEGV and SIGBUS to report its own stack
+/// overflows, and aborts (SIGABRT) when a fault lands in the main thread's
+/// guard page. A submission that overflows its stack then ended by SIGSEGV
+/// or by SIGABRT depending on where its frames met the guard, so the same
+/// source got two verdicts. From here on only the submission's code runs:
+/// faults take their default action, and the supervisor sees the signal.
+fn default_fault_actions() {
+    for signal in [libc::SIGSEGV, libc::SIGBUS] {
+        // SAFETY: restores a default disposition; no handler runs.
+        unsafe { libc::signal(signal, libc::SIG_DFL) };
+    }
+}

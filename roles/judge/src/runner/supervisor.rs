@@ -1,0 +1,752 @@
+//! `hpcagent judge exec`: the supervisor of one run, and its clock.
+//!
+//! The judge starts it with the run's request on stdin and a channel for its
+//! reports (descriptor 3), and the node's timing lock (descriptor 4) when
+//! the run is timed. It starts the submission's runner, and the baseline's
+//! when the run has timed pairs, each in namespaces of its own, then goes
+//! through the request's steps:
+//!
+//! - a check calls the submission on known inputs and reads its outputs
+//!   back for the judge to verify against the reference;
+//! - timed pairs call the baseline and the submission on the same fresh
+//!   inputs (drawn from a secret of this grade, so nothing can be computed
+//!   ahead), in alternating order, under the node's timing lock, and
+//!   compare their outputs; they go on until the speedup's interval is
+//!   narrow enough or their time is up ([`crate::timing`]);
+//! - a profile calls the submission on known inputs for a while.
+//!
+//! Every call is timed here, from outside the runner ([`super::child`]),
+//! and its inputs are written and outputs read here, in this process's own
+//! mapping of the run's buffers, while every runner is stopped
+//! ([`super::buffers`]). Before every call the inputs are fresh, the outputs
+//! hold canaries and the workspace zeros.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::Read;
+use std::os::fd::{AsRawFd, FromRawFd};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use sha2::{Digest, Sha256};
+
+use super::buffers::{Layout, Mapping};
+use super::canary;
+use super::child::{Child, Gone, Start};
+use super::protocol::{
+    CallBudget, Event, Isolation, Report, Request, RunArg, RunnerSetup, Side, Step, write_frame,
+};
+use crate::corpus::{DType, Role, Tolerance};
+use crate::data::{Draw, seeded_rng};
+use crate::timing::StopRule;
+use crate::verify::{self, Output};
+
+/// The channel to the judge.
+pub const CHANNEL_FD: i32 = 3;
+/// The node's timing lock, when the run is timed.
+pub const LOCK_FD: i32 = 4;
+
+/// How long a runner may take to start, confine itself and load its library.
+const STARTUP: Duration = Duration::from_secs(30);
+
+/// Runs the supervisor: the request from `stdin`; its exit code.
+pub fn main(stdin: &mut impl Read) -> i32 {
+    // SAFETY: prctl only: the supervisor dies with the judge that started it.
+    unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) };
+    // SAFETY: the judge opened this descriptor for this process.
+    let mut channel = unsafe { File::from_raw_fd(CHANNEL_FD) };
+    // Taken before this process opens anything: descriptor 4 is the lock
+    // only if the judge passed one.
+    // SAFETY: fcntl probes the descriptor; the judge opened it for us.
+    let lock = (unsafe { libc::fcntl(LOCK_FD, libc::F_GETFD) } >= 0)
+        .then(|| unsafe { File::from_raw_fd(LOCK_FD) });
+    let mut text = String::new();
+    let request: Request = match stdin
+        .read_to_string(&mut text)
+        .map_err(|e| e.to_string())
+        .and_then(|_| serde_json::from_str(&text).map_err(|e| e.to_string()))
+    {
+        Ok(r) => r,
+        Err(e) => {
+            fail(&mut channel, Side::Candidate, "request", e);
+            return 2;
+        }
+    };
+    match Run::start(&request, &mut channel, lock) {
+        Ok(mut run) => {
+            run.steps(&request);
+            run.finish();
+            0
+        }
+        Err(()) => 3,
+    }
+}
+
+fn fail(channel: &mut File, side: Side, stage: &str, message: String) {
+    send(
+        channel,
+        &Event::Failed {
+            side,
+            stage: stage.into(),
+            message,
+        },
+        &[],
+    );
+}
+
+fn send(channel: &mut File, event: &Event, payload: &[u8]) {
+    // A judge that is gone hears nothing.
+    let _ = write_frame(channel, event, payload);
+}
+
+/// A run in progress.
+struct Run<'a> {
+    channel: &'a mut File,
+    candidate: Child,
+    baseline: Option<Child>,
+    /// This process's mapping of the run's shared buffers.
+    buffers: Mapping,
+    layout: Layout,
+    request: &'a Request,
+    lock: Option<File>,
+    /// The baseline's call times so far (the candidate's budget follows them).
+    baseline_ns: Vec<u64>,
+    /// Input files read once, by path.
+    files: HashMap<PathBuf, Vec<u8>>,
+    /// Each array's canaries, as many as its region holds.
+    canaries: Vec<Vec<u8>>,
+    over: bool,
+}
+
+impl<'a> Run<'a> {
+    fn start(
+        request: &'a Request,
+        channel: &'a mut File,
+        lock: Option<File>,
+    ) -> Result<Run<'a>, ()> {
+        if request.namespaces
+            && let Err(e) = hpcagent_sandbox::namespaces::own_pid_namespace()
+        {
+            fail(channel, Side::Candidate, "namespaces", e);
+            return Err(());
+        }
+        hpcagent_sandbox::reap::become_subreaper();
+        let sizes = region_sizes(request);
+        let layout = Layout::new(&sizes);
+        let (memfd, buffers) = match Mapping::create(&layout) {
+            Ok(made) => made,
+            Err(e) => {
+                fail(channel, Side::Candidate, "buffers", e);
+                return Err(());
+            }
+        };
+        let exe = match std::env::current_exe() {
+            Ok(exe) => exe,
+            Err(e) => {
+                fail(channel, Side::Candidate, "start", format!("own path: {e}"));
+                return Err(());
+            }
+        };
+        let env: Vec<(String, String)> = std::env::vars().collect();
+        let null = File::options()
+            .read(true)
+            .write(true)
+            .open("/dev/null")
+            .map_err(|_| ())?;
+        let start = |output: (i32, i32)| Start {
+            exe: &exe,
+            env: &env,
+            null: null.as_raw_fd(),
+            buffers: memfd.as_raw_fd(),
+            output,
+            limits: &request.limits,
+            namespaces: request.namespaces,
+        };
+        let setup = |library: &Path, sandbox: &Path, papi: bool| RunnerSetup {
+            library: library.to_path_buf(),
+            symbol: request.symbol.clone(),
+            language: request.language,
+            arrays: request.arrays.clone(),
+            offsets: layout.offsets.clone(),
+            sizes: layout.sizes.clone(),
+            buffer_bytes: layout.total,
+            calls: request.calls.clone(),
+            sandbox: sandbox.to_path_buf(),
+            readable: request.readable.clone(),
+            run_as: request.run_as,
+            papi_events: if papi {
+                request.papi_events.clone()
+            } else {
+                Vec::new()
+            },
+            main_cpu: request.limits.cpus.first().copied(),
+        };
+        let baseline = match &request.baseline {
+            None => None,
+            Some(library) => {
+                let dir = library.parent().unwrap_or(Path::new("/"));
+                let quiet = (null.as_raw_fd(), null.as_raw_fd());
+                let started = Child::start(&setup(library, dir, false), &start(quiet))
+                    .map_err(|message| Gone::Failed {
+                        stage: "start".into(),
+                        message,
+                    })
+                    .and_then(|mut child| child.ready(STARTUP, |_| {}).map(|()| child));
+                match started {
+                    Ok(child) => Some(child),
+                    Err(gone) => {
+                        report_gone(channel, Side::Baseline, gone);
+                        return Err(());
+                    }
+                }
+            }
+        };
+        let own = (libc::STDOUT_FILENO, libc::STDERR_FILENO);
+        let mut candidate = match Child::start(
+            &setup(&request.candidate, &request.sandbox, true),
+            &start(own),
+        ) {
+            Ok(child) => child,
+            Err(e) => {
+                fail(channel, Side::Candidate, "start", e);
+                return Err(());
+            }
+        };
+        let namespaces = request.namespaces;
+        let ready = candidate.ready(STARTUP, |report| {
+            if let Report::Confined { landlock, seccomp } = report {
+                let isolation = Isolation {
+                    namespaces,
+                    landlock,
+                    seccomp,
+                };
+                send(channel, &Event::Isolated(isolation), &[]);
+            }
+        });
+        if let Err(gone) = ready {
+            report_gone(channel, Side::Candidate, gone);
+            return Err(());
+        }
+        send(channel, &Event::Loaded, &[]);
+        Ok(Run {
+            channel,
+            candidate,
+            baseline,
+            buffers,
+            layout,
+            request,
+            lock,
+            baseline_ns: Vec::new(),
+            files: HashMap::new(),
+            canaries: request
+                .arrays
+                .iter()
+                .zip(&sizes)
+                .map(|(spec, &bytes)| canary::fill(spec.dtype, bytes / spec.dtype.size()))
+                .collect(),
+            over: false,
+        })
+    }
+
+    fn steps(&mut self, request: &Request) {
+        for (index, step) in request.steps.iter().enumerate() {
+            if self.over {
+                return;
+            }
+            match step {
+                Step::Check {
+                    call,
+                    inputs,
+                    calls,
+                    outputs,
+                    digest,
+                    ..
+                } => self.check(index, *call, inputs, *calls, *outputs, *digest),
+                Step::Pairs {
+                    call,
+                    seed,
+                    stop,
+                    tolerance,
+                } => self.pairs(index, *call, seed, *stop, *tolerance),
+                Step::Profile {
+                    call,
+                    inputs,
+                    seconds,
+                    fewest,
+                    most,
+                } => self.profile(index, *call, inputs, *seconds, *fewest, *most),
+            }
+        }
+        if !self.over {
+            send(self.channel, &Event::Done, &[]);
+        }
+    }
+
+    /// Lets the submission's runner end on its own (its buffered output
+    /// flushed, its counters reported) and kills what is left.
+    fn finish(self) {
+        let Run {
+            channel,
+            candidate,
+            baseline,
+            over,
+            ..
+        } = self;
+        drop(baseline);
+        if over {
+            return;
+        }
+        for report in candidate.finish(Duration::from_secs(10)) {
+            if let Report::Counters { values } = report {
+                send(channel, &Event::Counters { values }, &[]);
+            }
+        }
+    }
+
+    /// The submission alone on known inputs, `calls` times.
+    fn check(
+        &mut self,
+        step: usize,
+        call: usize,
+        inputs: &[Option<PathBuf>],
+        calls: u32,
+        outputs: bool,
+        digest: bool,
+    ) {
+        let Some(values) = self.read_inputs(inputs) else {
+            return;
+        };
+        for n in 0..calls {
+            let Some(ns) = self.call_candidate(call, &values, step) else {
+                return;
+            };
+            send(self.channel, &Event::Call { step, ns }, &[]);
+            if n + 1 < calls {
+                continue;
+            }
+            let produced = self.outputs(call);
+            if digest {
+                let mut hash = Sha256::new();
+                produced.iter().for_each(|(_, bytes)| hash.update(bytes));
+                let digest = hash.finalize().iter().map(|b| format!("{b:02x}")).collect();
+                send(self.channel, &Event::OutputDigest { step, digest }, &[]);
+            }
+            if outputs {
+                for (array, bytes) in produced {
+                    send(self.channel, &Event::Output { step, array }, &bytes);
+                }
+            }
+        }
+    }
+
+    /// The submission on known inputs, calls for `seconds`, between
+    /// `fewest` and `most` of them.
+    fn profile(
+        &mut self,
+        step: usize,
+        call: usize,
+        inputs: &[Option<PathBuf>],
+        seconds: f64,
+        fewest: u32,
+        most: u32,
+    ) {
+        let Some(values) = self.read_inputs(inputs) else {
+            return;
+        };
+        let mut spent = 0u64;
+        for n in 0..most {
+            if n >= fewest && spent as f64 / 1e9 >= seconds {
+                break;
+            }
+            let Some(ns) = self.call_candidate(call, &values, step) else {
+                return;
+            };
+            spent += ns;
+            send(self.channel, &Event::Call { step, ns }, &[]);
+        }
+    }
+
+    /// Timed pairs on fresh inputs, until `stop`.
+    fn pairs(
+        &mut self,
+        step: usize,
+        call: usize,
+        seed: &[u8; 32],
+        stop: StopRule,
+        tolerance: Tolerance,
+    ) {
+        let doubled = Tolerance {
+            rtol: 2.0 * tolerance.rtol,
+            atol: 2.0 * tolerance.atol,
+        };
+        let mut pairs: Vec<(u64, u64)> = Vec::new();
+        // The node's timing lock is held through all the pairs, not each
+        // pair alone: between two pairs this supervisor draws inputs and
+        // compares answers on the CPU the calls run on, and another judge's
+        // doing so between our calls made the same code measure 0.85x to
+        // 1.08x itself with two judges on a 2-core machine.
+        let _held = self.lock.as_ref().map(Exclusive::take);
+        // The cap counts the step's whole time (drawing inputs, comparing
+        // answers), not only the calls': it bounds what a grade costs.
+        let started = Instant::now();
+        for n in 0u32.. {
+            if n > 0 && stop.enough(&pairs, started.elapsed().as_millis() as u64) {
+                return;
+            }
+            let values = self.fresh(call, seed, n);
+            // Who goes first alternates: neither gains from the order.
+            let first = if n % 2 == 0 {
+                Side::Baseline
+            } else {
+                Side::Candidate
+            };
+            let Some(pair) = self.pair(step, call, &values, first) else {
+                return;
+            };
+            if let Some(message) = self.compare(call, &pair.baseline.1, &pair.candidate.1, doubled)
+            {
+                // The pairs end here, the run does not: whether the public
+                // case is right tells an overfit kernel from a wrong one.
+                send(self.channel, &Event::Mismatch { message }, &[]);
+                return;
+            }
+            // The first pair warms both up.
+            if n > 0 {
+                let (baseline_ns, candidate_ns) = (pair.baseline.0, pair.candidate.0);
+                pairs.push((baseline_ns, candidate_ns));
+                let event = Event::Pair {
+                    baseline_ns,
+                    candidate_ns,
+                };
+                send(self.channel, &event, &[]);
+            }
+        }
+    }
+
+    /// One pair, `first` first, each call on `values` written just before
+    /// it, and its outputs read right after it; `None` when the run is over.
+    fn pair(
+        &mut self,
+        step: usize,
+        call: usize,
+        values: &[Option<Vec<u8>>],
+        first: Side,
+    ) -> Option<Pair> {
+        let second = match first {
+            Side::Baseline => Side::Candidate,
+            Side::Candidate => Side::Baseline,
+        };
+        let mut pair = Pair::default();
+        for side in [first, second] {
+            self.load(call, values);
+            let ns = self.time(side, call)?;
+            let outputs = self.outputs(call);
+            if let Some(array) = self.modified_input(call, values) {
+                match side {
+                    Side::Candidate => self.input_modified(step, array),
+                    Side::Baseline => {
+                        self.over = true;
+                        let message = format!("the baseline changed its input {array}");
+                        fail(self.channel, Side::Baseline, "inputs", message);
+                    }
+                }
+                return None;
+            }
+            match side {
+                Side::Baseline => pair.baseline = (ns, outputs),
+                Side::Candidate => pair.candidate = (ns, outputs),
+            }
+        }
+        Some(pair)
+    }
+
+    /// One call of the submission on `values`, with the input check.
+    fn call_candidate(
+        &mut self,
+        call: usize,
+        values: &[Option<Vec<u8>>],
+        step: usize,
+    ) -> Option<u64> {
+        self.load(call, values);
+        let ns = self.time(Side::Candidate, call)?;
+        if let Some(array) = self.modified_input(call, values) {
+            self.input_modified(step, array);
+            return None;
+        }
+        Some(ns)
+    }
+
+    fn input_modified(&mut self, step: usize, array: String) {
+        self.over = true;
+        send(self.channel, &Event::InputModified { step, array }, &[]);
+    }
+
+    /// Calls `side`'s runner; `None` (and the run is over) when it is gone.
+    fn time(&mut self, side: Side, call: usize) -> Option<u64> {
+        let budget = self.budget(side);
+        let child = match side {
+            Side::Baseline => self.baseline.as_mut()?,
+            Side::Candidate => &mut self.candidate,
+        };
+        match child.call(call as u32, budget) {
+            Ok(elapsed) => {
+                let ns = elapsed.as_nanos() as u64;
+                if side == Side::Baseline {
+                    self.baseline_ns.push(ns);
+                }
+                Some(ns)
+            }
+            Err(gone) => {
+                self.over = true;
+                report_gone(self.channel, side, gone);
+                None
+            }
+        }
+    }
+
+    /// How long `side`'s next call may take.
+    fn budget(&self, side: Side) -> Duration {
+        let CallBudget {
+            first_ms,
+            factor,
+            floor_ms,
+        } = self.request.budget;
+        let mut times = self.baseline_ns.clone();
+        if side == Side::Baseline || times.is_empty() {
+            return Duration::from_millis(first_ms);
+        }
+        times.sort_unstable();
+        let median = times[times.len() / 2] as f64;
+        Duration::from_nanos((factor * median) as u64).max(Duration::from_millis(floor_ms))
+    }
+
+    /// Writes a call's inputs, canaries and a zeroed workspace into the buffers.
+    fn load(&mut self, call: usize, values: &[Option<Vec<u8>>]) {
+        let request = self.request;
+        for arg in &request.calls[call] {
+            match arg {
+                RunArg::Array { index, shape } => {
+                    let spec = &request.arrays[*index];
+                    let bytes = RunArg::elements(shape) * spec.dtype.size();
+                    let at = self.layout.offsets[*index];
+                    let region = self.buffers.bytes_mut(at, bytes);
+                    match &values[*index] {
+                        Some(input) => region.copy_from_slice(input),
+                        None => region.copy_from_slice(&self.canaries[*index][..bytes]),
+                    }
+                }
+                RunArg::Workspace(bytes) => {
+                    let at = *self.layout.offsets.last().expect("a workspace region");
+                    self.buffers.bytes_mut(at, *bytes as usize).fill(0);
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// The output arrays after the last call: (name, bytes).
+    fn outputs(&self, call: usize) -> Vec<(String, Vec<u8>)> {
+        self.request.calls[call]
+            .iter()
+            .filter_map(|arg| match arg {
+                RunArg::Array { index, shape } => Some((*index, shape)),
+                _ => None,
+            })
+            .filter(|(index, _)| self.request.arrays[*index].role.is_output())
+            .map(|(index, shape)| {
+                let spec = &self.request.arrays[index];
+                let bytes = RunArg::elements(shape) * spec.dtype.size();
+                let region = self.buffers.bytes(self.layout.offsets[index], bytes);
+                (spec.name.clone(), region.to_vec())
+            })
+            .collect()
+    }
+
+    /// The first input array the last call changed.
+    fn modified_input(&self, call: usize, values: &[Option<Vec<u8>>]) -> Option<String> {
+        self.request.calls[call].iter().find_map(|arg| {
+            let RunArg::Array { index, shape } = arg else {
+                return None;
+            };
+            let spec = &self.request.arrays[*index];
+            if spec.role != Role::In {
+                return None;
+            }
+            let bytes = RunArg::elements(shape) * spec.dtype.size();
+            let region = self.buffers.bytes(self.layout.offsets[*index], bytes);
+            (Some(region) != values[*index].as_deref()).then(|| spec.name.clone())
+        })
+    }
+
+    /// Where the submission's outputs (`theirs`) differ from the baseline's
+    /// (`ours`) on the same inputs beyond `tolerance`, if they do.
+    fn compare(
+        &self,
+        call: usize,
+        ours: &[(String, Vec<u8>)],
+        theirs: &[(String, Vec<u8>)],
+        tolerance: Tolerance,
+    ) -> Option<String> {
+        let shapes = self.request.calls[call].iter().filter_map(|arg| match arg {
+            RunArg::Array { index, shape } if self.request.arrays[*index].role.is_output() => {
+                Some((self.request.arrays[*index].dtype, shape))
+            }
+            _ => None,
+        });
+        for (((name, expected), (_, actual)), (dtype, shape)) in ours.iter().zip(theirs).zip(shapes)
+        {
+            let expected = widened(dtype, expected);
+            let comparison = verify::compare(
+                &Output {
+                    name,
+                    dtype,
+                    shape,
+                    actual,
+                    expected: &expected,
+                },
+                tolerance,
+            );
+            if !comparison.correct {
+                let why = comparison
+                    .message
+                    .unwrap_or_else(|| "a wrong result".into());
+                return Some(format!(
+                    "on a timed call with fresh inputs, against the baseline's answer: {why}"
+                ));
+            }
+        }
+        None
+    }
+
+    /// Fresh inputs of argument list `call` for pair `n`: every input array
+    /// drawn anew from the grade's secret seed, as its kernel draws it.
+    fn fresh(&self, call: usize, seed: &[u8; 32], n: u32) -> Vec<Option<Vec<u8>>> {
+        let mut values = vec![None; self.request.arrays.len()];
+        for arg in &self.request.calls[call] {
+            let RunArg::Array { index, shape } = arg else {
+                continue;
+            };
+            let spec = &self.request.arrays[*index];
+            if !spec.role.is_input() {
+                continue;
+            }
+            let rng = seeded_rng(&[b"timed pair", seed, &n.to_le_bytes(), spec.name.as_bytes()]);
+            let mut bytes = vec![0u8; RunArg::elements(shape) * spec.dtype.size()];
+            Draw::new(spec.init, spec.dtype, rng).fill(&mut bytes);
+            values[*index] = Some(bytes);
+        }
+        values
+    }
+
+    /// A check's inputs, from the judge's cache (each file read once).
+    fn read_inputs(&mut self, inputs: &[Option<PathBuf>]) -> Option<Vec<Option<Vec<u8>>>> {
+        let mut values = Vec::with_capacity(inputs.len());
+        for path in inputs {
+            let Some(path) = path else {
+                values.push(None);
+                continue;
+            };
+            if !self.files.contains_key(path) {
+                match std::fs::read(path) {
+                    Ok(bytes) => {
+                        self.files.insert(path.clone(), bytes);
+                    }
+                    Err(e) => {
+                        self.over = true;
+                        fail(
+                            self.channel,
+                            Side::Candidate,
+                            "inputs",
+                            format!("{}: {e}", path.display()),
+                        );
+                        return None;
+                    }
+                }
+            }
+            values.push(self.files.get(path).cloned());
+        }
+        Some(values)
+    }
+}
+
+/// One pair's calls: (time, outputs) of each side.
+#[derive(Default)]
+struct Pair {
+    baseline: (u64, Vec<(String, Vec<u8>)>),
+    candidate: (u64, Vec<(String, Vec<u8>)>),
+}
+
+/// Holds the node's timing lock (a descriptor the run keeps open) while alive.
+struct Exclusive(i32);
+
+impl Exclusive {
+    fn take(file: &File) -> Exclusive {
+        let fd = file.as_raw_fd();
+        // SAFETY: flock on a descriptor we own; it blocks until granted.
+        while unsafe { libc::flock(fd, libc::LOCK_EX) } != 0
+            && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted
+        {}
+        Exclusive(fd)
+    }
+}
+
+impl Drop for Exclusive {
+    fn drop(&mut self) {
+        // SAFETY: releases the lock taken in `take`.
+        unsafe { libc::flock(self.0, libc::LOCK_UN) };
+    }
+}
+
+/// Bytes each region needs: every array as large as its largest use, then
+/// the workspace.
+fn region_sizes(request: &Request) -> Vec<usize> {
+    let mut sizes = vec![0usize; request.arrays.len() + 1];
+    for arg in request.calls.iter().flatten() {
+        match arg {
+            RunArg::Array { index, shape } => {
+                let bytes = RunArg::elements(shape) * request.arrays[*index].dtype.size();
+                sizes[*index] = sizes[*index].max(bytes);
+            }
+            RunArg::Workspace(bytes) => {
+                let last = sizes.len() - 1;
+                sizes[last] = sizes[last].max(*bytes as usize);
+            }
+            _ => {}
+        }
+    }
+    sizes
+}
+
+/// Output bytes as a reference holds them: floats as float64.
+fn widened(dtype: DType, bytes: &[u8]) -> Vec<u8> {
+    match dtype {
+        DType::F32 => bytes
+            .chunks_exact(4)
+            .flat_map(|e| (f32::from_le_bytes(e.try_into().expect("4 bytes")) as f64).to_le_bytes())
+            .collect(),
+        _ => bytes.to_vec(),
+    }
+}
+
+fn report_gone(channel: &mut File, side: Side, gone: Gone) {
+    let event = match gone {
+        Gone::Failed { stage, message } => Event::Failed {
+            side,
+            stage,
+            message,
+        },
+        Gone::TimedOut => Event::Ended {
+            side,
+            code: None,
+            signal: None,
+            timed_out: true,
+        },
+        Gone::Ended { code, signal } => Event::Ended {
+            side,
+            code,
+            signal,
+            timed_out: false,
+        },
+    };
+    send(channel, &event, &[]);
+}
