@@ -21,6 +21,7 @@
 //! ([`super::buffers`]). Before every call the inputs are fresh, the outputs
 //! hold canaries and the workspace zeros.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::Read;
@@ -389,20 +390,24 @@ impl<'a> Run<'a> {
         // The cap counts the step's whole time (drawing inputs, comparing
         // answers), not only the calls': it bounds what a grade costs.
         let started = Instant::now();
+        // Reused from pair to pair: arrays of megabytes allocated anew each
+        // time cost their page faults on every pair.
+        let mut values = Vec::new();
+        let mut pair = Pair::default();
         for n in 0u32.. {
             if n > 0 && stop.enough(&pairs, started.elapsed().as_millis() as u64) {
                 return;
             }
-            let values = self.fresh(call, seed, n);
+            self.fresh(call, seed, n, &mut values);
             // Who goes first alternates: neither gains from the order.
             let first = if n % 2 == 0 {
                 Side::Baseline
             } else {
                 Side::Candidate
             };
-            let Some(pair) = self.pair(step, call, &values, first) else {
+            if self.pair(step, call, &values, first, &mut pair).is_none() {
                 return;
-            };
+            }
             if let Some(message) = self.compare(call, &pair.baseline.1, &pair.candidate.1, doubled)
             {
                 // The pairs end here, the run does not: whether the public
@@ -423,24 +428,30 @@ impl<'a> Run<'a> {
         }
     }
 
-    /// One pair, `first` first, each call on `values` written just before
-    /// it, and its outputs read right after it; `None` when the run is over.
+    /// One pair into `pair`, `first` first, each call on `values` written
+    /// just before it, and its outputs read right after it; `None` when the
+    /// run is over.
     fn pair(
         &mut self,
         step: usize,
         call: usize,
         values: &[Option<Vec<u8>>],
         first: Side,
-    ) -> Option<Pair> {
+        pair: &mut Pair,
+    ) -> Option<()> {
         let second = match first {
             Side::Baseline => Side::Candidate,
             Side::Candidate => Side::Baseline,
         };
-        let mut pair = Pair::default();
         for side in [first, second] {
             self.load(call, values);
             let ns = self.time(side, call)?;
-            let outputs = self.outputs(call);
+            let (time, outputs) = match side {
+                Side::Baseline => (&mut pair.baseline.0, &mut pair.baseline.1),
+                Side::Candidate => (&mut pair.candidate.0, &mut pair.candidate.1),
+            };
+            *time = ns;
+            self.read_outputs(call, outputs);
             if let Some(array) = self.modified_input(call, values) {
                 match side {
                     Side::Candidate => self.input_modified(step, array),
@@ -452,12 +463,8 @@ impl<'a> Run<'a> {
                 }
                 return None;
             }
-            match side {
-                Side::Baseline => pair.baseline = (ns, outputs),
-                Side::Candidate => pair.candidate = (ns, outputs),
-            }
         }
-        Some(pair)
+        Some(())
     }
 
     /// One call of the submission on `values`, with the input check.
@@ -546,6 +553,24 @@ impl<'a> Run<'a> {
 
     /// The output arrays after the last call: (name, bytes).
     fn outputs(&self, call: usize) -> Vec<(String, Vec<u8>)> {
+        let mut outputs = Vec::new();
+        self.read_outputs(call, &mut outputs);
+        outputs
+    }
+
+    /// `outputs` into `into`, reusing its memory.
+    fn read_outputs(&self, call: usize, into: &mut Vec<(String, Vec<u8>)>) {
+        let regions = self.output_regions(call);
+        into.resize_with(regions.len(), Default::default);
+        for ((name, bytes), (array, region)) in into.iter_mut().zip(regions) {
+            name.clone_from(array);
+            bytes.clear();
+            bytes.extend_from_slice(region);
+        }
+    }
+
+    /// Each output array of the last call, (name, its bytes in the buffers).
+    fn output_regions(&self, call: usize) -> Vec<(&String, &[u8])> {
         self.request.calls[call]
             .iter()
             .filter_map(|arg| match arg {
@@ -556,8 +581,10 @@ impl<'a> Run<'a> {
             .map(|(index, shape)| {
                 let spec = &self.request.arrays[index];
                 let bytes = RunArg::elements(shape) * spec.dtype.size();
-                let region = self.buffers.bytes(self.layout.offsets[index], bytes);
-                (spec.name.clone(), region.to_vec())
+                (
+                    &spec.name,
+                    self.buffers.bytes(self.layout.offsets[index], bytes),
+                )
             })
             .collect()
     }
@@ -618,10 +645,11 @@ impl<'a> Run<'a> {
         None
     }
 
-    /// Fresh inputs of argument list `call` for pair `n`: every input array
-    /// drawn anew from the grade's secret seed, as its kernel draws it.
-    fn fresh(&self, call: usize, seed: &[u8; 32], n: u32) -> Vec<Option<Vec<u8>>> {
-        let mut values = vec![None; self.request.arrays.len()];
+    /// Fresh inputs of argument list `call` for pair `n` into `values`
+    /// (reusing its memory): every input array drawn anew from the grade's
+    /// secret seed, as its kernel draws it.
+    fn fresh(&self, call: usize, seed: &[u8; 32], n: u32, values: &mut Vec<Option<Vec<u8>>>) {
+        values.resize(self.request.arrays.len(), None);
         for arg in &self.request.calls[call] {
             let RunArg::Array { index, shape } = arg else {
                 continue;
@@ -631,11 +659,10 @@ impl<'a> Run<'a> {
                 continue;
             }
             let rng = seeded_rng(&[b"timed pair", seed, &n.to_le_bytes(), spec.name.as_bytes()]);
-            let mut bytes = vec![0u8; RunArg::elements(shape) * spec.dtype.size()];
-            Draw::new(spec.init, spec.dtype, rng).fill(&mut bytes);
-            values[*index] = Some(bytes);
+            let bytes = values[*index].get_or_insert_with(Vec::new);
+            bytes.resize(RunArg::elements(shape) * spec.dtype.size(), 0);
+            Draw::new(spec.init, spec.dtype, rng).fill(bytes);
         }
-        values
     }
 
     /// A check's inputs, from the judge's cache (each file read once).
@@ -718,13 +745,17 @@ fn region_sizes(request: &Request) -> Vec<usize> {
 }
 
 /// Output bytes as a reference holds them: floats as float64.
-fn widened(dtype: DType, bytes: &[u8]) -> Vec<u8> {
+fn widened(dtype: DType, bytes: &[u8]) -> Cow<'_, [u8]> {
     match dtype {
-        DType::F32 => bytes
-            .chunks_exact(4)
-            .flat_map(|e| (f32::from_le_bytes(e.try_into().expect("4 bytes")) as f64).to_le_bytes())
-            .collect(),
-        _ => bytes.to_vec(),
+        DType::F32 => Cow::Owned(
+            bytes
+                .chunks_exact(4)
+                .flat_map(|e| {
+                    (f32::from_le_bytes(e.try_into().expect("4 bytes")) as f64).to_le_bytes()
+                })
+                .collect(),
+        ),
+        _ => Cow::Borrowed(bytes),
     }
 }
 
