@@ -34,6 +34,9 @@ fn main() -> ExitCode {
     if let Some(entry) = hpcagent_judge::runner::entry(&args) {
         commands::judge::run_process(entry);
     }
+    if args == hpcagent_agent::sandbox::ENTRY {
+        std::process::exit(hpcagent_agent::sandbox::main());
+    }
     let cli = Cli::parse();
     if cli.command.only_prints() {
         commands::end_quietly_when_stdout_closes();

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use common::{JudgeServer, repo};
 use hpcagent_agent::judge_link::JudgeLink;
-use hpcagent_agent::tool_socket::{SECRET_VAR, ToolClient, ToolServer};
+use hpcagent_agent::tool_server::{SECRET_VAR, ToolClient, ToolServer};
 use hpcagent_agent::tools::Toolbox;
 use hpcagent_agent::workspace::Workspace;
 use hpcagent_orchestrator::client;
@@ -21,7 +21,7 @@ use rmcp::transport::TokioChildProcess;
 use serde_json::{Value, json};
 
 /// The tools of an attempt at gemm in C on `judge`, as a worker serves them.
-fn serve_tools(dir: &std::path::Path, judge: &JudgeServer, secret: &str) -> ToolServer {
+async fn serve_tools(dir: &std::path::Path, judge: &JudgeServer, secret: &str) -> ToolServer {
     let lease = pb::Lease {
         task_id: "gemm.c.fp64".into(),
         kernel: "gemm".into(),
@@ -43,7 +43,9 @@ fn serve_tools(dir: &std::path::Path, judge: &JudgeServer, secret: &str) -> Tool
         "agent-0",
         None,
     );
-    ToolServer::start(Arc::new(tokio::sync::Mutex::new(tools)), secret.to_string()).unwrap()
+    ToolServer::start(Arc::new(tokio::sync::Mutex::new(tools)), secret.to_string())
+        .await
+        .unwrap()
 }
 
 fn text(result: &CallToolResult) -> String {
@@ -65,11 +67,11 @@ fn call(name: &'static str, arguments: Value) -> CallToolRequestParams {
 async fn an_mcp_client_reads_the_task_and_scores_against_a_real_judge() {
     let judge = JudgeServer::start(&[], &[], None);
     let dir = tempfile::tempdir().unwrap();
-    let server = serve_tools(dir.path(), &judge, "s3cret");
+    let server = serve_tools(dir.path(), &judge, "s3cret").await;
     let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_hpcagent"));
     command
-        .args(["mcp", "--socket"])
-        .arg(server.path())
+        .args(["mcp", "--tools"])
+        .arg(server.addr().to_string())
         .env(SECRET_VAR, "s3cret")
         .current_dir(repo());
     let client =
@@ -125,17 +127,18 @@ async fn an_mcp_client_reads_the_task_and_scores_against_a_real_judge() {
 async fn a_client_without_the_attempts_secret_gets_nothing() {
     let judge = JudgeServer::start(&[], &[], None);
     let dir = tempfile::tempdir().unwrap();
-    let server = serve_tools(dir.path(), &judge, "right");
-    let mut stranger = ToolClient::connect(server.path(), "wrong".into())
+    let server = serve_tools(dir.path(), &judge, "right").await;
+    let mut stranger = ToolClient::connect(server.addr(), "wrong".into())
         .await
         .unwrap();
     let refused = stranger.call("task", "{}").await.unwrap_err();
     assert!(refused.contains("another attempt's tools"), "{refused}");
-    let mode = std::os::unix::fs::PermissionsExt::mode(
-        &std::fs::metadata(server.path()).unwrap().permissions(),
-    );
-    assert_eq!(mode & 0o777, 0o600);
-    let path = server.path().to_path_buf();
+    assert!(server.addr().ip().is_loopback(), "{}", server.addr());
+    let addr = server.addr();
     drop(server);
-    assert!(!path.exists(), "the socket goes with its server");
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    assert!(
+        tokio::net::TcpStream::connect(addr).await.is_err(),
+        "the port goes with its server"
+    );
 }

@@ -37,6 +37,10 @@ pub struct UpArgs {
 
 pub fn run(args: UpArgs) -> anyhow::Result<ExitCode> {
     super::init_logging_quiet();
+    // The orchestrator holds every instance's token and the judges': no
+    // other process of this user (an agent CLI) may read its memory.
+    // SAFETY: prctl on this process only.
+    unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0) };
     let job = std::env::var("SLURM_JOB_ID").ok();
     let executor = match (args.executor, job) {
         (ExecutorChoice::Local, _) | (ExecutorChoice::Auto, None) => ExecutorKind::Local,

@@ -46,7 +46,7 @@ def main() -> int:
     def call(ident, tool, arguments):
         result = request(ident, "tools/call", {"name": tool, "arguments": arguments})
         text = result["content"][0]["text"]
-        print(f"{tool}: {text[:300]}", flush=True)
+        print(f"{tool}: {text[:600]}", flush=True)
         return text
 
     request(1, "initialize", {

@@ -6,6 +6,7 @@
 //! precision, and wraps it for C++. Other languages it cannot write: it says
 //! so and the attempt ends unsupported.
 
+use hpcagent_orchestrator::store::speedup::Speedup;
 use hpcagent_proto::v1 as pb;
 
 use crate::judge_link::{JudgeLink, LinkError};
@@ -80,10 +81,14 @@ async fn submit(
         Err(e) => return Err(e),
     };
     let status = pb::Status::try_from(verdict.status).unwrap_or(pb::Status::Unspecified);
+    // Calibration reads this: the baseline against itself should be no change.
     let summary = serde_json::json!({
         "status": status.as_str_name(),
         "message": verdict.message,
         "speedup": verdict.speedup,
+        "speedup_low": verdict.speedup_low,
+        "speedup_high": verdict.speedup_high,
+        "no_change": Speedup::of_verdict(&verdict).is_some_and(|s| s.no_change()),
     });
     let _ = std::fs::write(dir.join("verdict.json"), summary.to_string());
     Ok(Attempt::ended(

@@ -5,10 +5,11 @@
 //! base URL of the lease's replica, "" when the campaign has none) and
 //! `{mcp_config}`. The worker fills the workspace, writes the prompt and an
 //! MCP configuration (`mcp.json`) naming `hpcagent mcp` as the agent's tool
-//! server, serves the attempt's tools to it ([`crate::tool_socket`]: the CLI
+//! server, serves the attempt's tools to it ([`crate::tool_server`]: the CLI
 //! gets no token, only this attempt's tools), and runs the CLI in the
-//! workspace, in a process group of its own that dies with the worker, with
-//! its output kept in the attempt directory. It gets what is left of the
+//! workspace, confined, under a supervisor that kills everything the CLI
+//! started when the attempt ends ([`crate::sandbox`]), with its output kept
+//! in the attempt directory. It gets what is left of the
 //! task's wall-clock budget, less a reserve for the final submit, and is
 //! stopped if the lease is lost. Its exit maps to the outcome: `finished`
 //! (0), `crashed` (any other code or a signal), `time budget` (stopped at the
@@ -23,8 +24,6 @@ use std::time::Duration;
 
 use std::sync::Arc;
 
-use hpcagent_orchestrator::client::{ORCHESTRATOR_VAR, TOKEN_VAR};
-use hpcagent_orchestrator::control::auth::JUDGE_TOKEN_VAR;
 use hpcagent_proto::v1 as pb;
 use serde_json::json;
 use tokio::sync::Mutex;
@@ -32,23 +31,28 @@ use tokio::sync::Mutex;
 use crate::lease::LeaseWatch;
 use crate::pool::Attempt;
 use crate::prompt::Skill;
+use crate::sandbox::{self, Spec};
 use crate::starter;
-use crate::tool_socket::{SECRET_VAR, ToolServer};
+use crate::tool_server::{SECRET_VAR, ToolServer};
 use crate::tools::Toolbox;
 
 /// Wall-clock kept back for the final submit.
 const SUBMIT_RESERVE: Duration = Duration::from_secs(60);
-/// Time a CLI gets between TERM and KILL.
-const STOP_GRACE: Duration = Duration::from_secs(5);
+/// Time the CLI's supervisor gets between TERM and KILL: its own grace for
+/// the CLI, and a margin to kill what is left.
+const STOP_GRACE: Duration = Duration::from_secs(8);
 
 /// What the policy runs, and with what.
 #[derive(Debug, Clone)]
 pub struct CommandPolicy {
     pub template: Vec<String>,
     pub model: String,
-    /// The hpcagent binary (`hpcagent mcp` in the MCP configuration).
+    /// The hpcagent binary (`hpcagent mcp` in the MCP configuration, and
+    /// the CLI's supervisor).
     pub exe: PathBuf,
     pub profiling: bool,
+    /// The run directory: hidden from the CLI, but for its own attempt's.
+    pub run_dir: PathBuf,
 }
 
 pub async fn attempt(
@@ -122,11 +126,12 @@ async fn run(
     write(&prompt_file, &prompt, 0o644)?;
     let secret = format!("{:032x}", rand::random::<u128>());
     let server = ToolServer::start(tools.clone(), secret.clone())
+        .await
         .map_err(|e| format!("cannot serve the attempt's tools: {e}"))?;
     let mcp_config = dir.join("mcp.json");
     write(
         &mcp_config,
-        &mcp_configuration(&policy.exe, server.path(), &secret),
+        &mcp_configuration(&policy.exe, server.addr(), &secret),
         0o600,
     )?;
     let values = BTreeMap::from([
@@ -138,25 +143,71 @@ async fn run(
         ("mcp_config", mcp_config.display().to_string()),
     ]);
     let argv = render(&policy.template, &values);
+    let scratch = dir.join("scratch");
+    std::fs::create_dir_all(&scratch).map_err(|e| format!("{}: {e}", scratch.display()))?;
+    let ports: Vec<u16> = [
+        inference_port(&lease.inference_url),
+        Some(server.addr().port()),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    let spec = Spec {
+        env: cli_env(lease, &policy.model, &scratch),
+        cwd: workspace.clone(),
+        confinement: Spec::confine(&policy.run_dir, &dir, &[workspace.clone(), scratch], &ports),
+        argv,
+    };
+    let name = spec.argv.first().cloned().unwrap_or_default();
+    if name.is_empty() {
+        return Ok(("error".into(), "AGENT_COMMAND is empty".into()));
+    }
+    let mut supervisor = tokio::process::Command::new(&policy.exe);
+    supervisor.args(sandbox::ENTRY).env_clear();
+    let stdin = serde_json::to_vec(&spec).map_err(|e| e.to_string())?;
     let run = Run {
-        workspace: &workspace,
+        name: &name,
         dir: &dir,
-        lease,
-        model: &policy.model,
         budget,
         lost,
     };
-    let ended = execute(&argv, &run).await;
+    let ended = execute(supervisor, stdin, &run).await;
     drop(server);
     Ok(ended)
 }
 
+/// The CLI's environment: the worker's, without anything of the campaign's
+/// (tokens, the orchestrator's address), with its model's endpoint and a
+/// scratch directory of its own.
+fn cli_env(lease: &pb::Lease, model: &str, scratch: &Path) -> Vec<(String, String)> {
+    let mut env: Vec<(String, String)> = std::env::vars()
+        .filter(|(k, _)| !k.starts_with("HPCAGENT_"))
+        .filter(|(k, _)| !["OPENAI_BASE_URL", "OPENAI_API_BASE", "TMPDIR"].contains(&k.as_str()))
+        .collect();
+    if !env.iter().any(|(k, _)| k == "OPENAI_API_KEY") {
+        env.push(("OPENAI_API_KEY".into(), "EMPTY".into()));
+    }
+    env.extend([
+        ("OPENAI_BASE_URL".into(), lease.inference_url.clone()),
+        ("OPENAI_API_BASE".into(), lease.inference_url.clone()),
+        ("HPCAGENT_MODEL".into(), model.to_string()),
+        ("TMPDIR".into(), scratch.display().to_string()),
+    ]);
+    env
+}
+
+/// The TCP port of an endpoint URL (`http://host:port/v1`), or its scheme's.
+fn inference_port(url: &str) -> Option<u16> {
+    let url = reqwest::Url::parse(url).ok()?;
+    url.port_or_known_default()
+}
+
 /// The MCP configuration that starts `hpcagent mcp` on this attempt's tool
-/// socket, with the attempt's secret.
-fn mcp_configuration(exe: &Path, socket: &Path, secret: &str) -> String {
+/// server, with the attempt's secret.
+fn mcp_configuration(exe: &Path, tools: std::net::SocketAddr, secret: &str) -> String {
     let config = json!({"mcpServers": {"hpcagent": {
         "command": exe.display().to_string(),
-        "args": ["mcp", "--socket", socket.display().to_string()],
+        "args": ["mcp", "--tools", tools.to_string()],
         "env": {SECRET_VAR: secret},
     }}});
     serde_json::to_string_pretty(&config).unwrap_or_default()
@@ -195,20 +246,21 @@ fn render(template: &[String], values: &BTreeMap<&str, String>) -> Vec<String> {
 
 /// What one run of the CLI is given.
 struct Run<'a> {
-    workspace: &'a Path,
+    /// The CLI's program, for messages.
+    name: &'a str,
     dir: &'a Path,
-    lease: &'a pb::Lease,
-    model: &'a str,
     budget: Duration,
     lost: LeaseWatch,
 }
 
-/// Runs the CLI until it exits, its budget runs out or the lease is lost:
-/// (outcome, message).
-async fn execute(argv: &[String], run: &Run<'_>) -> (String, String) {
-    let Some((program, args)) = argv.split_first() else {
-        return ("error".into(), "AGENT_COMMAND is empty".into());
-    };
+/// Runs `command` (the CLI's supervisor, `stdin` its spec) until it exits,
+/// the budget runs out or the lease is lost: (outcome, message).
+async fn execute(
+    mut command: tokio::process::Command,
+    stdin: Vec<u8>,
+    run: &Run<'_>,
+) -> (String, String) {
+    let program = run.name;
     let log = |name: &str| std::fs::File::create(run.dir.join(name)).map(Stdio::from);
     let (Ok(stdout), Ok(stderr)) = (log("agent.stdout"), log("agent.stderr")) else {
         return (
@@ -216,37 +268,21 @@ async fn execute(argv: &[String], run: &Run<'_>) -> (String, String) {
             format!("cannot create logs in {}", run.dir.display()),
         );
     };
-    let mut command = tokio::process::Command::new(program);
     command
-        .args(args)
-        .current_dir(run.workspace)
-        // The CLI works through its tools; it gets none of the campaign's tokens.
-        .env_remove(TOKEN_VAR)
-        .env_remove(JUDGE_TOKEN_VAR)
-        .env_remove(ORCHESTRATOR_VAR)
-        .env("OPENAI_BASE_URL", &run.lease.inference_url)
-        .env("OPENAI_API_BASE", &run.lease.inference_url)
-        .env(
-            "OPENAI_API_KEY",
-            std::env::var("OPENAI_API_KEY").unwrap_or_else(|_| "EMPTY".into()),
-        )
-        .env("HPCAGENT_MODEL", run.model)
-        .stdin(Stdio::null())
+        .stdin(Stdio::piped())
         .stdout(stdout)
         .stderr(stderr)
         .process_group(0)
         .kill_on_drop(true);
-    // SAFETY: prctl only: the CLI dies with the worker that runs it.
-    unsafe {
-        command.pre_exec(|| {
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-            Ok(())
-        });
-    }
     let mut child = match command.spawn() {
         Ok(child) => child,
         Err(e) => return ("crashed".into(), format!("cannot start {program}: {e}")),
     };
+    if let Some(mut pipe) = child.stdin.take() {
+        use tokio::io::AsyncWriteExt;
+        // One that died at once closed its stdin: its status says why.
+        let _ = pipe.write_all(&stdin).await;
+    }
     let pgid = child.id().unwrap_or(0) as i32;
     let deadline = tokio::time::Instant::now() + run.budget;
     let status = loop {
@@ -267,8 +303,6 @@ async fn execute(argv: &[String], run: &Run<'_>) -> (String, String) {
             }
         }
     };
-    // Whatever the CLI left running goes with it.
-    signal_group(pgid, libc::SIGKILL);
     match status {
         Ok(s) if s.success() => ("finished".into(), format!("{program} exited 0")),
         Ok(s) => (
@@ -279,7 +313,8 @@ async fn execute(argv: &[String], run: &Run<'_>) -> (String, String) {
     }
 }
 
-/// TERM to the CLI's group, KILL after a grace period.
+/// TERM to the supervisor (which passes it on and cleans up), KILL after a
+/// grace period.
 async fn stop(child: &mut tokio::process::Child, pgid: i32) {
     signal_group(pgid, libc::SIGTERM);
     if tokio::time::timeout(STOP_GRACE, child.wait())
@@ -357,48 +392,56 @@ mod tests {
     #[tokio::test]
     async fn exits_map_to_outcomes() {
         let dir = tempfile::tempdir().unwrap();
-        let sh = |script: &str| ["sh".to_string(), "-c".into(), script.to_string()];
-        let lease = lease(dir.path());
+        let sh = |script: &str| {
+            let mut c = tokio::process::Command::new("sh");
+            c.args(["-c", script]);
+            c
+        };
         let run = |budget: u64, lost: bool| Run {
-            workspace: dir.path(),
+            name: "sh",
             dir: dir.path(),
-            lease: &lease,
-            model: "m",
             budget: Duration::from_secs(budget),
             lost: Arc::new(move || lost),
         };
-        let (outcome, _) = execute(
-            &sh("echo \"$OPENAI_BASE_URL $HPCAGENT_MODEL $HPCAGENT_TOKEN\""),
-            &run(10, false),
-        )
-        .await;
+        let (outcome, _) = execute(sh("cat"), b"spec".to_vec(), &run(10, false)).await;
         assert_eq!(outcome, "finished");
         let out = std::fs::read_to_string(dir.path().join("agent.stdout")).unwrap();
-        assert_eq!(
-            out.trim(),
-            "http://127.0.0.1:1/v1 m",
-            "endpoint and model, and no token"
-        );
-        let (outcome, message) = execute(&sh("exit 3"), &run(10, false)).await;
+        assert_eq!(out, "spec", "the supervisor reads its spec on stdin");
+        let (outcome, message) = execute(sh("exit 3"), Vec::new(), &run(10, false)).await;
         assert_eq!(outcome, "crashed");
         assert!(message.contains("exit status: 3"), "{message}");
-        let (outcome, _) = execute(&sh("sleep 30"), &run(1, false)).await;
+        let (outcome, _) = execute(sh("sleep 30"), Vec::new(), &run(1, false)).await;
         assert_eq!(outcome, "time budget");
-        let (outcome, _) = execute(&sh("sleep 30"), &run(60, true)).await;
+        let (outcome, _) = execute(sh("sleep 30"), Vec::new(), &run(60, true)).await;
         assert_eq!(outcome, "lease lost");
+    }
+
+    #[test]
+    fn the_cli_gets_no_campaign_variable_and_its_own_endpoint() {
+        // SAFETY: a test-only variable, set before any thread reads it.
+        unsafe { std::env::set_var("HPCAGENT_TOKEN", "secret-token") };
+        let lease = lease(Path::new("/run/x"));
+        let env = cli_env(&lease, "m", Path::new("/scratch"));
+        let get = |k: &str| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
+        assert_eq!(get("HPCAGENT_TOKEN"), None);
+        assert_eq!(get("OPENAI_BASE_URL"), Some("http://127.0.0.1:1/v1"));
+        assert_eq!(get("HPCAGENT_MODEL"), Some("m"));
+        assert_eq!(get("TMPDIR"), Some("/scratch"));
+        assert_eq!(inference_port("http://127.0.0.1:1/v1"), Some(1));
+        assert_eq!(inference_port("https://api.example/v1"), Some(443));
     }
 
     #[test]
     fn the_mcp_configuration_names_the_server_and_its_secret_only() {
         let config: serde_json::Value = serde_json::from_str(&mcp_configuration(
             Path::new("/bin/hpcagent"),
-            Path::new("/tmp/t.sock"),
+            "127.0.0.1:4000".parse().unwrap(),
             "s3cret",
         ))
         .unwrap();
         let server = &config["mcpServers"]["hpcagent"];
         assert_eq!(server["command"], "/bin/hpcagent");
-        assert_eq!(server["args"], json!(["mcp", "--socket", "/tmp/t.sock"]));
+        assert_eq!(server["args"], json!(["mcp", "--tools", "127.0.0.1:4000"]));
         assert_eq!(server["env"], json!({SECRET_VAR: "s3cret"}));
     }
 }

@@ -3,7 +3,8 @@
 //!
 //! Owns the worker pool ([`pool`]), the policies ([`builtin`]: an LLM
 //! tool-calling loop; [`command`]: an external agent CLI with [`mcp`] as its
-//! tools, served through [`tool_socket`]; [`baseline`]: no LLM), the tools
+//! tools, served through [`tool_server`], the CLI run in a [`sandbox`];
+//! [`baseline`]: no LLM), the tools
 //! they share ([`tools`], confined to a [`workspace`], with [`search`]), and
 //! the lines to the lease's judge ([`judge_link`]) and model ([`llm`]), which
 //! move a [`lease`] off failing endpoints. It never grades anything itself:
@@ -18,9 +19,10 @@ pub mod llm;
 pub mod mcp;
 pub mod pool;
 pub mod prompt;
+pub mod sandbox;
 pub mod search;
 pub mod starter;
-pub mod tool_socket;
+pub mod tool_server;
 pub mod tools;
 pub mod transcript;
 pub mod workspace;

@@ -3,11 +3,11 @@
 //! policy.
 //!
 //! The server holds nothing of its own: it forwards every MCP tool call to
-//! the agent worker that runs the CLI, through the attempt's tool socket
-//! ([`crate::tool_socket`]), whose path the MCP configuration gives on the
-//! command line and whose secret it gives in the server's environment.
+//! the agent worker that runs the CLI, through the attempt's tool server
+//! ([`crate::tool_server`]), whose address the MCP configuration gives on
+//! the command line and whose secret it gives in the server's environment.
 
-use std::path::Path;
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use anyhow::Context;
@@ -19,16 +19,16 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
 use tokio::sync::Mutex;
 
-use crate::tool_socket::{SECRET_VAR, ToolClient};
+use crate::tool_server::{SECRET_VAR, ToolClient};
 
-/// Serves the tools behind `socket` on stdin/stdout until the client goes away.
-pub async fn serve(socket: &Path) -> anyhow::Result<()> {
+/// Serves the tools at `tools` on stdin/stdout until the client goes away.
+pub async fn serve(tools: SocketAddr) -> anyhow::Result<()> {
     let secret = std::env::var(SECRET_VAR).with_context(|| {
         format!("{SECRET_VAR} is not set: `hpcagent mcp` runs from the MCP configuration an agent worker writes")
     })?;
-    let client = ToolClient::connect(socket, secret)
+    let client = ToolClient::connect(tools, secret)
         .await
-        .with_context(|| format!("cannot reach the agent worker at {}", socket.display()))?;
+        .with_context(|| format!("cannot reach the agent worker at {tools}"))?;
     let server = Server {
         tools: Arc::new(Mutex::new(client)),
     };

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use hpcagent_orchestrator::client::{self, Client, Leases, Pulled, RoleContext, start_heartbeats};
-use hpcagent_orchestrator::config::{Config, Policy};
+use hpcagent_orchestrator::config::{Config, Isolation, Policy};
 use hpcagent_orchestrator::control::auth::JUDGE_TOKEN_VAR;
 use hpcagent_proto::v1 as pb;
 
@@ -71,7 +71,7 @@ enum Work {
 impl Work {
     /// The configured policy, refused at start when it cannot work (no
     /// skills, a search provider without its key).
-    fn from_config(config: &Config) -> anyhow::Result<Work> {
+    fn from_config(config: &Config, run_dir: &Path) -> anyhow::Result<Work> {
         let s = &config.settings;
         if s.agent_policy == Policy::Baseline {
             return Ok(Work::Baseline);
@@ -82,16 +82,20 @@ impl Work {
             .context("the agents' skills pages")?;
         let search = Search::from_settings(s).map_err(anyhow::Error::msg)?;
         Ok(match s.agent_policy {
-            Policy::Command => Work::Command {
-                policy: CommandPolicy {
-                    template: s.agent_command.0.clone(),
-                    model: config.llm_model().to_string(),
-                    exe: std::env::current_exe()?,
-                    profiling: s.profiling_guidance,
-                },
-                skills,
-                search,
-            },
+            Policy::Command => {
+                crate::sandbox::check(s.isolation == Isolation::Weak)?;
+                Work::Command {
+                    policy: CommandPolicy {
+                        template: s.agent_command.0.clone(),
+                        model: config.llm_model().to_string(),
+                        exe: std::env::current_exe()?,
+                        profiling: s.profiling_guidance,
+                        run_dir: run_dir.to_path_buf(),
+                    },
+                    skills,
+                    search,
+                }
+            }
             _ => Work::Builtin {
                 limits: Limits {
                     model: config.llm_model().to_string(),
@@ -116,7 +120,7 @@ pub async fn run(run_dir: &Path, instance: &str) -> anyhow::Result<()> {
     })?;
     let mut ctx = RoleContext::load(run_dir, instance).await?;
     let policy = ctx.config.settings.agent_policy;
-    let work = Arc::new(Work::from_config(&ctx.config)?);
+    let work = Arc::new(Work::from_config(&ctx.config, run_dir)?);
     let capabilities = [("policy".to_string(), policy.to_string())]
         .into_iter()
         .collect();

@@ -10,6 +10,7 @@
 
 use std::path::{Path, PathBuf};
 
+use hpcagent_orchestrator::store::speedup::Speedup;
 use hpcagent_proto::v1 as pb;
 use serde_json::{Value, json};
 
@@ -462,8 +463,14 @@ pub fn verdict_summary(v: &pb::Verdict, logs: bool) -> Value {
         .trim_start_matches("STATUS_")
         .to_ascii_lowercase();
     let mut out = json!({"status": status, "message": v.message});
-    if v.speedup > 0.0 {
-        out["speedup"] = json!(v.speedup);
+    if let Some(speedup) = Speedup::of_verdict(v) {
+        out["speedup"] = json!(speedup.value);
+        if let Some((low, high)) = speedup.interval {
+            out["speedup_low"] = json!(low);
+            out["speedup_high"] = json!(high);
+        }
+        // Said outright: a model reading 1.02 would take it for a gain.
+        out["no_change"] = json!(speedup.no_change());
     }
     if let Some(t) = &v.timing {
         out["time_ms"] = json!(t.median_ns / 1e6);
@@ -560,6 +567,28 @@ mod tests {
         assert_eq!(s["status"], "build_error");
         assert_eq!(s["build_log"], "error: expected ';'");
         assert!(verdict_summary(&v, false).get("build_log").is_none());
+        assert!(s.get("speedup").is_none() && s.get("no_change").is_none());
         assert_eq!(tail("abcdef", 3), "def");
+    }
+
+    #[test]
+    fn a_speedup_comes_with_its_interval_and_whether_it_is_a_change() {
+        let v = pb::Verdict {
+            status: pb::Status::Ok as i32,
+            speedup: 1.02,
+            speedup_low: 0.99,
+            speedup_high: 1.04,
+            ..Default::default()
+        };
+        let s = verdict_summary(&v, false);
+        assert_eq!(s["speedup"], 1.02);
+        assert_eq!(s["speedup_low"], 0.99);
+        assert_eq!(s["speedup_high"], 1.04);
+        assert_eq!(s["no_change"], true);
+        let faster = pb::Verdict {
+            speedup_low: 1.01,
+            ..v
+        };
+        assert_eq!(verdict_summary(&faster, false)["no_change"], false);
     }
 }

@@ -3,18 +3,19 @@
 //! The worker keeps the [`Toolbox`], and with it everything that carries
 //! authority: the orchestrator and judge tokens, the links, the record of
 //! whether the attempt submitted. The CLI's MCP server (`hpcagent mcp`)
-//! reaches the tools through a Unix socket (mode 0600) with a secret made
-//! for this attempt alone, so a CLI with a shell holds no token that works
-//! beyond its own task. The protocol is one JSON object per line each way.
+//! reaches the tools through a TCP port on loopback with a secret made for
+//! this attempt alone, so a CLI with a shell holds no token that works
+//! beyond its own task. TCP, not a Unix socket: the CLI's sandbox allows no
+//! Unix sockets at all, and TCP only to this port and its model's
+//! ([`crate::sandbox`]). The protocol is one JSON object per line each way.
 
-use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tokio::net::{UnixListener, UnixStream};
+use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Mutex;
 
 use crate::tools::{ToolReply, Toolbox};
@@ -59,43 +60,38 @@ pub enum Response {
     },
 }
 
-/// A running tool server; stopped (and its socket removed) when dropped.
+/// A running tool server; stopped when dropped.
 pub struct ToolServer {
-    path: PathBuf,
+    addr: SocketAddr,
     accept: tokio::task::JoinHandle<()>,
 }
 
 impl ToolServer {
-    /// Serves `tools` on a new socket, for clients that know `secret`.
-    pub fn start(tools: Arc<Mutex<Toolbox>>, secret: String) -> std::io::Result<ToolServer> {
-        // Socket paths are limited to 108 bytes: a short one in the node's
-        // temporary directory, not in a deep run directory.
-        let path =
-            std::env::temp_dir().join(format!("hpcagent-{:016x}.sock", rand::random::<u64>()));
-        let listener = UnixListener::bind(&path)?;
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))?;
+    /// Serves `tools` on a new loopback port, for clients that know `secret`.
+    pub async fn start(tools: Arc<Mutex<Toolbox>>, secret: String) -> std::io::Result<ToolServer> {
+        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
         let secret = Arc::new(secret);
         let accept = tokio::spawn(async move {
             while let Ok((stream, _)) = listener.accept().await {
                 tokio::spawn(serve(stream, tools.clone(), secret.clone()));
             }
         });
-        Ok(ToolServer { path, accept })
+        Ok(ToolServer { addr, accept })
     }
 
-    pub fn path(&self) -> &Path {
-        &self.path
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
     }
 }
 
 impl Drop for ToolServer {
     fn drop(&mut self) {
         self.accept.abort();
-        let _ = std::fs::remove_file(&self.path);
     }
 }
 
-async fn serve(stream: UnixStream, tools: Arc<Mutex<Toolbox>>, secret: Arc<String>) {
+async fn serve(stream: TcpStream, tools: Arc<Mutex<Toolbox>>, secret: Arc<String>) {
     let (read, mut write) = stream.into_split();
     let mut lines = BufReader::new(read).lines();
     while let Ok(Some(line)) = lines.next_line().await {
@@ -154,14 +150,14 @@ async fn answer(request: Request, tools: &Mutex<Toolbox>, secret: &str) -> Respo
 
 /// The client side, for `hpcagent mcp`.
 pub struct ToolClient {
-    lines: tokio::io::Lines<BufReader<tokio::net::unix::OwnedReadHalf>>,
-    write: tokio::net::unix::OwnedWriteHalf,
+    lines: tokio::io::Lines<BufReader<tokio::net::tcp::OwnedReadHalf>>,
+    write: tokio::net::tcp::OwnedWriteHalf,
     secret: String,
 }
 
 impl ToolClient {
-    pub async fn connect(path: &Path, secret: String) -> std::io::Result<ToolClient> {
-        let (read, write) = UnixStream::connect(path).await?.into_split();
+    pub async fn connect(addr: SocketAddr, secret: String) -> std::io::Result<ToolClient> {
+        let (read, write) = TcpStream::connect(addr).await?.into_split();
         Ok(ToolClient {
             lines: BufReader::new(read).lines(),
             write,
@@ -181,7 +177,7 @@ impl ToolClient {
             .next_line()
             .await
             .map_err(|e| e.to_string())?
-            .ok_or("the agent worker closed the tool socket")?;
+            .ok_or("the agent worker closed the tool connection")?;
         match serde_json::from_str(&line).map_err(|e| e.to_string())? {
             Response::Refused { why } => Err(why),
             response => Ok(response),
