@@ -247,13 +247,14 @@ fn usr1_drains_the_job_and_a_resume_finishes_the_rest() {
         .unwrap()
         .success();
     assert!(ok);
+    // Exit code 4: drained with work left (0 is kept for every task settled).
     assert_eq!(
         wait_for_job(&job, Duration::from_secs(200)),
-        "COMPLETED",
+        "FAILED",
         "{}",
         sbatch_log(&run_dir)
     );
-    assert_eq!(job_field(&job, "ExitCode").as_deref(), Some("0:0"));
+    assert_eq!(job_field(&job, "ExitCode").as_deref(), Some("4:0"));
     let log = sbatch_log(&run_dir);
     assert!(
         log.contains("drained; continue with: hpcagent submit --resume"),
@@ -522,5 +523,46 @@ fn a_role_whose_srun_is_refused_fails_the_campaign_with_srun_s_words() {
     assert!(
         report.contains("srun.log:") && report.contains("unrecognized option '--environment"),
         "the failure does not quote srun: {said}"
+    );
+}
+
+#[test]
+fn a_judge_whose_oracle_cannot_run_ends_the_campaign_at_once() {
+    require_slurm();
+    let root = tempfile::tempdir().unwrap();
+    // Inside a job `up` does not look for the oracle itself (the judges'
+    // nodes and images may differ from its own): the judges refuse, and
+    // are not launched again.
+    let out = Command::new("timeout")
+        .args(["900", "salloc", "--nodes=4", "--exclusive", "--quiet"])
+        .arg(env!("CARGO_BIN_EXE_hpcagent"))
+        .args(["up", "--env"])
+        .arg(example("local.env"))
+        .arg("--run-dir")
+        .arg(root.path().join("run"))
+        .args(["--set", "KERNELS=gemm,atax"])
+        .env("HPCAGENT_PYTHON", "/nonexistent/python3")
+        .current_dir(common::repo())
+        .output()
+        .unwrap();
+    let said = format!("{}{}", stdout(&out), stderr(&out));
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    let report = said
+        .split_once("failed for good")
+        .map(|(_, report)| report)
+        .unwrap_or_else(|| panic!("no judge failed for good: {said}"));
+    assert!(
+        report.contains("refuses to run on this node")
+            && report.contains("HPCAGENT_PYTHON=/nonexistent/python3")
+            && report.contains("NumPy"),
+        "the campaign does not say why: {said}"
+    );
+    assert!(!report.contains("restarted"), "launched again: {said}");
+    let store = hpcagent_orchestrator::store::Reader::open(&root.path().join("run")).unwrap();
+    let tasks = store.tasks().unwrap();
+    assert_eq!(tasks.len(), 2);
+    assert!(
+        tasks.iter().all(|t| t.attempts == 0),
+        "a task was leased without a judge: {tasks:?}"
     );
 }

@@ -6,7 +6,9 @@
 //! heartbeats, is stopped and launched again after a backoff (1, 2, 4 … s),
 //! up to [`MAX_RESTARTS`] times. An agent that exits cleanly once the
 //! campaign has nothing left for it is finished, not dead. An instance out of
-//! restarts is failed; when no other instance of its role is alive, the
+//! restarts is failed, and so at once is one that exits [`REFUSED_EXIT`]:
+//! it said this node cannot run it (no NumPy for the oracle, isolation the
+//! kernel refuses), which another launch would only repeat. When no other instance of its role is alive, the
 //! campaign cannot go on, and the supervisor says so with the last lines of
 //! the instance's logs (its own, and its srun's).
 //!
@@ -35,6 +37,14 @@ pub const STOP_GRACE: Duration = Duration::from_secs(10);
 const SLOW_LAUNCH: Duration = Duration::from_secs(10);
 /// How often slow launches are looked up: one `squeue` for all of them.
 const SLOW_LAUNCH_EVERY: Duration = Duration::from_secs(5);
+
+/// The exit code of a role that refuses to run where it was started.
+pub const REFUSED_EXIT: u8 = 78;
+
+/// Why a role refuses to run here (its process exits [`REFUSED_EXIT`]).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct Refused(pub String);
 
 /// A role the campaign cannot do without has failed for good.
 #[derive(Debug, Clone)]
@@ -101,8 +111,10 @@ async fn keep_running<E: Executor>(
             &format!("pid {} step {:?}", step.pid, step.step_id),
         );
         let started = Instant::now();
+        let mut refused = false;
         let why = tokio::select! {
             status = step.child.wait() => {
+                refused = matches!(&status, Ok(s) if s.code() == Some(REFUSED_EXIT.into()));
                 let status = status.map(|s| s.to_string()).unwrap_or_else(|e| e.to_string());
                 let done = campaign.scheduler().finished() || campaign.scheduler().draining();
                 if instance.role == Role::Agent && done && status.contains("exit status: 0") {
@@ -131,6 +143,11 @@ async fn keep_running<E: Executor>(
             entry.restarts = 0;
         }
         tracing::warn!(instance = %name, "{why}");
+        if refused {
+            let why = format!("{why}: it refuses to run on this node");
+            fail(&campaign, &instance, why, &critical).await;
+            return;
+        }
         if !restart_or_fail(&campaign, &instance, &why, &critical).await {
             return;
         }
@@ -203,6 +220,30 @@ async fn marked_dead(campaign: &Campaign, name: &str) -> String {
     }
 }
 
+/// Fails the instance for good, and reports it when its role has no live
+/// instance left.
+async fn fail(
+    campaign: &Campaign,
+    instance: &RoleInstance,
+    why: String,
+    critical: &mpsc::Sender<Critical>,
+) {
+    let name = &instance.name;
+    campaign.set_role_state(name, RoleState::Failed(why.clone()));
+    let others_alive = campaign.roles().iter().any(|(n, e)| {
+        n != name && e.role == instance.role && !matches!(e.state, RoleState::Failed(_))
+    });
+    if !others_alive {
+        let _ = critical
+            .send(Critical {
+                instance: name.clone(),
+                reason: why,
+                last_words: last_words(&campaign.run_dir.join(&instance.log_dir)),
+            })
+            .await;
+    }
+}
+
 /// Counts a restart and waits its backoff; or, out of restarts, fails the
 /// instance (and reports it when its role has no live instance left).
 /// Returns whether to launch again.
@@ -220,19 +261,8 @@ async fn restart_or_fail(
         entry.restarts
     };
     if restarts > MAX_RESTARTS {
-        campaign.set_role_state(name, RoleState::Failed(format!("{why}; out of restarts")));
-        let others_alive = campaign.roles().iter().any(|(n, e)| {
-            n != name && e.role == instance.role && !matches!(e.state, RoleState::Failed(_))
-        });
-        if !others_alive {
-            let _ = critical
-                .send(Critical {
-                    instance: name.clone(),
-                    reason: format!("{why}; restarted {MAX_RESTARTS} times"),
-                    last_words: last_words(&campaign.run_dir.join(&instance.log_dir)),
-                })
-                .await;
-        }
+        let why = format!("{why}; restarted {MAX_RESTARTS} times");
+        fail(campaign, instance, why, critical).await;
         return false;
     }
     campaign.set_role_state(name, RoleState::Dead(why.to_string()));

@@ -10,7 +10,7 @@ use clap::{Args, Subcommand};
 use hpcagent_judge::corpus::{Corpus, Preset};
 use hpcagent_judge::service::Service;
 use hpcagent_judge::verdict::Verdict;
-use hpcagent_judge::{Judge, JudgeConfig, Language};
+use hpcagent_judge::{Judge, JudgeConfig, Language, build, oracle};
 use hpcagent_proto::v1 as pb;
 use hpcagent_proto::v1::judge_client::JudgeClient;
 
@@ -91,6 +91,10 @@ impl JudgeSetup {
         config.time_cap = std::time::Duration::from_secs(self.time_cap.max(1));
         config.weak_isolation = self.weak_isolation;
         config.slots = self.slots;
+        let oracle = oracle::find(&build::default_cache_base(), |progress| {
+            eprintln!("{progress}")
+        })?;
+        config.python = oracle.python;
         Judge::new(config).map_err(anyhow::Error::msg)
     }
 }

@@ -19,6 +19,7 @@ use std::process::ExitCode;
 use clap::{Args, Subcommand};
 use hpcagent_orchestrator::allocation::AllocationError;
 use hpcagent_orchestrator::config::{self as cfg, Config, ConfigError, Override};
+use hpcagent_orchestrator::supervisor::{REFUSED_EXIT, Refused};
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
@@ -172,6 +173,9 @@ pub fn report_error(err: &anyhow::Error) -> ExitCode {
     eprintln!("error: {err:#}");
     if err.downcast_ref::<AllocationError>().is_some() {
         return ExitCode::from(2);
+    }
+    if err.downcast_ref::<Refused>().is_some() {
+        return ExitCode::from(REFUSED_EXIT);
     }
     ExitCode::from(1)
 }

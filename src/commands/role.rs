@@ -8,10 +8,11 @@ use anyhow::Context;
 use clap::{Args, Subcommand};
 use hpcagent_judge::corpus::Corpus;
 use hpcagent_judge::service::{Recorder, Recording, Service};
-use hpcagent_judge::{Judge, JudgeConfig};
+use hpcagent_judge::{Judge, JudgeConfig, oracle};
 use hpcagent_orchestrator::client::{Records, RoleContext, start_heartbeats};
 use hpcagent_orchestrator::config::Isolation;
 use hpcagent_orchestrator::control::auth;
+use hpcagent_orchestrator::supervisor::Refused;
 use hpcagent_proto::v1 as pb;
 
 use super::judge::runtime;
@@ -105,7 +106,16 @@ async fn judge(args: Instance) -> anyhow::Result<()> {
     config.time_cap = Duration::from_secs(settings.judge_time_cap.max(1).into());
     config.weak_isolation = settings.isolation == Isolation::Weak;
     config.slots = settings.judge_slots.map(|n| n as usize);
-    let judge = Arc::new(Judge::new(config).map_err(anyhow::Error::msg)?);
+    // What this node lacks (NumPy, isolation) another launch lacks too: the
+    // judge refuses, and the campaign hears so at once.
+    let cache = hpcagent_judge::build::default_cache_base();
+    let oracle = tokio::task::spawn_blocking(move || {
+        oracle::find(&cache, |progress| tracing::info!("{progress}"))
+    })
+    .await?
+    .map_err(|e| Refused(e.to_string()))?;
+    config.python = oracle.python;
+    let judge = Arc::new(Judge::new(config).map_err(Refused)?);
 
     let port: u16 = match std::env::var("HPCAGENT_PORT") {
         Ok(p) => p.parse().context("HPCAGENT_PORT")?,

@@ -35,6 +35,11 @@ pub struct UpArgs {
     executor: ExecutorChoice,
 }
 
+/// The campaign ended with tasks that no attempt got a verdict for.
+const EXIT_TASKS_FAILED: u8 = 3;
+/// The campaign drained (USR1, the time limit) with tasks left to do.
+const EXIT_DRAINED: u8 = 4;
+
 pub fn run(args: UpArgs) -> anyhow::Result<ExitCode> {
     super::init_logging_quiet();
     // The orchestrator holds every instance's token and the judges': no
@@ -64,6 +69,17 @@ pub fn run(args: UpArgs) -> anyhow::Result<ExitCode> {
         }
     };
     preflight(&config)?;
+    // Judges on this machine run their oracle here: without NumPy the
+    // campaign stops now, before a task is leased, not after 42 harness
+    // errors.
+    let oracle_python = match executor {
+        ExecutorKind::Local
+            if config.settings.judge_nodes > 0 || config.settings.colocate_judges =>
+        {
+            Some(find_oracle()?)
+        }
+        _ => None,
+    };
     // A job's campaign continues in a new job; a local one right here.
     let again = match executor {
         ExecutorKind::Slurm { .. } => "hpcagent submit --resume",
@@ -77,16 +93,28 @@ pub fn run(args: UpArgs) -> anyhow::Result<ExitCode> {
         corpus_root: std::path::absolute(Corpus::default_root())?,
         skills_root: std::path::absolute(hpcagent_agent::prompt::default_root())?,
         resume: args.resume.is_some(),
+        oracle_python,
     };
     let outcome = runtime()?.block_on(campaign::up(up))?;
     let code = match &outcome {
         Outcome::Finished => {
-            print_table(&Reader::open(&run_dir)?.results()?);
-            ExitCode::SUCCESS
+            let results = Reader::open(&run_dir)?.results()?;
+            print_table(&results);
+            let failed = results.iter().filter(|r| r.state == "failed").count();
+            if failed == 0 {
+                ExitCode::SUCCESS
+            } else {
+                eprintln!(
+                    "{failed} of {} tasks failed: no attempt got a verdict (how each ended: {})",
+                    results.len(),
+                    run_dir.join("attempts.jsonl").display()
+                );
+                ExitCode::from(EXIT_TASKS_FAILED)
+            }
         }
         Outcome::Drained => {
             eprintln!("drained; continue with: {again} {}", run_dir.display());
-            ExitCode::SUCCESS
+            ExitCode::from(EXIT_DRAINED)
         }
         Outcome::Interrupted(signal) => {
             eprintln!(
@@ -118,6 +146,14 @@ fn preflight(config: &hpcagent_orchestrator::config::Config) -> anyhow::Result<(
         .map_err(|e| anyhow::anyhow!("the agents' skills pages: {e}"))?;
     hpcagent_agent::search::Search::from_settings(&config.settings).map_err(anyhow::Error::msg)?;
     Ok(())
+}
+
+/// The Python the local judges' oracle runs in, installing NumPy for it
+/// once when no Python has it.
+fn find_oracle() -> anyhow::Result<String> {
+    let cache = hpcagent_judge::build::default_cache_base();
+    let oracle = hpcagent_judge::oracle::find(&cache, |progress| eprintln!("{progress}"))?;
+    Ok(oracle.python)
 }
 
 /// `local-<YYYYmmdd-HHMMSS>` in UTC.

@@ -66,6 +66,9 @@ pub struct Up {
     pub skills_root: PathBuf,
     /// Continue the campaign the run directory holds (otherwise it must hold none).
     pub resume: bool,
+    /// The Python with NumPy the judges' oracle runs in, when `up` found it
+    /// (roles on this machine): judges take it rather than look again.
+    pub oracle_python: Option<String>,
 }
 
 /// How a campaign ended.
@@ -338,6 +341,9 @@ fn role_environments(
             if instance.role == Role::Judge {
                 // Every judge of the campaign draws the same held-out cases.
                 env.push(("HPCAGENT_JUDGE_SECRET".to_string(), secret.clone()));
+                if let Some(python) = &up.oracle_python {
+                    env.push(("HPCAGENT_PYTHON".to_string(), python.clone()));
+                }
             }
             if matches!(instance.role, Role::Judge | Role::Agent) {
                 env.push((JUDGE_TOKEN_VAR.to_string(), tokens.judge_access.clone()));

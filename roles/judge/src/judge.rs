@@ -42,6 +42,8 @@ pub struct JudgeConfig {
     /// Grade where runs cannot have namespaces of their own (or, for an
     /// unprivileged judge, Landlock): every verdict says so.
     pub weak_isolation: bool,
+    /// The Python the NumPy oracle runs in ([`crate::oracle::find`]).
+    pub python: String,
     pub public_seed: u64,
     /// Seeds the held-out cases; keep it secret.
     pub secret: u64,
@@ -63,6 +65,7 @@ impl JudgeConfig {
             interval: 0.01,
             time_cap: Duration::from_secs(30),
             weak_isolation: false,
+            python: std::env::var(crate::oracle::PYTHON_VAR).unwrap_or_else(|_| "python3".into()),
             public_seed: 42,
             // Any text works: judges of a campaign share it to draw the same cases.
             secret: std::env::var("HPCAGENT_JUDGE_SECRET")
@@ -289,7 +292,7 @@ impl Judge {
             ));
         }
         Ok(Judge {
-            data: DataCache::new(cache.clone()),
+            data: DataCache::new(cache.clone(), config.python.clone()),
             profilers: Profilers::detect(),
             config,
             corpus,

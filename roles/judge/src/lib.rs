@@ -17,6 +17,7 @@ pub mod discrimination;
 pub mod grade;
 pub mod judge;
 pub mod language;
+pub mod oracle;
 pub mod profile;
 pub mod runner;
 pub mod sandbox_dir;

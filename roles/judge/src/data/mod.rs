@@ -94,10 +94,11 @@ pub struct DataCache {
 }
 
 impl DataCache {
-    pub fn new(root: PathBuf) -> DataCache {
+    /// The cache under `root`, running references with `python`.
+    pub fn new(root: PathBuf, python: String) -> DataCache {
         DataCache {
             root,
-            python: std::env::var("HPCAGENT_PYTHON").unwrap_or_else(|_| "python3".into()),
+            python,
             reference_timeout: Duration::from_secs(900),
             locks: Arc::default(),
         }
