@@ -408,7 +408,7 @@ impl Judge {
             exe: &self.config.exe,
             wrapper: extras.wrapper,
             request,
-            env: run_env(&sandbox, slot),
+            env: run_env(&sandbox, slot, prepared.language),
             timeout,
             output_bytes,
             // The supervisor works where the runners call from (see
@@ -518,7 +518,7 @@ fn baseline_defines(kernel: &Kernel, precision: Precision) -> Vec<String> {
 }
 
 /// The runner's environment: nothing of the judge's but what runtimes need.
-fn run_env(sandbox: &Path, slot: &Slot) -> Vec<(String, String)> {
+fn run_env(sandbox: &Path, slot: &Slot, language: Language) -> Vec<(String, String)> {
     let mut env = passthrough_env();
     let dir = sandbox.display().to_string();
     env.extend([
@@ -538,16 +538,37 @@ fn run_env(sandbox: &Path, slot: &Slot) -> Vec<(String, String)> {
         ("CUDA_CACHE_PATH".to_string(), format!("{dir}/.nv")),
     ]);
     if let Some(gpu) = slot.gpu {
-        for var in [
-            "CUDA_VISIBLE_DEVICES",
-            "HIP_VISIBLE_DEVICES",
-            "ROCR_VISIBLE_DEVICES",
-        ] {
-            env.retain(|(k, _)| k != var);
-            env.push((var.to_string(), gpu.to_string()));
-        }
+        env.retain(|(k, _)| !GPU_FILTERS.contains(&k.as_str()));
+        env.extend(gpu_env(gpu, language));
     }
     env
+}
+
+/// The variables that choose which GPUs a runtime sees.
+const GPU_FILTERS: [&str; 3] = [
+    "CUDA_VISIBLE_DEVICES",
+    "HIP_VISIBLE_DEVICES",
+    "ROCR_VISIBLE_DEVICES",
+];
+
+/// What makes the node's GPU `gpu` (as the judge numbers them) the only one
+/// a run sees. ROCm filters twice, ROCr first (`ROCR_VISIBLE_DEVICES`,
+/// the node's numbers), then HIP among what is left (`HIP_VISIBLE_DEVICES`,
+/// and `CUDA_VISIBLE_DEVICES`, which HIP on AMD reads the same way): after
+/// the first, the slot's GPU is HIP's device 0. CUDA reads only its own.
+fn gpu_env(gpu: u32, language: Language) -> Vec<(String, String)> {
+    let pair = |k: &str, v: String| (k.to_string(), v);
+    match language {
+        Language::Hip => vec![
+            pair("ROCR_VISIBLE_DEVICES", gpu.to_string()),
+            pair("HIP_VISIBLE_DEVICES", "0".into()),
+        ],
+        // Host code uses no GPU; on either vendor it sees at most its slot's.
+        _ => vec![
+            pair("CUDA_VISIBLE_DEVICES", gpu.to_string()),
+            pair("ROCR_VISIBLE_DEVICES", gpu.to_string()),
+        ],
+    }
 }
 
 pub(crate) fn fail(mut verdict: Verdict, status: Status, message: impl Into<String>) -> Verdict {
@@ -558,4 +579,45 @@ pub(crate) fn fail(mut verdict: Verdict, status: Status, message: impl Into<Stri
 pub(crate) fn finish(mut verdict: Verdict, start: Instant) -> Verdict {
     verdict.elapsed_s = start.elapsed().as_secs_f64();
     verdict
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env_of(gpu: u32, language: Language) -> Vec<(String, String)> {
+        let slot = Slot {
+            index: 0,
+            cpus: vec![0],
+            gpu: Some(gpu),
+        };
+        run_env(Path::new("/sandbox"), &slot, language)
+            .into_iter()
+            .filter(|(k, _)| GPU_FILTERS.contains(&k.as_str()))
+            .collect()
+    }
+
+    fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
+        list.iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn a_hip_slot_sees_its_gpu_as_hip_device_0() {
+        // Beverin: slot 3 of 4. ROCr keeps the node's GPU 3 alone; HIP's
+        // own filter then counts from what ROCr left.
+        assert_eq!(
+            env_of(3, Language::Hip),
+            pairs(&[("ROCR_VISIBLE_DEVICES", "3"), ("HIP_VISIBLE_DEVICES", "0")])
+        );
+    }
+
+    #[test]
+    fn a_cuda_slot_sees_its_gpu_by_the_node_s_number() {
+        assert_eq!(
+            env_of(2, Language::Cuda),
+            pairs(&[("CUDA_VISIBLE_DEVICES", "2"), ("ROCR_VISIBLE_DEVICES", "2")])
+        );
+    }
 }
