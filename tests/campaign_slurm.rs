@@ -498,7 +498,11 @@ fn a_role_whose_srun_is_refused_fails_the_campaign_with_srun_s_words() {
     // `--environment` before any step exists, so the roles' own logs stay
     // empty and only srun.log says why.
     let edf = root.path().join("roles.toml");
-    std::fs::write(&edf, "image = \"docker://debian:12\"\n").unwrap();
+    std::fs::write(
+        &edf,
+        "image = \"docker://debian:12\"\nmounts = [\"${HOME}:${HOME}\"]\n",
+    )
+    .unwrap();
     let out = Command::new("timeout")
         .args(["900", "salloc", "--nodes=4", "--exclusive", "--quiet"])
         .arg(env!("CARGO_BIN_EXE_hpcagent"))
@@ -523,6 +527,27 @@ fn a_role_whose_srun_is_refused_fails_the_campaign_with_srun_s_words() {
     assert!(
         report.contains("srun.log:") && report.contains("unrecognized option '--environment"),
         "the failure does not quote srun: {said}"
+    );
+    // The steps were given the EDF rendered into the run directory, its
+    // variables expanded: the engine expands them only as a preview.
+    let rendered = root.path().join("run/edf/roles.toml");
+    let text = std::fs::read_to_string(&rendered).unwrap();
+    let home = std::env::var("HOME").unwrap();
+    assert!(
+        text.contains(&format!("{home}:{home}")) && !text.contains("${"),
+        "{text}"
+    );
+    let plan = read_plan(&root.path().join("run"));
+    let edfs: Vec<&str> = plan["instances"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|i| i["edf"].as_str())
+        .collect();
+    assert!(!edfs.is_empty(), "{plan}");
+    assert!(
+        edfs.iter().all(|e| Path::new(e) == rendered),
+        "the steps name {edfs:?}"
     );
 }
 

@@ -86,7 +86,7 @@ pub enum Outcome {
 
 pub async fn up(up: Up) -> anyhow::Result<Outcome> {
     // Everything that can be refused is checked before anything is written or started.
-    let plan = make_plan(&up)?;
+    let mut plan = make_plan(&up)?;
     if let ExecutorKind::Slurm { .. } = up.executor {
         crate::slurm::edf::check_plan(&up.config, &plan)?;
     }
@@ -104,6 +104,9 @@ pub async fn up(up: Up) -> anyhow::Result<Outcome> {
              or choose another run directory",
             up.run_dir.display()
         );
+    }
+    if let ExecutorKind::Slurm { .. } = up.executor {
+        crate::slurm::edf::render_plan(&up.config, &mut plan, &up.run_dir.join("edf"))?;
     }
     write_file(
         &up.run_dir.join("plan.json"),

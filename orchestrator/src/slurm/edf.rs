@@ -9,6 +9,11 @@
 //! An image that is a file (`.sqsh`, or a path) must exist; a registry
 //! reference (`[USER@][REGISTRY#]IMAGE[:TAG]`) is pulled by the engine and
 //! cannot be checked here.
+//!
+//! The engine itself expands variables only as a technical preview, on one
+//! vCluster: the EDFs a campaign's steps use are rendered into the run
+//! directory with every variable expanded here, and the steps name those
+//! files ([`render_plan`]). The EDFs in `containers/edf/` are templates.
 
 use std::path::{Path, PathBuf};
 
@@ -76,6 +81,88 @@ pub fn check_plan(config: &Config, plan: &Plan) -> Result<(), ConfigError> {
     } else {
         Err(ConfigError(errors))
     }
+}
+
+/// Renders every EDF the plan's steps name into `dir` (`<stem>.toml`, every
+/// `${…}` expanded from this process's environment) and points the steps
+/// at the rendered files; problems as config problems at the key that
+/// names the EDF.
+pub fn render_plan(config: &Config, plan: &mut Plan, dir: &Path) -> Result<(), ConfigError> {
+    check_plan(config, plan)?;
+    let var = |name: &str| std::env::var(name).ok();
+    let mut rendered: Vec<(String, PathBuf)> = Vec::new();
+    let mut errors = Vec::new();
+    for instance in &mut plan.instances {
+        let Some(name) = instance.edf.clone() else {
+            continue;
+        };
+        if let Some((_, path)) = rendered.iter().find(|(n, _)| *n == name) {
+            instance.edf = Some(path.display().to_string());
+            continue;
+        }
+        let key = match instance.role {
+            Role::Inference => "INFERENCE_CE_ENV",
+            Role::Agent | Role::Judge => "ROLE_CE_ENV",
+        };
+        match render(&name, &var, dir) {
+            Ok(path) => {
+                instance.edf = Some(path.display().to_string());
+                rendered.push((name, path));
+            }
+            Err(problem) => errors.push(config.diagnostic(key, problem)),
+        }
+    }
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(ConfigError(errors))
+    }
+}
+
+/// Writes the EDF `name` resolves to into `dir` with its variables
+/// expanded; its path (absolute when `dir` is).
+pub fn render(
+    name: &str,
+    var: &dyn Fn(&str) -> Option<String>,
+    dir: &Path,
+) -> Result<PathBuf, String> {
+    let source = resolve(name, var)?;
+    let text =
+        std::fs::read_to_string(&source).map_err(|e| format!("{}: {e}", source.display()))?;
+    let mut edf = parse(&text).map_err(|e| format!("{}: {e}", source.display()))?;
+    expand_all(&mut edf, var).map_err(|e| format!("EDF {name} ({}): {e}", source.display()))?;
+    let stem = source
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "edf".into());
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let to = dir.join(format!("{stem}.toml"));
+    let body = toml::to_string(&edf).map_err(|e| e.to_string())?;
+    let header = format!(
+        "# Rendered by hpcagent from {}, its variables expanded.\n",
+        source.display()
+    );
+    std::fs::write(&to, header + &body).map_err(|e| format!("{}: {e}", to.display()))?;
+    Ok(to)
+}
+
+/// Every string of `value` (not its keys) with its variables expanded.
+fn expand_all(value: &mut Value, var: &dyn Fn(&str) -> Option<String>) -> Result<(), String> {
+    match value {
+        Value::String(s) => *s = expand(s, var)?,
+        Value::Array(items) => {
+            for item in items {
+                expand_all(item, var)?;
+            }
+        }
+        Value::Table(t) => {
+            for (_, v) in t.iter_mut() {
+                expand_all(v, var)?;
+            }
+        }
+        _ => {}
+    }
+    Ok(())
 }
 
 /// Resolves `name`, validates its EDF and checks its image: every problem.
@@ -251,6 +338,50 @@ mod tests {
         }
         // The site profiles name four: a vLLM and a roles image per site.
         assert_eq!(seen, 4);
+    }
+
+    #[test]
+    fn every_edf_the_project_ships_renders_without_a_variable_left() {
+        let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).join("../containers/edf");
+        let out = tempfile::tempdir().unwrap();
+        let shipped_dir = shipped.display().to_string();
+        let var = move |name: &str| match name {
+            "EDF_PATH" => Some(shipped_dir.clone()),
+            "SCRATCH" => Some("/capstor/scratch/cscs/me".into()),
+            "HOME" => Some("/users/me".into()),
+            _ => None,
+        };
+        for name in [
+            "hpcagent-roles-gh200",
+            "hpcagent-roles-mi300a",
+            "hpcagent-vllm-gh200",
+            "hpcagent-vllm-mi300a",
+        ] {
+            let path = render(name, &var, out.path()).unwrap();
+            assert_eq!(path, out.path().join(format!("{name}.toml")));
+            let text = std::fs::read_to_string(&path).unwrap();
+            assert!(!text.contains("${"), "{name}: {text}");
+            assert!(validate(&text).is_empty(), "{name}: {text}");
+            let edf = parse(&text).unwrap();
+            let image = edf["image"].as_str().unwrap();
+            assert_eq!(
+                image,
+                format!("/capstor/scratch/cscs/me/hpcagent/images/{name}.sqsh")
+            );
+            assert!(
+                edf["mounts"].as_array().unwrap().iter().any(
+                    |m| m.as_str() == Some("/capstor/scratch/cscs/me:/capstor/scratch/cscs/me")
+                ),
+                "{text}"
+            );
+        }
+        let unset = render(
+            "hpcagent-roles-gh200",
+            &|n| (n == "EDF_PATH").then(|| shipped.display().to_string()),
+            out.path(),
+        )
+        .unwrap_err();
+        assert!(unset.contains("${SCRATCH} is not set"), "{unset}");
     }
 
     #[test]
