@@ -281,6 +281,10 @@ fn vllm_launch(
             flag("--node-rank", rank.to_string());
             flag("--master-addr", nodes[0].clone());
             flag("--master-port", ports["master"].to_string());
+            flag(
+                "--distributed-timeout-seconds",
+                s.inference_distributed_timeout.seconds.to_string(),
+            );
             if rank > 0 {
                 argv.push("--headless".into());
             }
@@ -291,6 +295,7 @@ fn vllm_launch(
     VllmLaunch {
         served_model: served.clone(),
         ranks: (0..ranks).map(argv).collect(),
+        rendezvous_ifname: s.net_ifname.clone().filter(|_| ranks > 1),
     }
 }
 

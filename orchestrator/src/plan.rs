@@ -60,6 +60,13 @@ pub struct VllmLaunch {
     /// The name clients ask for (`--served-model-name`).
     pub served_model: String,
     pub ranks: Vec<Vec<String>>,
+    /// In a replica of several nodes, the interface (`NET_IFNAME`) whose
+    /// address each rank finds when its step starts: rank 0's replaces the
+    /// node name given as `--master-addr`, and each rank's own is its
+    /// `VLLM_HOST_IP`, so the ranks meet over the high-speed network rather
+    /// than the management one the node names resolve to.
+    #[serde(default)]
+    pub rendezvous_ifname: Option<String>,
 }
 
 /// One role instance: one Slurm step (or one local process group).
@@ -195,6 +202,12 @@ impl Plan {
                     "{} rank {rank} on {node}: {}\n",
                     i.name,
                     words::join(argv)
+                ));
+            }
+            if let (Some(ifname), Some(first)) = (&launch.rendezvous_ifname, i.nodes.first()) {
+                out.push_str(&format!(
+                    "  (--master-addr: {first}'s {ifname} address, and VLLM_HOST_IP: each \
+                     rank's own, found when the step starts)\n"
                 ));
             }
         }

@@ -132,7 +132,8 @@ config_keys! {
     ["Inference"] inference_ce_env / INFERENCE_CE_ENV: Option<String> = "";
     /// High-speed network interface; sets `NCCL_SOCKET_IFNAME` and
     /// `GLOO_SOCKET_IFNAME` for inference steps so workers never fall back to
-    /// 127.0.0.1.
+    /// 127.0.0.1, and the ranks of a multi-node replica meet at rank 0's
+    /// address on it (`--master-addr`, `VLLM_HOST_IP`).
     ["Inference"] net_ifname / NET_IFNAME: Option<String> = "";
     /// More `NAME=value` environment for inference steps (NCCL, libfabric).
     ["Inference"] inference_env / INFERENCE_ENV: Assignments = "";
@@ -142,6 +143,11 @@ config_keys! {
     /// How long a vLLM server may take to load its model and answer `/health`
     /// (large models take many minutes).
     ["Inference"] inference_ready_timeout / INFERENCE_READY_TIMEOUT: TimeLimit = "00:30:00";
+    /// How long the ranks of a multi-node replica wait for each other in
+    /// distributed operations (`--distributed-timeout-seconds`; PyTorch's
+    /// default is 10 minutes, short for a large model loading from a
+    /// parallel file system).
+    ["Inference"] inference_distributed_timeout / INFERENCE_DISTRIBUTED_TIMEOUT: TimeLimit = "00:30:00";
     /// An OpenAI-compatible endpoint outside the allocation (`http://host:port/v1`),
     /// used instead of planned vLLM servers; needs `INFERENCE_NODES=0`. A key,
     /// if the endpoint wants one, is read from `OPENAI_API_KEY` in the

@@ -11,7 +11,9 @@ pub fn profile(site: Site) -> &'static [(&'static str, &'static str)] {
         // This machine, or a laptop: the local Slurm of scripts/local-slurm, or no Slurm.
         Site::Local => &[("GPUS_PER_NODE", "0"), ("CPUS_PER_NODE", "2")],
         // CSCS Alps: GH200 nodes, 4 GPUs and 4 × 72 Grace cores, Slingshot (cxi).
-        // NCCL/libfabric settings as CSCS documents them for the aws-ofi-nccl plugin.
+        // NCCL/libfabric settings as CSCS documents them for the aws-ofi-nccl
+        // plugin (the EDF's hook injects it). A large FP8 model loading from
+        // Lustre takes longer than the defaults allow to load and to meet.
         Site::Alps => &[
             ("PARTITION", "normal"),
             ("GPUS_PER_NODE", "4"),
@@ -22,12 +24,19 @@ pub fn profile(site: Site) -> &'static [(&'static str, &'static str)] {
             (
                 "INFERENCE_ENV",
                 "NCCL_NET='AWS Libfabric' NCCL_NET_GDR_LEVEL=PHB NCCL_CROSS_NIC=1 \
+                 NCCL_PROTO=^LL128 FI_PROVIDER=cxi \
                  FI_CXI_DISABLE_HOST_REGISTER=1 FI_MR_CACHE_MONITOR=userfaultfd \
                  FI_CXI_DEFAULT_CQ_SIZE=131072 FI_CXI_DEFAULT_TX_SIZE=32768 \
                  FI_CXI_RX_MATCH_MODE=software",
             ),
+            ("INFERENCE_READY_TIMEOUT", "01:30:00"),
+            ("INFERENCE_DISTRIBUTED_TIMEOUT", "01:00:00"),
         ],
         // CSCS Beverin: MI300A nodes, 4 APUs and 4 × 24 cores, Slingshot (cxi).
+        // RCCL through the aws-ofi plugin the vLLM image builds against the
+        // host's libfabric (NCCL_NET_PLUGIN=ofi), with the cxi provider; the
+        // node's kernel has DMA-BUF off, so RCCL must not try it; and HIP's
+        // IPC takes the legacy path, as in HPCAgent-Bench's Beverin image.
         Site::Beverin => &[
             ("PARTITION", "mi300"),
             ("GPUS_PER_NODE", "4"),
@@ -37,9 +46,14 @@ pub fn profile(site: Site) -> &'static [(&'static str, &'static str)] {
             ("NET_IFNAME", "hsn0"),
             (
                 "INFERENCE_ENV",
-                "NCCL_NET_PLUGIN=ofi FI_PROVIDER=cxi FI_CXI_DISABLE_HOST_REGISTER=1 \
-                 FI_MR_CACHE_MONITOR=userfaultfd",
+                "NCCL_NET_PLUGIN=ofi FI_PROVIDER=cxi NCCL_DMABUF_ENABLE=0 \
+                 HSA_ENABLE_IPC_MODE_LEGACY=1 NCCL_CROSS_NIC=1 \
+                 FI_CXI_DISABLE_HOST_REGISTER=1 FI_MR_CACHE_MONITOR=userfaultfd \
+                 FI_CXI_DEFAULT_CQ_SIZE=131072 FI_CXI_DEFAULT_TX_SIZE=32768 \
+                 FI_CXI_RX_MATCH_MODE=software",
             ),
+            ("INFERENCE_READY_TIMEOUT", "01:30:00"),
+            ("INFERENCE_DISTRIBUTED_TIMEOUT", "01:00:00"),
         ],
     }
 }

@@ -130,14 +130,62 @@ fn multi_node_replicas_take_consecutive_nodes_and_a_master_port() {
         line(0),
         "vllm serve m --host 0.0.0.0 --port 8000 --served-model-name m --tensor-parallel-size 4 \
          --pipeline-parallel-size 2 --distributed-executor-backend mp --nnodes 2 --node-rank 0 \
-         --master-addr nid003 --master-port 8100"
+         --master-addr nid003 --master-port 8100 --distributed-timeout-seconds 3600"
     );
     assert_eq!(
         line(1),
         "vllm serve m --host 0.0.0.0 --port 8000 --served-model-name m --tensor-parallel-size 4 \
          --pipeline-parallel-size 2 --distributed-executor-backend mp --nnodes 2 --node-rank 1 \
-         --master-addr nid003 --master-port 8100 --headless"
+         --master-addr nid003 --master-port 8100 --distributed-timeout-seconds 3600 --headless"
     );
+    // The ranks meet on Slingshot: rank 0's hsn0 address replaces the node
+    // name when the step starts, and each rank announces its own.
+    assert_eq!(vllm.rendezvous_ifname.as_deref(), Some("hsn0"));
+    let shown = p.render();
+    assert!(
+        shown.contains("(--master-addr: nid003's hsn0 address, and VLLM_HOST_IP"),
+        "{shown}"
+    );
+}
+
+#[test]
+fn each_site_s_inference_settings_reach_the_steps() {
+    let env = |site: &str| {
+        let p = plan(
+            &format!("SITE={site}\nINFERENCE_NODES=2\nNODES_PER_REPLICA=2\nVLLM_MODEL=m\n"),
+            "nid[001-004]",
+            Some(4),
+        );
+        let inference = p.instances_of(Role::Inference).next().unwrap().clone();
+        (inference.env, inference.vllm.unwrap().ranks[0].join(" "))
+    };
+    let (beverin, line) = env("beverin");
+    for (key, value) in [
+        ("NCCL_NET_PLUGIN", "ofi"),
+        ("FI_PROVIDER", "cxi"),
+        ("NCCL_DMABUF_ENABLE", "0"),
+        ("HSA_ENABLE_IPC_MODE_LEGACY", "1"),
+        ("NCCL_SOCKET_IFNAME", "hsn0"),
+        ("GLOO_SOCKET_IFNAME", "hsn0"),
+    ] {
+        assert_eq!(
+            beverin.get(key).map(String::as_str),
+            Some(value),
+            "beverin {key}"
+        );
+    }
+    assert!(
+        line.contains("--distributed-timeout-seconds 3600"),
+        "{line}"
+    );
+    let (alps, _) = env("alps");
+    for (key, value) in [
+        ("NCCL_NET", "AWS Libfabric"),
+        ("FI_PROVIDER", "cxi"),
+        ("NCCL_SOCKET_IFNAME", "hsn0"),
+    ] {
+        assert_eq!(alps.get(key).map(String::as_str), Some(value), "alps {key}");
+    }
 }
 
 #[test]

@@ -15,6 +15,7 @@
 
 pub mod gpus;
 pub mod readiness;
+pub mod rendezvous;
 pub mod server;
 
 use std::path::Path;
@@ -25,6 +26,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use hpcagent_orchestrator::client::{Heartbeat, RoleContext, start_heartbeats_then};
 use hpcagent_orchestrator::plan::{Plan, VllmLaunch};
+use hpcagent_orchestrator::supervisor::Refused;
 use hpcagent_proto::v1 as pb;
 
 use readiness::{Probe, Prober};
@@ -52,6 +54,15 @@ pub async fn run(run_dir: &Path, instance: &str) -> anyhow::Result<()> {
         .check(ctx.instance.gpus_per_node)
         .map_err(anyhow::Error::msg)?;
     let argv = with_free_port(&launch.ranks[0])?;
+    let (argv, env) = match &launch.rendezvous_ifname {
+        Some(ifname) => {
+            let own = rendezvous::interface_address(ifname).map_err(Refused)?;
+            let file = rendezvous::master_file(run_dir, instance, &rendezvous::step_name());
+            rendezvous::publish(&file, own).map_err(anyhow::Error::msg)?;
+            (rendezvous::with_master(&argv, own), host_ip(own))
+        }
+        None => (argv, Vec::new()),
+    };
     let port = server::flag_value(&argv, "--port")
         .unwrap_or_default()
         .to_string();
@@ -72,7 +83,7 @@ pub async fn run(run_dir: &Path, instance: &str) -> anyhow::Result<()> {
         move || kill_group(orphan_pgid.load(Ordering::SeqCst)),
     );
     tracing::info!(instance, argv = %argv.join(" "), "starting vLLM");
-    let mut server = Server::start(&argv).map_err(anyhow::Error::msg)?;
+    let mut server = Server::start(&argv, &env).map_err(anyhow::Error::msg)?;
     pgid.store(server.pgid(), Ordering::SeqCst);
     let prober = Prober::new(&format!("http://127.0.0.1:{port}"), &launch.served_model);
     let timeout = Duration::from_secs(ctx.config.settings.inference_ready_timeout.seconds);
@@ -108,8 +119,24 @@ async fn headless(
     gpus::discover()
         .check(spec.gpus_per_node)
         .map_err(anyhow::Error::msg)?;
+    let (argv, env) = match &launch.rendezvous_ifname {
+        Some(ifname) => {
+            let own = rendezvous::interface_address(ifname).map_err(Refused)?;
+            let file = rendezvous::master_file(run_dir, instance, &rendezvous::step_name());
+            // Rank 0 publishes once it has started; it meets the others
+            // within the distributed timeout, so they wait as long.
+            let limit = server::flag_value(argv, "--distributed-timeout-seconds")
+                .and_then(|s| s.parse().ok())
+                .map_or(Duration::from_secs(600), Duration::from_secs);
+            let master = rendezvous::await_master(&file, limit)
+                .await
+                .map_err(anyhow::Error::msg)?;
+            (rendezvous::with_master(argv, master), host_ip(own))
+        }
+        None => (argv.clone(), Vec::new()),
+    };
     tracing::info!(instance, rank, argv = %argv.join(" "), "starting headless vLLM");
-    let mut server = Server::start(argv).map_err(anyhow::Error::msg)?;
+    let mut server = Server::start(&argv, &env).map_err(anyhow::Error::msg)?;
     let why = tokio::select! {
         why = server.exited() => Some(why),
         _ = stop.received() => None,
@@ -211,6 +238,11 @@ fn with_free_port(argv: &[String]) -> anyhow::Result<Vec<String>> {
 }
 
 /// This process's rank in its step (0 outside Slurm).
+/// The environment that makes vLLM announce `addr` as this node's.
+fn host_ip(addr: std::net::Ipv4Addr) -> Vec<(String, String)> {
+    vec![("VLLM_HOST_IP".to_string(), addr.to_string())]
+}
+
 fn slurm_rank() -> usize {
     std::env::var("SLURM_PROCID")
         .ok()

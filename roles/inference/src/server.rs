@@ -21,11 +21,12 @@ pub struct Server {
 
 impl Server {
     /// Starts `argv`; its output goes to the role's own stdout and stderr.
-    pub fn start(argv: &[String]) -> Result<Server, String> {
+    pub fn start(argv: &[String], env: &[(String, String)]) -> Result<Server, String> {
         let (program, args) = argv.split_first().ok_or("the vLLM command line is empty")?;
         let mut command = tokio::process::Command::new(program);
         command
             .args(args)
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .stdin(std::process::Stdio::null())
             .process_group(0)
             .kill_on_drop(true);
@@ -144,7 +145,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let pidfile = dir.path().join("grandchild");
         let script = format!("sleep 300 & echo $! > {}; wait", pidfile.display());
-        let server = Server::start(&["sh".into(), "-c".into(), script]).unwrap();
+        let server = Server::start(&["sh".into(), "-c".into(), script], &[]).unwrap();
         let grandchild = loop {
             if let Ok(pid) = std::fs::read_to_string(&pidfile)
                 && let Ok(pid) = pid.trim().parse::<i32>()
@@ -168,7 +169,9 @@ mod tests {
 
     #[tokio::test]
     async fn a_missing_program_is_named() {
-        let err = Server::start(&["/nonexistent/vllm".into()]).err().unwrap();
+        let err = Server::start(&["/nonexistent/vllm".into()], &[])
+            .err()
+            .unwrap();
         assert!(err.contains("cannot start /nonexistent/vllm"), "{err}");
         assert!(err.contains("VLLM_COMMAND"), "{err}");
     }
