@@ -591,3 +591,123 @@ fn a_judge_whose_oracle_cannot_run_ends_the_campaign_at_once() {
         "a task was leased without a judge: {tasks:?}"
     );
 }
+
+#[test]
+fn a_campaign_longer_than_its_time_limit_continues_in_a_chain_of_jobs() {
+    // 12 tasks of 20 s each for one agent: about four minutes of work for
+    // jobs of three (less the drain window), so at least two jobs.
+    let (first, run_dir, _root) = submit_example(
+        "local.env",
+        &[
+            "KERNELS=dot,norm2,argmax,prefix-sum,gelu,softmax,s000,s111,s1112,s212,s242,histogram",
+            "AGENT_NODES=1",
+            "AGENTS_PER_NODE=1",
+            "JUDGE_NODES=1",
+            "AGENT_POLICY=command",
+            "AGENT_COMMAND=sleep 20",
+            "TIME_LIMIT=00:03:00",
+            "DRAIN_SECONDS=45",
+            "MAX_JOBS=6",
+        ],
+    );
+    let status = || -> Value {
+        let out = hpcagent()
+            .args(["status", run_dir.to_str().unwrap(), "--json"])
+            .output()
+            .unwrap();
+        serde_json::from_slice(&out.stdout).unwrap_or(Value::Null)
+    };
+    // Nobody resubmits: the chain's last job ends the campaign.
+    let start = Instant::now();
+    let jobs = loop {
+        let s = status();
+        let jobs = s["jobs"].as_array().cloned().unwrap_or_default();
+        if jobs.last().is_some_and(|j| j["state"] != "drained")
+            && s["running"] == false
+            && s["state"] == "finished"
+        {
+            break jobs;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(1500),
+            "the chain did not finish: {s:#}"
+        );
+        std::thread::sleep(Duration::from_secs(2));
+    };
+    let ids: Vec<&str> = jobs.iter().map(|j| j["job"].as_str().unwrap()).collect();
+    assert!(
+        (2..=6).contains(&jobs.len()),
+        "{} jobs: {jobs:?}",
+        jobs.len()
+    );
+    assert_eq!(ids[0], first);
+    for (i, job) in jobs.iter().enumerate() {
+        assert_eq!(job["link"], i + 1, "{jobs:?}");
+        let want = if i + 1 == jobs.len() {
+            "finished"
+        } else {
+            "drained"
+        };
+        assert_eq!(job["state"], want, "{jobs:?}");
+    }
+    // One job at a time: each started after its predecessor's campaign ended.
+    let record = std::fs::read_to_string(run_dir.join("jobs.jsonl")).unwrap();
+    let events: Vec<Value> = record
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let at = |event: &str, job: &str| {
+        events
+            .iter()
+            .find(|e| e["event"] == event && e["job"] == job)
+            .and_then(|e| e["at"].as_f64())
+            .unwrap_or_else(|| panic!("no {event} of {job}: {record}"))
+    };
+    for pair in ids.windows(2) {
+        let ended = events
+            .iter()
+            .find(|e| e["event"] == "ended" && e["job"] == pair[0])
+            .unwrap();
+        assert_eq!(ended["successor"], pair[1], "{record}");
+        assert!(at("started", pair[1]) > at("ended", pair[0]), "{record}");
+    }
+    assert_eq!(
+        wait_for_job(ids[ids.len() - 1], Duration::from_secs(120)),
+        "COMPLETED"
+    );
+    assert_settled_exactly_once(&run_dir);
+    assert_fault_survived("time limit, continued by a chain of jobs", &run_dir);
+}
+
+#[test]
+fn judges_on_a_partition_of_their_own_run_in_a_heterogeneous_job() {
+    let (job, run_dir, _root) = submit(&["AGENT_NODES=1", "JUDGE_NODES=1", "JUDGE_PARTITION=cpu"]);
+    assert_eq!(
+        wait_for_job(&job, Duration::from_secs(400)),
+        "COMPLETED",
+        "{}",
+        sbatch_log(&run_dir)
+    );
+    assert_eq!(job_field(&job, "HetJobId").as_deref(), Some(job.as_str()));
+    let plan = read_plan(&run_dir);
+    let components = plan["components"].as_array().expect("components");
+    assert_eq!(components.len(), 2, "{plan:#}");
+    assert_eq!(components[1]["partition"], "cpu");
+    for instance in plan["instances"].as_array().unwrap() {
+        let nodes: Vec<&str> = instance["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|n| n.as_str().unwrap())
+            .collect();
+        let srun = instance["srun"].as_array().unwrap();
+        if instance["role"] == "judge" {
+            // The cpu partition is the local cluster's upper half.
+            assert!(nodes.iter().all(|n| ["n3", "n4"].contains(n)), "{nodes:?}");
+            assert!(srun.iter().any(|a| a == "--het-group=1"), "{srun:?}");
+        } else {
+            assert!(srun.iter().any(|a| a == "--het-group=0"), "{srun:?}");
+        }
+    }
+    assert_settled_exactly_once(&run_dir);
+}

@@ -490,3 +490,134 @@ fn status_reads_the_store_when_the_orchestrator_port_hangs_up() {
         );
     }
 }
+
+/// Under the Container Engine a step's environment is the image's: a role
+/// must grade and prompt with the corpus and skills the campaign was
+/// planned with (plan.json), and refuse when those are not visible, rather
+/// than take whatever `HPCAGENT_BENCHMARKS`/`HPCAGENT_SKILLS` the image sets.
+#[test]
+fn roles_take_corpus_and_skills_from_the_plan_and_refuse_when_not_visible() {
+    let run = tempfile::tempdir().unwrap();
+    let planned = run.path().join("not-mounted");
+    std::fs::copy(example("local.env"), run.path().join("env.resolved")).unwrap();
+    let out = hpcagent()
+        .env("HPCAGENT_BENCHMARKS", planned.join("benchmarks"))
+        .env("HPCAGENT_SKILLS", planned.join("skills"))
+        .args(["plan", "--env"])
+        .arg(example("local.env"))
+        .args(["--nodelist", "n[1-4]", "--run-dir"])
+        .arg(run.path())
+        .arg("--write")
+        .arg(run.path().join("plan.json"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains(&format!("corpus {}", planned.join("benchmarks").display())),
+        "{}",
+        stdout(&out)
+    );
+    // The orchestrator's address answers TCP; the roles refuse before any call.
+    let orchestrator = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = format!("http://{}", orchestrator.local_addr().unwrap());
+    for (role, instance, missing) in [
+        ("judge", "judge-0", planned.join("benchmarks")),
+        ("agent", "agent-0", planned.join("skills")),
+    ] {
+        let out = hpcagent()
+            // What an image's environment would say: the repository's copies.
+            .env("HPCAGENT_BENCHMARKS", common::repo().join("benchmarks"))
+            .env("HPCAGENT_SKILLS", common::repo().join("skills"))
+            .env("HPCAGENT_ORCHESTRATOR", &address)
+            .env("HPCAGENT_TOKEN", "t")
+            .env("HPCAGENT_JUDGE_TOKEN", "j")
+            .args(["role", role, "--run-dir"])
+            .arg(run.path())
+            .args(["--instance", instance])
+            .output()
+            .unwrap();
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(78), "{role}: {err}");
+        assert!(
+            err.contains(&missing.display().to_string()) && err.contains("not visible"),
+            "{role}: {err}"
+        );
+    }
+}
+
+/// Judges on a partition of their own: `submit` asks for one heterogeneous
+/// job, a component per partition with its own nodes and GPUs, and `plan`
+/// runs each role's steps in its component.
+#[test]
+fn roles_on_other_partitions_make_a_heterogeneous_job() {
+    let env = example("beverin.env");
+    let sets = [
+        "--set",
+        "JUDGE_PARTITION=cpu",
+        "--set",
+        "AGENT_PARTITION=cpu",
+    ];
+    let out = hpcagent()
+        .args(["submit", "--env", env.to_str().unwrap(), "--dry-run"])
+        .args(sets)
+        .args(["--", "--reservation=r1"])
+        .env("SCRATCH", "/scratch/u")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    let command = text.lines().find(|l| l.starts_with("sbatch ")).unwrap();
+    let components: Vec<&str> = command.split(" : ").collect();
+    assert_eq!(components.len(), 2, "{command}");
+    // Beverin: a two-node replica on mi300; an agent and a judge node on cpu.
+    let (first, second) = (components[0], components[1]);
+    for flag in [
+        "--nodes=2",
+        "--gpus-per-node=4",
+        "--partition=mi300",
+        "--signal=B:USR1@600",
+        "--reservation=r1",
+    ] {
+        assert!(first.split(' ').any(|w| w == flag), "{flag}: {first}");
+    }
+    for flag in [
+        "--nodes=2",
+        "--exclusive",
+        "--gpus-per-node=4",
+        "--partition=cpu",
+        "--time=04:00:00",
+    ] {
+        assert!(second.split(' ').any(|w| w == flag), "{flag}: {second}");
+    }
+    let out = hpcagent()
+        .args(["plan", "--env", env.to_str().unwrap()])
+        .args(sets)
+        .args(["--nodelist", "nid[001-004]", "--gpus-per-node", "4"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("component 0: partition mi300, 2 node(s): inference")
+            && text.contains("component 1: partition cpu, 2 node(s): agent, judge"),
+        "{text}"
+    );
+    let steps: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("srun ") || l.starts_with("env "))
+        .collect();
+    assert_eq!(steps.len(), 3, "{text}");
+    for step in &steps {
+        let group = if step.contains("--job-name=inference") {
+            0
+        } else {
+            1
+        };
+        assert!(step.contains(&format!("--het-group={group}")), "{step}");
+    }
+    assert!(
+        steps
+            .iter()
+            .any(|s| s.contains("--job-name=judge-0 --het-group=1"))
+    );
+}

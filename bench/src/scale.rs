@@ -92,6 +92,8 @@ fn plan_of(options: &Options) -> anyhow::Result<hpcagent_orchestrator::plan::Pla
     let layout = Layout {
         run_dir: options.run_dir.clone(),
         exe: options.exe.clone(),
+        corpus: PathBuf::from("benchmarks"),
+        skills: PathBuf::from("skills"),
     };
     Ok(placement::place(&config, &allocation, &layout)?)
 }

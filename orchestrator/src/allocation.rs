@@ -27,6 +27,17 @@ pub struct Allocation {
     pub gpus_per_node: Option<Sourced<u32>>,
     /// CPUs per node (the smallest node's), if the allocation says.
     pub cpus_per_node: Option<Sourced<u32>>,
+    /// A heterogeneous job's components, in Slurm's order (their nodes are
+    /// `nodes`, group after group); empty for an ordinary job.
+    pub het_groups: Vec<HetGroup>,
+}
+
+/// One component of a heterogeneous job.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct HetGroup {
+    /// The component's own job id, under which Slurm lists its steps.
+    pub job_id: String,
+    pub nodes: usize,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -41,6 +52,8 @@ pub enum AllocationError {
     },
     #[error("the node list {0:?} is empty")]
     Empty(String),
+    #[error("a heterogeneous job without {0}")]
+    HetGroup(String),
 }
 
 impl Allocation {
@@ -55,7 +68,56 @@ impl Allocation {
         allocation.job_id = var("SLURM_JOB_ID");
         allocation.gpus_per_node = Some(gpus_from_env(var)?);
         allocation.cpus_per_node = cpus_from_env(var)?;
+        if let Some(size) = var("SLURM_HET_SIZE") {
+            allocation.read_het_groups(var, &size)?;
+        }
         Ok(Some(allocation))
+    }
+
+    /// A heterogeneous job's nodes are its components' (SLURM_JOB_NODELIST
+    /// names only the first's), and the smallest node of any decides CPUs.
+    fn read_het_groups(
+        &mut self,
+        var: &dyn Fn(&str) -> Option<String>,
+        size: &str,
+    ) -> Result<(), AllocationError> {
+        let size: usize = size.trim().parse().map_err(|_| AllocationError::Variable {
+            var: "SLURM_HET_SIZE",
+            value: size.to_string(),
+            reason: "not a count".into(),
+        })?;
+        let get = |name: String| var(&name).ok_or(AllocationError::HetGroup(name));
+        let mut nodes = Vec::new();
+        for group in 0..size {
+            let list = get(format!("SLURM_JOB_NODELIST_HET_GROUP_{group}"))?;
+            let members = hostlist::expand(&list)?;
+            self.het_groups.push(HetGroup {
+                job_id: get(format!("SLURM_JOB_ID_HET_GROUP_{group}"))?,
+                nodes: members.len(),
+            });
+            nodes.extend(members);
+            let cpus = var(&format!("SLURM_JOB_CPUS_PER_NODE_HET_GROUP_{group}"))
+                .and_then(|t| parse_cpus_per_node(&t));
+            if let (Some(cpus), Some(least)) = (cpus, self.cpus_per_node.as_mut())
+                && cpus < least.value
+            {
+                least.value = cpus;
+                least.source = format!("SLURM_JOB_CPUS_PER_NODE_HET_GROUP_{group}");
+            }
+        }
+        self.nodelist = hostlist::compress(&nodes);
+        self.nodes = nodes;
+        Ok(())
+    }
+
+    /// The job ids Slurm lists this job's steps under, as `squeue -j` takes
+    /// them: each component's in a heterogeneous job.
+    pub fn step_jobs(&self) -> Option<String> {
+        if self.het_groups.is_empty() {
+            return self.job_id.clone();
+        }
+        let ids: Vec<&str> = self.het_groups.iter().map(|g| g.job_id.as_str()).collect();
+        Some(ids.join(","))
     }
 
     /// A described allocation, for planning outside Slurm.
@@ -74,6 +136,7 @@ impl Allocation {
             nodelist: nodelist.to_string(),
             gpus_per_node,
             cpus_per_node,
+            het_groups: Vec::new(),
         })
     }
 }
@@ -171,6 +234,42 @@ mod tests {
         assert_eq!(a.nodes, ["nid001", "nid002", "nid003", "nid004"]);
         assert_eq!(a.gpus_per_node.unwrap().value, 4);
         assert_eq!(a.cpus_per_node.unwrap().value, 256);
+    }
+
+    #[test]
+    fn a_heterogeneous_job_is_its_components_nodes_in_order() {
+        let a = Allocation::from_env(&env(&[
+            ("SLURM_JOB_ID", "6"),
+            ("SLURM_JOB_NODELIST", "n3"),
+            ("SLURM_HET_SIZE", "2"),
+            ("SLURM_JOB_NODELIST_HET_GROUP_0", "n3"),
+            ("SLURM_JOB_NODELIST_HET_GROUP_1", "n[1,4]"),
+            ("SLURM_JOB_ID_HET_GROUP_0", "6"),
+            ("SLURM_JOB_ID_HET_GROUP_1", "7"),
+            ("SLURM_JOB_CPUS_PER_NODE", "288"),
+            ("SLURM_JOB_CPUS_PER_NODE_HET_GROUP_0", "288"),
+            ("SLURM_JOB_CPUS_PER_NODE_HET_GROUP_1", "128(x2)"),
+        ]))
+        .unwrap()
+        .unwrap();
+        assert_eq!(a.nodes, ["n3", "n1", "n4"]);
+        assert_eq!(a.step_jobs().as_deref(), Some("6,7"));
+        assert_eq!(
+            a.het_groups[1],
+            HetGroup {
+                job_id: "7".into(),
+                nodes: 2
+            }
+        );
+        assert_eq!(a.cpus_per_node.unwrap().value, 128);
+        let missing = Allocation::from_env(&env(&[
+            ("SLURM_JOB_NODELIST", "n3"),
+            ("SLURM_HET_SIZE", "2"),
+        ]));
+        assert_eq!(
+            missing.unwrap_err().to_string(),
+            "a heterogeneous job without SLURM_JOB_NODELIST_HET_GROUP_0"
+        );
     }
 
     #[test]

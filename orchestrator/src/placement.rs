@@ -14,7 +14,7 @@ use crate::allocation::Allocation;
 use crate::config::{Config, ConfigError, Diagnostic};
 use crate::hostlist;
 use crate::plan::{OrchestratorEndpoint, Parallelism, Plan, Role, RoleInstance, VllmLaunch};
-use crate::slurm::{StepSpec, srun_argv};
+use crate::slurm::{StepSpec, hetjob, srun_argv};
 
 /// Where the run lives and which binary the steps run.
 #[derive(Debug, Clone)]
@@ -22,6 +22,9 @@ pub struct Layout {
     pub run_dir: PathBuf,
     /// The hpcagent executable every role step starts.
     pub exe: PathBuf,
+    /// The task corpus and the agents' skills pages, as absolute paths.
+    pub corpus: PathBuf,
+    pub skills: PathBuf,
 }
 
 /// Resources of one node as the plan sees them.
@@ -46,15 +49,18 @@ pub fn place(
     if !errors.is_empty() {
         return Err(ConfigError(errors));
     }
+    let components = hetjob::components(config);
     let mut builder = Builder {
         config,
         layout,
         node,
+        het: (components.len() > 1).then(|| components.clone()),
         instances: Vec::new(),
     };
-    let mut nodes = allocation.nodes.iter().cloned();
-    builder.inference(&mut nodes);
-    let agent_nodes: Vec<String> = nodes
+    let mut pools = node_pools(&allocation.nodes, &components);
+    let pool = |role| hetjob::component_of(&components, role);
+    builder.inference(&mut pools[pool(Role::Inference)]);
+    let agent_nodes: Vec<String> = pools[pool(Role::Agent)]
         .by_ref()
         .take(config.settings.agent_nodes as usize)
         .collect();
@@ -62,13 +68,13 @@ pub fn place(
     if config.settings.colocate_judges {
         builder.judges(&agent_nodes);
     } else {
-        let judge_nodes: Vec<String> = nodes
+        let judge_nodes: Vec<String> = pools[pool(Role::Judge)]
             .by_ref()
             .take(config.settings.judge_nodes as usize)
             .collect();
         builder.judges(&judge_nodes);
     }
-    let unused_nodes: Vec<String> = nodes.collect();
+    let unused_nodes: Vec<String> = pools.into_iter().flatten().collect();
     let mut warnings = Vec::new();
     if !unused_nodes.is_empty() {
         warnings.push(format!(
@@ -86,6 +92,8 @@ pub fn place(
     Ok(Plan {
         job_id: allocation.job_id.clone(),
         run_dir: layout.run_dir.clone(),
+        corpus: layout.corpus.clone(),
+        skills: layout.skills.clone(),
         site: config.settings.site.to_string(),
         nodes: allocation.nodes.clone(),
         nodelist: hostlist::compress(&allocation.nodes),
@@ -95,10 +103,30 @@ pub fn place(
             node: allocation.nodes[0].clone(),
             port: config.settings.orchestrator_port.0,
         },
+        components: builder.het.take().unwrap_or_default(),
         instances: builder.instances,
         unused_nodes,
         warnings,
     })
+}
+
+/// The nodes each component's roles are placed on: Slurm lists a
+/// heterogeneous job's nodes component by component; one component takes
+/// them all.
+fn node_pools(
+    nodes: &[String],
+    components: &[hetjob::Component],
+) -> Vec<std::vec::IntoIter<String>> {
+    let pools: Vec<Vec<String>> = if components.len() <= 1 {
+        vec![nodes.to_vec()]
+    } else {
+        let mut rest = nodes.iter().cloned();
+        components
+            .iter()
+            .map(|c| rest.by_ref().take(c.nodes as usize).collect())
+            .collect()
+    };
+    pools.into_iter().map(Vec::into_iter).collect()
 }
 
 /// GPUs and CPUs per node. A campaign that uses GPUs must be given exactly
@@ -160,6 +188,24 @@ fn check(config: &Config, allocation: &Allocation, node: Node) -> Vec<Diagnostic
                 shape.nodes(),
                 s.agent_nodes,
                 allocation.nodelist
+            ),
+        );
+    }
+
+    // A heterogeneous job's components must be the ones the roles ask for.
+    let components = hetjob::components(config);
+    let groups: Vec<u32> = allocation
+        .het_groups
+        .iter()
+        .map(|g| g.nodes as u32)
+        .collect();
+    let wanted: Vec<u32> = components.iter().map(|c| c.nodes).collect();
+    if !groups.is_empty() && groups != wanted {
+        refuse(
+            "PARTITION",
+            format!(
+                "the job's components have {groups:?} nodes but the roles' partitions ask for \
+                 {wanted:?} (AGENT_PARTITION, JUDGE_PARTITION, INFERENCE_PARTITION)"
             ),
         );
     }
@@ -303,6 +349,8 @@ struct Builder<'a> {
     config: &'a Config,
     layout: &'a Layout,
     node: Node,
+    /// The components of a heterogeneous job; `None` for an ordinary one.
+    het: Option<Vec<hetjob::Component>>,
     instances: Vec<RoleInstance>,
 }
 
@@ -442,6 +490,7 @@ impl Builder<'_> {
             cpus_per_task: a.cpus,
             // Without --gres a step takes every GPU of its nodes; with no GPUs, say nothing.
             gpus: (self.node.held_gpus > 0).then_some(a.gpus),
+            het_group: self.het.as_deref().map(|c| hetjob::component_of(c, a.role)),
             edf: edf.as_deref(),
             log_dir: &self.layout.run_dir.join(&log_dir),
             command: &command,

@@ -10,6 +10,8 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+use crate::slurm::hetjob::Component;
+
 use crate::words;
 
 /// The kinds of work nodes are assigned to.
@@ -106,6 +108,14 @@ pub struct RoleInstance {
 pub struct Plan {
     pub job_id: Option<String>,
     pub run_dir: PathBuf,
+    /// The corpus and skills pages the campaign was planned with. Roles take
+    /// them from here, never from their environment: under the Container
+    /// Engine the image's environment overrides the host's, and a role would
+    /// silently grade against the image's copy.
+    #[serde(default)]
+    pub corpus: PathBuf,
+    #[serde(default)]
+    pub skills: PathBuf,
     pub site: String,
     /// The allocation's nodes, in Slurm's order.
     pub nodes: Vec<String>,
@@ -113,6 +123,10 @@ pub struct Plan {
     pub gpus_per_node: u32,
     pub cpus_per_node: u32,
     pub orchestrator: OrchestratorEndpoint,
+    /// A heterogeneous job's components, in Slurm's order; empty for an
+    /// ordinary job.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub components: Vec<Component>,
     pub instances: Vec<RoleInstance>,
     /// Nodes of the allocation no role was given.
     pub unused_nodes: Vec<String>,
@@ -157,7 +171,8 @@ impl Plan {
             ]);
         }
         let mut out = format!(
-            "job {}  site {}  nodes {} ({} × {} CPUs, {} GPUs)  run {}\norchestrator on {}:{}\n\n",
+            "job {}  site {}  nodes {} ({} × {} CPUs, {} GPUs)  run {}\norchestrator on {}:{}\n\
+             corpus {}  skills {}\n\n",
             self.job_id.as_deref().unwrap_or("(dry run)"),
             self.site,
             self.nodelist,
@@ -167,7 +182,12 @@ impl Plan {
             self.run_dir.display(),
             self.orchestrator.node,
             self.orchestrator.port,
+            self.corpus.display(),
+            self.skills.display(),
         );
+        if !self.components.is_empty() {
+            out.push_str(&self.render_components());
+        }
         out.push_str(&table(&rows));
         for warning in &self.warnings {
             out.push_str(&format!("\nwarning: {warning}"));
@@ -211,6 +231,24 @@ impl Plan {
                 ));
             }
         }
+        out
+    }
+}
+
+impl Plan {
+    /// One line per component of a heterogeneous job.
+    fn render_components(&self) -> String {
+        let mut out = String::from("heterogeneous job:\n");
+        for (group, c) in self.components.iter().enumerate() {
+            let roles: Vec<&str> = c.roles.iter().map(|r| r.as_str()).collect();
+            out.push_str(&format!(
+                "  component {group}: partition {}, {} node(s): {} (srun --het-group={group})\n",
+                c.partition.as_deref().unwrap_or("(default)"),
+                c.nodes,
+                roles.join(", "),
+            ));
+        }
+        out.push('\n');
         out
     }
 }

@@ -11,6 +11,7 @@
 #   scripts/local-slurm/up.sh            then:  . /tmp/hpcagent-slurm/env.sh
 #   scripts/local-slurm/down.sh
 #
+# Partitions: debug (every node, the default) and cpu (the upper half).
 # Knobs (environment): NODES=4 CPUS=4 GPUS=4 R=/tmp/hpcagent-slurm
 #   SELECT=CR_Core_Memory (SelectTypeParameters; CR_Core leaves memory out)
 set -euo pipefail
@@ -26,6 +27,8 @@ BRIDGE=hpcaslurm0
 CTLD_PORT=16817        # not 6817/6818: no clash with a system Slurm
 NODE_PORT0=16820
 export SLURM_CONF=$R/etc/slurm.conf
+CPU_PARTITION=cpu      # the second partition: nodes of the upper half
+upper="n[$((NODES / 2 + 1))-$NODES]"
 
 say() { echo "[local-slurm] $*"; }
 die() { echo "[local-slurm] $*" >&2; exit 1; }
@@ -39,6 +42,9 @@ running=1
 alive "$R/munge/munged.pid" && alive "$R/run/slurmctld.pid" || running=0
 for i in $(seq "$NODES"); do alive "$R/run/slurmd-n$i.pid" || running=0; done
 if [ $running = 1 ] && sinfo -h >/dev/null 2>&1; then
+  # A cluster an older version of this script started lacks the second partition.
+  sinfo -h -p "$CPU_PARTITION" -o %P 2>/dev/null | grep -q . ||
+    scontrol create PartitionName="$CPU_PARTITION" Nodes="$upper" State=UP MaxTime=INFINITE
   say "already up: $(sinfo -h -o '%D nodes %T' | paste -sd, -)"; exit 0
 fi
 "$(dirname "$0")/down.sh" >/dev/null 2>&1 || true
@@ -132,6 +138,9 @@ done
 # Memory is consumable, as on sites that share nodes by memory, and a job or
 # step that asks for none gets DefMemPerCPU for each of its CPUs.
 echo "PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP DefMemPerCPU=$((MEMORY / CPUS))" >> "$R/etc/slurm.conf"
+# A second partition over the upper half of the nodes, for heterogeneous jobs
+# (a role on a partition of its own).
+echo "PartitionName=$CPU_PARTITION Nodes=$upper MaxTime=INFINITE State=UP DefMemPerCPU=$((MEMORY / CPUS))" >> "$R/etc/slurm.conf"
 printf 'CgroupPlugin=cgroup/v1\nCgroupMountpoint=/sys/fs/cgroup\nConstrainCores=no\nConstrainDevices=no\nConstrainRAMSpace=no\n' > "$R/etc/cgroup.conf"
 echo "export SLURM_CONF=$SLURM_CONF" > "$R/env.sh"
 

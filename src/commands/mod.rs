@@ -105,6 +105,18 @@ fn init_logging_at(level: &str) {
         .try_init();
 }
 
+/// Where a campaign's steps find the binary, the corpus and the skills pages
+/// (absolute: every node resolves them the same way).
+pub fn layout(run_dir: PathBuf) -> anyhow::Result<hpcagent_orchestrator::placement::Layout> {
+    use anyhow::Context;
+    Ok(hpcagent_orchestrator::placement::Layout {
+        run_dir,
+        exe: std::env::current_exe().context("cannot find the hpcagent executable")?,
+        corpus: std::path::absolute(hpcagent_judge::corpus::Corpus::default_root())?,
+        skills: std::path::absolute(hpcagent_agent::prompt::default_root())?,
+    })
+}
+
 /// Flags every command that reads a configuration takes.
 #[derive(Debug, Args)]
 pub struct ConfigFlags {

@@ -7,7 +7,7 @@ use anyhow::Context;
 use clap::Args;
 use hpcagent_orchestrator::allocation::{Allocation, Sourced};
 use hpcagent_orchestrator::config::Config;
-use hpcagent_orchestrator::placement::{self, Layout};
+use hpcagent_orchestrator::placement;
 use hpcagent_orchestrator::plan::Plan;
 use hpcagent_orchestrator::slurm::sbatch;
 
@@ -44,10 +44,7 @@ pub fn run(args: PlanArgs) -> anyhow::Result<()> {
         Some(dir) => std::path::absolute(dir)?,
         None => default_run_dir(&config, &allocation),
     };
-    let layout = Layout {
-        run_dir,
-        exe: std::env::current_exe().context("cannot find the hpcagent executable")?,
-    };
+    let layout = super::layout(run_dir)?;
     let plan = placement::place(&config, &allocation, &layout)?;
     if let Some(path) = &args.write {
         write_json(&plan, path)?;

@@ -6,7 +6,6 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
-use hpcagent_judge::corpus::Corpus;
 use hpcagent_judge::service::{Recorder, Recording, Service};
 use hpcagent_judge::{Judge, JudgeConfig, oracle};
 use hpcagent_orchestrator::client::{Records, RoleContext, start_heartbeats};
@@ -94,9 +93,15 @@ async fn judge(args: Instance) -> anyhow::Result<()> {
     })?;
     let mut ctx = RoleContext::load(&args.run_dir, &args.instance).await?;
     let settings = &ctx.config.settings;
-    let corpus = std::env::var_os("HPCAGENT_BENCHMARKS")
-        .map(PathBuf::from)
-        .unwrap_or_else(Corpus::default_root);
+    let corpus = ctx.plan.corpus.clone();
+    if !corpus.is_dir() {
+        return Err(Refused(format!(
+            "the corpus the campaign was planned with, {}, is not visible here \
+             (a container image without it mounted? add it to the EDF's mounts)",
+            corpus.display()
+        ))
+        .into());
+    }
     let mut config = JudgeConfig::new(corpus, std::env::current_exe()?);
     // Judges sharing a node (and a launcher rank) must not share a cache.
     config.cache_base = args.run_dir.join("cache").join(&args.instance);

@@ -1,12 +1,13 @@
 //! `hpcagent status`: a campaign now, from its running orchestrator, or from
 //! its store once it has ended.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use clap::Args;
 use hpcagent_orchestrator::campaign::ENDPOINT_FILE;
 use hpcagent_orchestrator::client;
+use hpcagent_orchestrator::slurm::chain;
 use hpcagent_orchestrator::store::Reader;
 use hpcagent_proto::v1 as pb;
 
@@ -42,7 +43,7 @@ pub fn run(args: StatusArgs) -> anyhow::Result<()> {
     // The runtime, and the connection with it, are gone: only printing is left.
     super::end_quietly_when_stdout_closes();
     match answer {
-        Some(Ok(snapshot)) => print_live(&snapshot, args.json),
+        Some(Ok(snapshot)) => print_live(&snapshot, &run_dir, args.json),
         Some(Err(e)) => {
             eprintln!("the orchestrator does not answer ({e:#}); reading the store");
             stored(&run_dir, args.json)
@@ -65,7 +66,8 @@ async fn live(endpoint: &std::path::Path) -> anyhow::Result<pb::StatusSnapshot> 
     stream.message().await?.context("the stream ended at once")
 }
 
-fn print_live(s: &pb::StatusSnapshot, json: bool) -> anyhow::Result<()> {
+fn print_live(s: &pb::StatusSnapshot, run_dir: &Path, json: bool) -> anyhow::Result<()> {
+    let jobs = jobs(run_dir);
     if json {
         let roles: Vec<serde_json::Value> = s
             .roles
@@ -77,7 +79,7 @@ fn print_live(s: &pb::StatusSnapshot, json: bool) -> anyhow::Result<()> {
             "tasks": {"total": s.tasks_total, "settled": s.tasks_settled, "running": s.tasks_running,
                       "failed": s.tasks_failed, "pending": s.tasks_pending},
             "grades_per_minute": s.grades_per_minute, "draining": s.draining, "elapsed_s": s.elapsed_s,
-            "roles": roles,
+            "roles": roles, "jobs": jobs_json(&jobs),
         });
         println!("{}", serde_json::to_string_pretty(&value)?);
         return Ok(());
@@ -93,6 +95,7 @@ fn print_live(s: &pb::StatusSnapshot, json: bool) -> anyhow::Result<()> {
         if s.draining { " (draining)" } else { "" }
     );
     println!("grades per minute: {:.1}", s.grades_per_minute);
+    print_jobs(&jobs);
     for r in &s.roles {
         println!(
             "  {:14} {:10} {:10} restarts {} {} {}",
@@ -102,7 +105,8 @@ fn print_live(s: &pb::StatusSnapshot, json: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn stored(run_dir: &std::path::Path, json: bool) -> anyhow::Result<()> {
+fn stored(run_dir: &Path, json: bool) -> anyhow::Result<()> {
+    let jobs = jobs(run_dir);
     let reader = Reader::open(run_dir)?;
     let campaign = reader.campaign()?.context("no campaign in this store")?;
     let (id, state, started, ended) = (
@@ -118,7 +122,7 @@ fn stored(run_dir: &std::path::Path, json: bool) -> anyhow::Result<()> {
             "campaign": id, "run_dir": run_dir, "running": false, "state": state,
             "tasks": {"total": tasks.len(), "settled": count("settled"), "running": count("leased"),
                       "failed": count("failed"), "pending": count("pending")},
-            "elapsed_s": ended.map(|e| e - started),
+            "elapsed_s": ended.map(|e| e - started), "jobs": jobs_json(&jobs),
         });
         println!("{}", serde_json::to_string_pretty(&value)?);
         return Ok(());
@@ -131,5 +135,48 @@ fn stored(run_dir: &std::path::Path, json: bool) -> anyhow::Result<()> {
         count("failed"),
         count("pending") + count("leased")
     );
+    print_jobs(&jobs);
     Ok(())
+}
+
+/// A Slurm job of the campaign's chain, with how it ended or Slurm's state
+/// of it now.
+#[derive(Debug)]
+struct Job {
+    job: String,
+    link: u32,
+    state: String,
+}
+
+fn jobs(run_dir: &Path) -> Vec<Job> {
+    chain::read(run_dir)
+        .into_iter()
+        .map(|l| {
+            let state = l.outcome.unwrap_or_else(|| {
+                chain::job_state(&l.job).map_or("ended unrecorded".into(), |s| s.to_lowercase())
+            });
+            Job {
+                job: l.job,
+                link: l.link,
+                state,
+            }
+        })
+        .collect()
+}
+
+fn jobs_json(jobs: &[Job]) -> Vec<serde_json::Value> {
+    jobs.iter()
+        .map(|j| serde_json::json!({"job": j.job, "link": j.link, "state": j.state}))
+        .collect()
+}
+
+fn print_jobs(jobs: &[Job]) {
+    if jobs.is_empty() {
+        return;
+    }
+    let chain: Vec<String> = jobs
+        .iter()
+        .map(|j| format!("{} ({})", j.job, j.state))
+        .collect();
+    println!("jobs: {}", chain.join(" → "));
 }

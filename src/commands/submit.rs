@@ -3,7 +3,8 @@
 use anyhow::Context;
 use clap::Args;
 use hpcagent_orchestrator::allocation::Allocation;
-use hpcagent_orchestrator::placement::{self, Layout};
+use hpcagent_orchestrator::placement;
+use hpcagent_orchestrator::slurm::chain;
 use hpcagent_orchestrator::slurm::edf;
 use hpcagent_orchestrator::slurm::sbatch::{self, Campaign};
 use std::path::PathBuf;
@@ -30,6 +31,16 @@ pub fn run(args: SubmitArgs) -> anyhow::Result<()> {
     let (config, campaign) = match &args.resume {
         Some(dir) => {
             let (config, dir) = args.config.load_run_dir(dir)?;
+            // One job at a time on a run directory: a second would wait on
+            // its lock at best, and at worst run after the campaign ended.
+            if let Some((job, state)) = chain::active_job(&dir) {
+                anyhow::bail!(
+                    "job {job} of this campaign is {} ({}); it continues the campaign \
+                     (scancel {job} first to resume it with another job)",
+                    state.to_lowercase(),
+                    dir.display()
+                );
+            }
             (config, Campaign::Resume(dir))
         }
         None => (args.config.load(Vec::new())?, Campaign::New),
@@ -38,10 +49,7 @@ pub fn run(args: SubmitArgs) -> anyhow::Result<()> {
     // Refuse a plan that cannot work before Slurm queues it for hours.
     let total = sbatch::node_total(&config);
     let stand_in = Allocation::from_nodelist(&format!("node[1-{total}]"), None, None)?;
-    let layout = Layout {
-        run_dir: config.settings.run_root.0.join("%j"),
-        exe: exe.clone(),
-    };
+    let layout = super::layout(config.settings.run_root.0.join("%j"))?;
     let plan = placement::place(&config, &stand_in, &layout)?;
     // The container images must be there before the job waits in the queue.
     let containers = edf::check_plan(&config, &plan);

@@ -7,6 +7,7 @@ use anyhow::Context;
 use clap::{Args, ValueEnum};
 use hpcagent_judge::corpus::Corpus;
 use hpcagent_orchestrator::campaign::{self, ExecutorKind, Outcome, Up};
+use hpcagent_orchestrator::slurm::chain::{self, Next};
 use hpcagent_orchestrator::store::Reader;
 
 use super::ConfigFlags;
@@ -33,6 +34,9 @@ pub struct UpArgs {
     run_dir: Option<PathBuf>,
     #[arg(long, value_enum, default_value = "auto")]
     executor: ExecutorChoice,
+    /// This job's place in its chain (set by the job that submitted it).
+    #[arg(long, default_value_t = 1, requires = "resume", hide = true)]
+    link: u32,
 }
 
 /// The campaign ended with tasks that no attempt got a verdict for.
@@ -93,9 +97,12 @@ pub fn run(args: UpArgs) -> anyhow::Result<ExitCode> {
         corpus_root: std::path::absolute(Corpus::default_root())?,
         skills_root: std::path::absolute(hpcagent_agent::prompt::default_root())?,
         resume: args.resume.is_some(),
+        link: args.link,
         oracle_python,
     };
+    let chained = chained_job(&up);
     let outcome = runtime()?.block_on(campaign::up(up))?;
+    let successor = chained.and_then(|c| c.end(&outcome));
     let code = match &outcome {
         Outcome::Finished => {
             let results = Reader::open(&run_dir)?.results()?;
@@ -113,7 +120,10 @@ pub fn run(args: UpArgs) -> anyhow::Result<ExitCode> {
             }
         }
         Outcome::Drained => {
-            eprintln!("drained; continue with: {again} {}", run_dir.display());
+            match successor {
+                Some(job) => eprintln!("drained; the campaign continues in job {job}"),
+                None => eprintln!("drained; continue with: {again} {}", run_dir.display()),
+            }
             ExitCode::from(EXIT_DRAINED)
         }
         Outcome::Interrupted(signal) => {
@@ -132,6 +142,68 @@ pub fn run(args: UpArgs) -> anyhow::Result<ExitCode> {
         }
     };
     Ok(code)
+}
+
+/// A Slurm job's part in its run directory's chain.
+struct ChainedJob {
+    config: hpcagent_orchestrator::config::Config,
+    exe: PathBuf,
+    run_dir: PathBuf,
+    job: String,
+    link: u32,
+}
+
+fn chained_job(up: &Up) -> Option<ChainedJob> {
+    let ExecutorKind::Slurm { job_id } = &up.executor else {
+        return None;
+    };
+    Some(ChainedJob {
+        config: up.config.clone(),
+        exe: up.exe.clone(),
+        run_dir: up.run_dir.clone(),
+        job: job_id.clone(),
+        link: up.link,
+    })
+}
+
+impl ChainedJob {
+    /// Records how the job ended; after a drain at the time limit, submits
+    /// the successor the chain allows and returns its id.
+    fn end(self, outcome: &Outcome) -> Option<String> {
+        let successor = match outcome {
+            Outcome::Drained => {
+                match chain::continue_after_drain(
+                    &self.config,
+                    &self.exe,
+                    &self.run_dir,
+                    &self.job,
+                    self.link,
+                ) {
+                    Ok(Next::Submitted(job)) => Some(job),
+                    Ok(Next::ChainEnded { jobs }) => {
+                        eprintln!("the chain has run its {jobs} jobs (MAX_JOBS)");
+                        None
+                    }
+                    Ok(Next::DrainedByHand) => None,
+                    Err(e) => {
+                        eprintln!("cannot submit the chain's next job: {e}");
+                        None
+                    }
+                }
+            }
+            _ => None,
+        };
+        let ended = chain::Event::Ended {
+            job: self.job,
+            outcome: outcome.state().to_string(),
+            successor: successor.clone(),
+            at: chain::now(),
+        };
+        if let Err(e) = chain::record(&self.run_dir, &ended) {
+            eprintln!("cannot record the job's end in {}: {e}", chain::FILE_NAME);
+        }
+        successor
+    }
 }
 
 /// What LLM agents need that only they check: refused here, before any

@@ -31,6 +31,7 @@ use crate::executor::{Executor, local::LocalExecutor, slurm::SlurmExecutor};
 use crate::placement::{self, Layout};
 use crate::plan::{Plan, Role};
 use crate::scheduler::{Scheduler, Service, Settings, Task, TaskState};
+use crate::slurm::chain;
 use crate::store::{AgentReport, Reader, Store, TaskRow};
 use crate::supervisor::{self, Critical};
 use state::{Campaign, RoleEntry, RoleState};
@@ -66,6 +67,8 @@ pub struct Up {
     pub skills_root: PathBuf,
     /// Continue the campaign the run directory holds (otherwise it must hold none).
     pub resume: bool,
+    /// This job's place in its chain (1: submitted by a person).
+    pub link: u32,
     /// The Python with NumPy the judges' oracle runs in, when `up` found it
     /// (roles on this machine): judges take it rather than look again.
     pub oracle_python: Option<String>,
@@ -82,6 +85,18 @@ pub enum Outcome {
     Interrupted(&'static str),
     /// A role it cannot do without failed for good.
     Failed(String),
+}
+
+impl Outcome {
+    /// The campaign's state once it ended this way, as the store keeps it.
+    pub fn state(&self) -> &'static str {
+        match self {
+            Outcome::Finished => "finished",
+            Outcome::Drained => "drained",
+            Outcome::Interrupted(_) => "interrupted",
+            Outcome::Failed(_) => "failed",
+        }
+    }
 }
 
 pub async fn up(up: Up) -> anyhow::Result<Outcome> {
@@ -105,8 +120,19 @@ pub async fn up(up: Up) -> anyhow::Result<Outcome> {
             up.run_dir.display()
         );
     }
-    if let ExecutorKind::Slurm { .. } = up.executor {
+    if let ExecutorKind::Slurm { job_id } = &up.executor {
         crate::slurm::edf::render_plan(&up.config, &mut plan, &up.run_dir.join("edf"))?;
+        let started = chain::Event::Started {
+            job: job_id.clone(),
+            link: up.link,
+            at: chain::now(),
+        };
+        chain::record(&up.run_dir, &started).with_context(|| {
+            format!(
+                "cannot write {}",
+                up.run_dir.join(chain::FILE_NAME).display()
+            )
+        })?;
     }
     write_file(
         &up.run_dir.join("plan.json"),
@@ -189,21 +215,21 @@ pub async fn up(up: Up) -> anyhow::Result<Outcome> {
             run(executor, campaign.clone(), instances, &up).await
         }
         ExecutorKind::Slurm { job_id } => {
+            // A heterogeneous job's steps are listed under its components' ids.
+            let jobs = Allocation::from_env(&|v| std::env::var(v).ok())
+                .ok()
+                .flatten()
+                .and_then(|a| a.step_jobs())
+                .unwrap_or_else(|| job_id.clone());
             let executor = Arc::new(SlurmExecutor {
                 run_dir: up.run_dir.clone(),
-                job_id: job_id.clone(),
+                jobs,
             });
             run(executor, campaign.clone(), instances, &up).await
         }
     };
     let _ = server_stop.send(true);
-    let state = match &outcome {
-        Outcome::Finished => "finished",
-        Outcome::Drained => "drained",
-        Outcome::Interrupted(_) => "interrupted",
-        Outcome::Failed(_) => "failed",
-    };
-    store.campaign_state(state);
+    store.campaign_state(outcome.state());
     store.flush().await?;
     let _ = std::fs::remove_file(up.run_dir.join(ENDPOINT_FILE));
     Ok(outcome)
@@ -230,6 +256,8 @@ fn make_plan(up: &Up) -> anyhow::Result<Plan> {
     let layout = Layout {
         run_dir: up.run_dir.clone(),
         exe: up.exe.clone(),
+        corpus: up.corpus_root.clone(),
+        skills: up.skills_root.clone(),
     };
     Ok(placement::place(&up.config, &allocation, &layout)?)
 }
@@ -317,7 +345,8 @@ async fn serve(
 }
 
 /// Each instance with the environment it is launched with: the campaign's
-/// address, its role's token, where the corpus is.
+/// address and its role's token. (Where the corpus and skills are, roles
+/// read from the plan.)
 fn role_environments(
     up: &Up,
     plan: &Plan,
@@ -332,14 +361,6 @@ fn role_environments(
             let mut env = vec![
                 (ORCHESTRATOR_VAR.to_string(), address.to_string()),
                 (TOKEN_VAR.to_string(), token.to_string()),
-                (
-                    "HPCAGENT_BENCHMARKS".to_string(),
-                    up.corpus_root.display().to_string(),
-                ),
-                (
-                    "HPCAGENT_SKILLS".to_string(),
-                    up.skills_root.display().to_string(),
-                ),
             ];
             if instance.role == Role::Judge {
                 // Every judge of the campaign draws the same held-out cases.

@@ -242,6 +242,15 @@ config_keys! {
 
     /// Slurm partition.
     ["Slurm"] partition / PARTITION: Option<String> = "";
+    /// The agents' partition (default: `PARTITION`). Where the roles'
+    /// partitions differ, `submit` makes one heterogeneous job: a component
+    /// per partition, each with its own node count, GPUs and flags.
+    ["Slurm"] agent_partition / AGENT_PARTITION: Option<String> = "";
+    /// The judges' partition (default: `PARTITION`); see `AGENT_PARTITION`.
+    ["Slurm"] judge_partition / JUDGE_PARTITION: Option<String> = "";
+    /// The inference servers' partition (default: `PARTITION`); see
+    /// `AGENT_PARTITION`.
+    ["Slurm"] inference_partition / INFERENCE_PARTITION: Option<String> = "";
     /// Slurm account to charge.
     ["Slurm"] account / ACCOUNT: Option<String> = "";
     /// Wall-clock limit of the job.
@@ -251,6 +260,12 @@ config_keys! {
     /// Seconds before the time limit at which Slurm sends USR1 to start the
     /// drain (`--signal=B:USR1@N`; Slurm delivers it up to 30 s earlier).
     ["Slurm"] drain_seconds / DRAIN_SECONDS: u32 = "300";
+    /// Jobs one `submit` may run as a chain: when the time limit drains a
+    /// campaign with work left, the job submits its successor itself
+    /// (`--dependency=afterany:<job>`, the same configuration, resuming the
+    /// same run directory), until the campaign finishes or this many jobs
+    /// have run. `1`: no chain; the drained job names `submit --resume`.
+    ["Slurm"] max_jobs / MAX_JOBS: u32 = "1";
 
     /// Directory under which each run gets its own directory.
     ["Paths"] run_root / RUN_ROOT: AbsPath = "runs";

@@ -386,6 +386,11 @@ fn validate(config: &Config) -> Vec<Diagnostic> {
         );
     }
     require(
+        s.max_jobs >= 1,
+        "MAX_JOBS",
+        "a campaign runs in at least one job".into(),
+    );
+    require(
         u64::from(s.drain_seconds) < s.time_limit.seconds,
         "DRAIN_SECONDS",
         format!(

@@ -25,7 +25,9 @@ use crate::plan::RoleInstance;
 
 pub struct SlurmExecutor {
     pub run_dir: PathBuf,
-    pub job_id: String,
+    /// The job's id, or a heterogeneous job's components' ids, as `squeue
+    /// -j` takes them (comma-separated).
+    pub jobs: String,
 }
 
 impl Executor for SlurmExecutor {
@@ -179,7 +181,7 @@ impl SlurmExecutor {
 
     /// This job's steps: (id, name); `None` when squeue did not answer.
     async fn steps(&self) -> Option<Vec<(String, String)>> {
-        let out = slurm_command("squeue", &["-s", "-j", &self.job_id, "-h", "-o", "%i %j"]).await?;
+        let out = slurm_command("squeue", &["-s", "-j", &self.jobs, "-h", "-o", "%i %j"]).await?;
         Some(
             out.lines()
                 .filter_map(|l| l.split_once(' '))
@@ -301,7 +303,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let executor = SlurmExecutor {
             run_dir: dir.path().to_path_buf(),
-            job_id: "4000000000".into(),
+            jobs: "4000000000".into(),
         };
         let ready = dir.path().join("trapped");
         let child = tokio::process::Command::new("bash")

@@ -25,6 +25,8 @@ fn layout() -> Layout {
     Layout {
         run_dir: "/runs/7".into(),
         exe: "/bin/hpcagent".into(),
+        corpus: "/src/benchmarks".into(),
+        skills: "/src/skills".into(),
     }
 }
 

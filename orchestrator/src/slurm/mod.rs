@@ -4,7 +4,9 @@
 //! sites. This module knows their flags and the Slurm 22.05 behaviours the
 //! orchestrator relies on; it does not decide placement.
 
+pub mod chain;
 pub mod edf;
+pub mod hetjob;
 pub mod sbatch;
 
 use std::path::Path;
@@ -21,6 +23,8 @@ pub struct StepSpec<'a> {
     /// `Some(n)` gives `--gres=gpu:n` (`0` for CPU-only steps: a step without
     /// `--gres` takes every GPU of its nodes); `None` when the nodes have none.
     pub gpus: Option<u32>,
+    /// `--het-group`: the component of a heterogeneous job the step runs in.
+    pub het_group: Option<usize>,
     /// `--environment=<EDF>` for the Container Engine, per step (not `#SBATCH`).
     pub edf: Option<&'a str>,
     /// Where the step's `stdout` and `stderr` go.
@@ -36,16 +40,18 @@ pub struct StepSpec<'a> {
 /// the whole step, which the supervisor then sees.
 pub fn srun_argv(step: &StepSpec<'_>) -> Vec<String> {
     let n = step.nodes.len();
-    let mut argv = vec![
-        "srun".to_string(),
-        format!("--job-name={}", step.name),
+    let mut argv = vec!["srun".to_string(), format!("--job-name={}", step.name)];
+    if let Some(group) = step.het_group {
+        argv.push(format!("--het-group={group}"));
+    }
+    argv.extend([
         format!("--nodes={n}"),
         format!("--ntasks={n}"),
         "--ntasks-per-node=1".into(),
         format!("--nodelist={}", crate::hostlist::compress(step.nodes)),
         "--exact".into(),
         format!("--cpus-per-task={}", step.cpus_per_task),
-    ];
+    ]);
     if let Some(gpus) = step.gpus {
         argv.push(format!("--gres=gpu:{gpus}"));
     }

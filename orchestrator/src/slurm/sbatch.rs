@@ -17,6 +17,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+use super::hetjob;
 use crate::config::{Config, Site};
 
 /// The batch script templates, one per site, compiled in so the binary works
@@ -37,6 +38,25 @@ pub enum Campaign {
     New,
     /// The campaign of this run directory, continued.
     Resume(PathBuf),
+    /// The campaign of this run directory, continued by link `link` of its
+    /// job chain once job `after` has ended.
+    Continue {
+        run_dir: PathBuf,
+        after: String,
+        link: u32,
+    },
+}
+
+/// The `sbatch` arguments a person gave `submit` beyond the configuration's,
+/// kept in the run directory for the jobs of its chain.
+const EXTRA_ARGS_FILE: &str = "sbatch-args.json";
+
+/// The extra `sbatch` arguments the campaign of `run_dir` was submitted with.
+pub fn extra_args(run_dir: &Path) -> Vec<String> {
+    std::fs::read_to_string(run_dir.join(EXTRA_ARGS_FILE))
+        .ok()
+        .and_then(|text| serde_json::from_str(&text).ok())
+        .unwrap_or_default()
 }
 
 /// A job ready to submit: `sbatch` flags and the rendered script.
@@ -49,6 +69,8 @@ pub struct BatchJob {
     /// The configuration as resolved now, written into a new run directory
     /// for the job to read (so it sees exactly these values).
     pub env_resolved: String,
+    /// The arguments beyond the configuration's, kept for the chain's jobs.
+    pub extra_args: Vec<String>,
 }
 
 impl BatchJob {
@@ -106,41 +128,57 @@ pub fn prepare(
     let (run_dir, up_args, output) = match &campaign {
         Campaign::New => (
             format!("{}/\"$SLURM_JOB_ID\"", quote(&run_root)),
-            r#"--env "$RUN_DIR/env.resolved" --run-dir "$RUN_DIR""#,
+            r#"--env "$RUN_DIR/env.resolved" --run-dir "$RUN_DIR""#.to_string(),
             run_root.join("%j").join("sbatch.out"),
         ),
         Campaign::Resume(dir) => (
             quote(dir),
-            r#"--resume "$RUN_DIR""#,
+            r#"--resume "$RUN_DIR""#.to_string(),
             dir.join("sbatch-%j.out"),
         ),
+        Campaign::Continue { run_dir, link, .. } => (
+            quote(run_dir),
+            format!(r#"--resume "$RUN_DIR" --link {link}"#),
+            run_dir.join("sbatch-%j.out"),
+        ),
     };
-    let mut flags = vec![
-        format!("--nodes={}", node_total(config)),
-        // Roles are placed on whole nodes: without --exclusive a job gets one
-        // CPU per node and every step but the first waits.
-        "--exclusive".to_string(),
-    ];
-    if s.gpus_per_node > 0 {
-        flags.push(format!("--gpus-per-node={}", s.gpus_per_node));
-    }
-    flags.push(format!("--time={}", s.time_limit.text));
-    if let Some(partition) = &s.partition {
-        flags.push(format!("--partition={partition}"));
-    }
+    // The job's own flags, then each component's: in a heterogeneous job
+    // the first component holds the batch script, and Slurm carries the
+    // job-wide flags (account, name, dependency) on to the other components.
+    let mut flags = Vec::new();
     if let Some(account) = &s.account {
         flags.push(format!("--account={account}"));
     }
     flags.push(format!("--job-name={}", s.job_name));
     flags.push(format!("--output={}", output.display()));
     flags.push(format!("--signal=B:USR1@{}", s.drain_seconds));
-    flags.extend(extra_args.iter().cloned());
+    if let Campaign::Continue { after, .. } = &campaign {
+        flags.push(format!("--dependency=afterany:{after}"));
+    }
+    let components = hetjob::components(config);
+    if components.len() > 1 {
+        for (i, c) in components.iter().enumerate() {
+            if i > 0 {
+                flags.push(":".to_string());
+            }
+            let partition = c.partition.as_deref();
+            flags.extend(component_flags(config, c.nodes, partition, c.wants_gpus()));
+            if i == 0 {
+                // A person's own flags last, where they override ours.
+                flags.extend(extra_args.iter().cloned());
+            }
+        }
+    } else {
+        let partition = s.partition.as_deref();
+        flags.extend(component_flags(config, node_total(config), partition, true));
+        flags.extend(extra_args.iter().cloned());
+    }
     let script = render(
         template(s.site),
         &[
             ("HPCAGENT", &quote(exe)),
             ("RUN_DIR", &run_dir),
-            ("UP_ARGS", up_args),
+            ("UP_ARGS", &up_args),
         ],
     )?;
     Ok(BatchJob {
@@ -149,7 +187,32 @@ pub fn prepare(
         campaign,
         run_root,
         env_resolved: config.to_env_file(),
+        extra_args: extra_args.to_vec(),
     })
+}
+
+/// One component's flags: its nodes, whole; its GPUs; its time and partition.
+fn component_flags(
+    config: &Config,
+    nodes: u32,
+    partition: Option<&str>,
+    gpus: bool,
+) -> Vec<String> {
+    let s = &config.settings;
+    let mut flags = vec![
+        format!("--nodes={nodes}"),
+        // Roles are placed on whole nodes: without --exclusive a job gets one
+        // CPU per node and every step but the first waits.
+        "--exclusive".to_string(),
+    ];
+    if gpus && s.gpus_per_node > 0 {
+        flags.push(format!("--gpus-per-node={}", s.gpus_per_node));
+    }
+    flags.push(format!("--time={}", s.time_limit.text));
+    if let Some(partition) = partition {
+        flags.push(format!("--partition={partition}"));
+    }
+    flags
 }
 
 fn template(site: Site) -> &'static str {
@@ -187,9 +250,26 @@ pub struct Submitted {
 /// Submits the job: a new campaign's held until its run directory is
 /// prepared; a resumed one's at once (its directory is there).
 pub fn submit(job: &BatchJob) -> Result<Submitted, SubmitError> {
-    if let Campaign::Resume(run_dir) = &job.campaign {
+    if let Campaign::Resume(run_dir) | Campaign::Continue { run_dir, .. } = &job.campaign {
+        if let Campaign::Resume(_) = &job.campaign {
+            write_extra_args(run_dir, &job.extra_args).map_err(|source| SubmitError::RunDir {
+                path: run_dir.join(EXTRA_ARGS_FILE),
+                job: "(none submitted)".into(),
+                source,
+            })?;
+        }
         let mut sbatch = Command::new("sbatch");
         sbatch.arg("--parsable").args(&job.flags);
+        if let Campaign::Continue { .. } = &job.campaign {
+            // Submitted from inside a job: its SLURM_* variables would be
+            // exported into the successor, where srun takes them as options.
+            for (name, _) in std::env::vars_os() {
+                let name = name.to_string_lossy();
+                if name.starts_with("SLURM_") && name != "SLURM_CONF" {
+                    sbatch.env_remove(name.as_ref());
+                }
+            }
+        }
         let job_id = job_id(&run(sbatch, "sbatch", Some(&job.script))?)?;
         return Ok(Submitted {
             job_id,
@@ -207,7 +287,8 @@ pub fn submit(job: &BatchJob) -> Result<Submitted, SubmitError> {
     let run_dir = job.run_root.join(&job_id);
     let prepared = std::fs::create_dir_all(&run_dir)
         .and_then(|()| std::fs::write(run_dir.join("env.resolved"), &job.env_resolved))
-        .and_then(|()| std::fs::write(run_dir.join("job.sbatch"), &job.script));
+        .and_then(|()| std::fs::write(run_dir.join("job.sbatch"), &job.script))
+        .and_then(|()| write_extra_args(&run_dir, &job.extra_args));
     if let Err(source) = prepared {
         cancel(&job_id);
         return Err(SubmitError::RunDir {
@@ -223,6 +304,11 @@ pub fn submit(job: &BatchJob) -> Result<Submitted, SubmitError> {
         return Err(e);
     }
     Ok(Submitted { job_id, run_dir })
+}
+
+fn write_extra_args(run_dir: &Path, args: &[String]) -> std::io::Result<()> {
+    let text = serde_json::to_string(args).map_err(std::io::Error::other)?;
+    std::fs::write(run_dir.join(EXTRA_ARGS_FILE), text + "\n")
 }
 
 /// The job id in `sbatch --parsable`'s answer: "<id>" or "<id>;<cluster>".

@@ -16,6 +16,7 @@ use anyhow::Context;
 use hpcagent_orchestrator::client::{self, Client, Leases, Pulled, RoleContext, start_heartbeats};
 use hpcagent_orchestrator::config::{Config, Isolation, Policy};
 use hpcagent_orchestrator::control::auth::JUDGE_TOKEN_VAR;
+use hpcagent_orchestrator::supervisor::Refused;
 use hpcagent_proto::v1 as pb;
 
 use crate::baseline;
@@ -71,13 +72,12 @@ enum Work {
 impl Work {
     /// The configured policy, refused at start when it cannot work (no
     /// skills, a search provider without its key).
-    fn from_config(config: &Config, run_dir: &Path) -> anyhow::Result<Work> {
+    fn from_config(config: &Config, run_dir: &Path, skills_root: &Path) -> anyhow::Result<Work> {
         let s = &config.settings;
         if s.agent_policy == Policy::Baseline {
             return Ok(Work::Baseline);
         }
-        let skills_root = prompt::default_root();
-        let skills = prompt::load(&skills_root)
+        let skills = prompt::load(skills_root)
             .map_err(anyhow::Error::msg)
             .context("the agents' skills pages")?;
         let search = Search::from_settings(s).map_err(anyhow::Error::msg)?;
@@ -120,7 +120,17 @@ pub async fn run(run_dir: &Path, instance: &str) -> anyhow::Result<()> {
     })?;
     let mut ctx = RoleContext::load(run_dir, instance).await?;
     let policy = ctx.config.settings.agent_policy;
-    let work = Arc::new(Work::from_config(&ctx.config, run_dir)?);
+    // The skills the campaign was planned with, not whatever the step's
+    // environment (a container image's, say) points at.
+    if !ctx.plan.skills.is_dir() {
+        return Err(Refused(format!(
+            "the skills pages the campaign was planned with, {}, are not visible here \
+             (a container image without them mounted? add them to the EDF's mounts)",
+            ctx.plan.skills.display()
+        ))
+        .into());
+    }
+    let work = Arc::new(Work::from_config(&ctx.config, run_dir, &ctx.plan.skills)?);
     let capabilities = [("policy".to_string(), policy.to_string())]
         .into_iter()
         .collect();
