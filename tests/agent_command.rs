@@ -93,3 +93,53 @@ fn external_agents_work_through_mcp_and_a_crash_still_settles() {
         serde_json::from_str(&std::fs::read_to_string(atax.join("verdict.json")).unwrap()).unwrap();
     assert_eq!(verdict["status"], "ok");
 }
+
+/// A real CLI writes a closing message after its submit: it is given time
+/// to, its end is recorded as it was, and the tools refuse it anything more.
+#[test]
+fn an_agent_that_lingers_after_its_submit_is_recorded_finished_and_refused_after() {
+    let root = tempfile::tempdir().unwrap();
+    let agent = repo().join("tests/agents/mcp_agent.py");
+    let out = hpcagent()
+        .args(["up", "--env", example("local.env").to_str().unwrap()])
+        .args(["--set", "AGENT_POLICY=command", "--set", "KERNELS=gemm"])
+        .args(["--set", "AGENT_NODES=1", "--set", "JUDGE_NODES=1"])
+        .args([
+            "--set",
+            "INFERENCE_URL=http://127.0.0.1:9/v1",
+            "--set",
+            "LLM_MODEL=none",
+        ])
+        .arg("--set")
+        .arg(format!(
+            "AGENT_COMMAND=python3 {} {{mcp_config}} --linger 3",
+            agent.display()
+        ))
+        .arg("--set")
+        .arg(format!("RUN_ROOT={}", root.path().display()))
+        .current_dir(repo())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}\n{}", stdout(&out), stderr(&out));
+    let run_dir = only_run_dir(root.path());
+    assert_settled_exactly_once(&run_dir);
+    let reader = hpcagent_orchestrator::store::Reader::open(&run_dir).unwrap();
+    let attempts = reader.attempts().unwrap();
+    assert_eq!(attempts.len(), 1, "{attempts:?}");
+    let attempt = &attempts[0];
+    assert_eq!(attempt.outcome, "submitted", "{attempt:?}");
+    assert!(
+        attempt.message.contains("python3 exited 0") && attempt.message.contains("submitted: ok"),
+        "{attempt:?}"
+    );
+    let dir = run_dir.join("tasks/gemm.c.fp64/attempt-1");
+    let log = std::fs::read_to_string(dir.join("agent.stdout")).unwrap();
+    assert!(
+        log.contains("late write_file: error=True this attempt has submitted (ok) and is over"),
+        "{log}"
+    );
+    assert!(
+        !dir.join("workspace/late.c").exists(),
+        "the late write landed"
+    );
+}

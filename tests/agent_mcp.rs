@@ -142,3 +142,94 @@ async fn a_client_without_the_attempts_secret_gets_nothing() {
         "the port goes with its server"
     );
 }
+
+/// Every malformed message gets the JSON-RPC error it calls for, and the
+/// session goes on: rmcp alone answers some with silence.
+#[tokio::test]
+async fn malformed_messages_get_json_rpc_errors_and_the_session_goes_on() {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    let judge = JudgeServer::start(&[], &[], None);
+    let dir = tempfile::tempdir().unwrap();
+    let server = serve_tools(dir.path(), &judge, "s3cret").await;
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_hpcagent"))
+        .args(["mcp", "--tools"])
+        .arg(server.addr().to_string())
+        .env(SECRET_VAR, "s3cret")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut replies = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut exchange = async |line: Vec<u8>| -> Value {
+        stdin.write_all(&line).await.unwrap();
+        stdin.write_all(b"\n").await.unwrap();
+        let reply = tokio::time::timeout(std::time::Duration::from_secs(10), replies.next_line())
+            .await
+            .expect("a reply, not silence")
+            .unwrap()
+            .unwrap();
+        serde_json::from_str(&reply).unwrap()
+    };
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "1"}}});
+    assert_eq!(exchange(init.to_string().into_bytes()).await["id"], 1);
+    // A notification has no reply: the ping after it answers.
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    let ping = json!({"jsonrpc": "2.0", "id": 9, "method": "ping"});
+    let both = format!("{initialized}\n{ping}");
+    assert_eq!(exchange(both.into_bytes()).await["id"], 9);
+
+    let malformed = exchange(b"{\"jsonrpc\": \"2.0\", \"id\": 2, ".to_vec()).await;
+    assert_eq!(malformed["error"]["code"], -32700, "{malformed}");
+    let bad_params = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+                            "params": {"name": "write_file", "arguments": "solution.c"}});
+    let bad_params = exchange(bad_params.to_string().into_bytes()).await;
+    assert_eq!(
+        (
+            bad_params["id"].clone(),
+            bad_params["error"]["code"].clone()
+        ),
+        (json!(3), json!(-32602))
+    );
+    let mut oversized = br#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"write_file","arguments":{"path":"big.c","content":""#.to_vec();
+    oversized.extend(std::iter::repeat_n(b'x', 9 << 20));
+    oversized.extend(b"\"}}}");
+    let refused = exchange(oversized).await;
+    assert_eq!(refused["error"]["code"], -32600, "{refused}");
+    assert!(!dir.path().join("workspace/big.c").exists());
+
+    let task = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
+                      "params": {"name": "task", "arguments": {}}});
+    let task = exchange(task.to_string().into_bytes()).await;
+    assert_eq!(task["id"], 5);
+    assert!(
+        task["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("gemm"),
+        "{task}"
+    );
+}
+
+/// When its attempt ends, the server closes every connection it accepted:
+/// a client still holding one gets nothing more.
+#[tokio::test]
+async fn an_attempts_connections_close_with_it() {
+    let judge = JudgeServer::start(&[], &[], None);
+    let dir = tempfile::tempdir().unwrap();
+    let server = serve_tools(dir.path(), &judge, "s3cret").await;
+    let mut client = ToolClient::connect(server.addr(), "s3cret".into())
+        .await
+        .unwrap();
+    assert!(client.call("list_files", "{}").await.is_ok());
+    drop(server);
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    let late = client
+        .call("write_file", r#"{"path": "late.c", "content": "x"}"#)
+        .await;
+    assert!(late.is_err(), "{late:?}");
+    assert!(!dir.path().join("workspace/late.c").exists());
+}

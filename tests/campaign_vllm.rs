@@ -243,3 +243,40 @@ fn a_killed_vllm_is_restarted_while_agents_fail_over_without_losing_their_task()
         "the orchestrator restarted the killed replica: {log}"
     );
 }
+
+/// An agent CLI that speaks the Anthropic Messages API (as Claude Code does)
+/// reaches the campaign's own vLLM through the endpoint the worker gives it,
+/// and one that reads Codex's TOML finds the same model and the tools.
+#[test]
+fn an_anthropic_speaking_cli_reaches_the_campaigns_vllm() {
+    let root = tempfile::tempdir().unwrap();
+    let agent = repo().join("tests/agents/anthropic_agent.py");
+    let command = format!("AGENT_COMMAND=python3 {}", agent.display());
+    let out = up(
+        root.path(),
+        &[
+            "AGENT_POLICY=command",
+            "KERNELS=gemm",
+            "AGENTS_PER_NODE=1",
+            &command,
+        ],
+    )
+    .output()
+    .unwrap();
+    assert!(out.status.success(), "{}\n{}", stdout(&out), stderr(&out));
+    let run_dir = only_run_dir(root.path());
+    assert_settled_exactly_once(&run_dir);
+    let dir = run_dir.join("tasks/gemm.c.fp64/attempt-1");
+    let log = std::fs::read_to_string(dir.join("agent.stdout")).unwrap();
+    let errors = std::fs::read_to_string(dir.join("agent.stderr")).unwrap_or_default();
+    assert!(
+        log.contains(
+            r#"anthropic reply: {"type": "message", "role": "assistant", "model": "tiny-llama"}"#
+        ),
+        "{log}\n{errors}"
+    );
+    assert!(
+        log.contains("codex provider: http://") && log.contains("/v1 servers: hpcagent"),
+        "{log}"
+    );
+}

@@ -1,23 +1,27 @@
 #!/usr/bin/env python3
 """A scripted external agent CLI for tests of the `command` policy.
 
-    mcp_agent.py MCP_CONFIG [--crash-on KERNEL]
+    mcp_agent.py MCP_CONFIG [--crash-on KERNEL] [--linger SECONDS]
 
 Like a real agent CLI it reads the MCP configuration it was given, starts the
 server named there, and talks MCP (JSON-RPC, one message per line, on the
 server's stdin/stdout): initialize, list the tools, read the task, score the
 workspace's solution file, submit it. With --crash-on KERNEL it exits 3 right
-after reading a task for KERNEL, before submitting anything.
+after reading a task for KERNEL, before submitting anything. With --linger
+SECONDS it stays that long after its submit, as real CLIs do to write a closing
+message, then tries one more write and exits 0.
 """
 import json
 import os
 import subprocess
 import sys
+import time
 
 
 def main() -> int:
     config = json.load(open(sys.argv[1]))
     crash_on = sys.argv[sys.argv.index("--crash-on") + 1] if "--crash-on" in sys.argv else None
+    linger = float(sys.argv[sys.argv.index("--linger") + 1]) if "--linger" in sys.argv else None
     server = config["mcpServers"]["hpcagent"]
     proc = subprocess.Popen(
         [server["command"], *server["args"]],
@@ -63,6 +67,11 @@ def main() -> int:
         return 3
     call(4, "score", {})
     call(5, "submit", {})
+    if linger is not None:
+        time.sleep(linger)
+        late = request(6, "tools/call", {"name": "write_file",
+                                         "arguments": {"path": "late.c", "content": "late"}})
+        print(f"late write_file: error={late.get('isError')} {late['content'][0]['text']}", flush=True)
     proc.stdin.close()
     proc.wait(timeout=30)
     return 0

@@ -2,19 +2,22 @@
 //!
 //! `AGENT_COMMAND` is a command line with placeholders: `{workspace}`,
 //! `{prompt_file}`, `{prompt}`, `{model}`, `{endpoint}` (the OpenAI-compatible
-//! base URL of the lease's replica, "" when the campaign has none) and
-//! `{mcp_config}`. The worker fills the workspace, writes the prompt and an
-//! MCP configuration (`mcp.json`) naming `hpcagent mcp` as the agent's tool
+//! base URL of the lease's replica, "" when the campaign has none),
+//! `{anthropic_endpoint}` (the same server's Anthropic Messages API),
+//! `{mcp_config}` and `{codex_home}`. The worker fills the workspace, writes
+//! the prompt and the CLIs' configurations ([`crate::cli_config`]) naming
+//! `hpcagent mcp` as the agent's tool
 //! server, serves the attempt's tools to it ([`crate::tool_server`]: the CLI
 //! gets no token, only this attempt's tools), and runs the CLI in the
 //! workspace, confined, under a supervisor that kills everything the CLI
 //! started when the attempt ends ([`crate::sandbox`]), with its output kept
 //! in the attempt directory. It gets what is left of the
 //! task's wall-clock budget, less a reserve for the final submit, and is
-//! stopped if the lease is lost. Its exit maps to the outcome: `finished`
-//! (0), `crashed` (any other code or a signal), `time budget` (stopped at the
-//! deadline). If the agent did not submit through its tools, the workspace's
-//! solution file is submitted for it.
+//! stopped if the lease is lost. After its submit (which ends the lease) it
+//! gets a grace period to write its last words and exit. Its exit maps to
+//! the outcome: `finished` (0), `crashed` (any other code or a signal),
+//! `time budget` (stopped at the deadline). If the agent did not submit
+//! through its tools, the workspace's solution file is submitted for it.
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::OpenOptionsExt;
@@ -23,17 +26,18 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use hpcagent_proto::v1 as pb;
-use serde_json::json;
 use tokio::sync::Mutex;
 
+use crate::cli_config;
 use crate::lease::LeaseWatch;
 use crate::pool::Attempt;
 use crate::prompt::Skill;
 use crate::sandbox::{self, Spec};
 use crate::starter;
-use crate::tool_server::{SECRET_VAR, ToolServer};
+use crate::tool_server::ToolServer;
 use crate::tools::Toolbox;
 
 /// Wall-clock kept back for the final submit.
@@ -41,6 +45,13 @@ const SUBMIT_RESERVE: Duration = Duration::from_secs(60);
 /// Time the CLI's supervisor gets between TERM and KILL: its own grace for
 /// the CLI, and a margin to kill what is left.
 const STOP_GRACE: Duration = Duration::from_secs(8);
+/// How long a CLI may go on after its submit before it is stopped: real
+/// ones write a closing message (a last model call) and then exit.
+const SUBMIT_GRACE: Duration = Duration::from_secs(30);
+/// What is kept of each of the CLI's output streams: the first and the last
+/// this many bytes (one was seen writing 50 MB).
+const LOG_HEAD: usize = 1 << 20;
+const LOG_TAIL: usize = 1 << 20;
 
 /// What the policy runs, and with what.
 #[derive(Debug, Clone)]
@@ -111,7 +122,7 @@ async fn run(
     lost: LeaseWatch,
 ) -> Result<(String, String), String> {
     let dir = PathBuf::from(&lease.attempt_dir);
-    let (briefing, workspace, budget) = {
+    let (briefing, workspace, budget, submitted) = {
         let mut tools = tools.lock().await;
         let briefing = starter::prepare(&mut tools, skills, policy.profiling).await?;
         let reserve = SUBMIT_RESERVE.max(tools.slowest_grade() * 3);
@@ -119,6 +130,7 @@ async fn run(
             briefing,
             tools.workspace().root().to_path_buf(),
             tools.budget_left().saturating_sub(reserve),
+            tools.submit_seen(),
         )
     };
     let prompt = format!("{}\n\n{}", briefing.system, briefing.task);
@@ -131,20 +143,35 @@ async fn run(
     let mcp_config = dir.join("mcp.json");
     write(
         &mcp_config,
-        &mcp_configuration(&policy.exe, server.addr(), &secret),
+        &cli_config::mcp_json(&policy.exe, server.addr(), &secret),
         0o600,
     )?;
+    // Codex writes its sessions into its home: the CLI's own scratch.
+    let scratch = dir.join("scratch");
+    let codex_home = scratch.join("codex");
+    std::fs::create_dir_all(&codex_home).map_err(|e| format!("{}: {e}", codex_home.display()))?;
+    let codex = cli_config::codex_toml(
+        &policy.exe,
+        server.addr(),
+        &secret,
+        &policy.model,
+        &lease.inference_url,
+    );
+    write(&codex_home.join("config.toml"), &codex, 0o600)?;
     let values = BTreeMap::from([
         ("workspace", workspace.display().to_string()),
         ("prompt_file", prompt_file.display().to_string()),
         ("prompt", prompt),
         ("model", policy.model.clone()),
         ("endpoint", lease.inference_url.clone()),
+        (
+            "anthropic_endpoint",
+            cli_config::anthropic_base(&lease.inference_url),
+        ),
         ("mcp_config", mcp_config.display().to_string()),
+        ("codex_home", codex_home.display().to_string()),
     ]);
     let argv = render(&policy.template, &values);
-    let scratch = dir.join("scratch");
-    std::fs::create_dir_all(&scratch).map_err(|e| format!("{}: {e}", scratch.display()))?;
     let ports: Vec<u16> = [
         inference_port(&lease.inference_url),
         Some(server.addr().port()),
@@ -153,7 +180,7 @@ async fn run(
     .flatten()
     .collect();
     let spec = Spec {
-        env: cli_env(lease, &policy.model, &scratch),
+        env: cli_env(lease, &policy.model, &scratch, &codex_home),
         cwd: workspace.clone(),
         confinement: Spec::confine(&policy.run_dir, &dir, &[workspace.clone(), scratch], &ports),
         argv,
@@ -170,6 +197,8 @@ async fn run(
         dir: &dir,
         budget,
         lost,
+        submitted,
+        submit_grace: SUBMIT_GRACE,
     };
     let ended = execute(supervisor, stdin, &run).await;
     drop(server);
@@ -179,17 +208,39 @@ async fn run(
 /// The CLI's environment: the worker's, without anything of the campaign's
 /// (tokens, the orchestrator's address), with its model's endpoint and a
 /// scratch directory of its own.
-fn cli_env(lease: &pb::Lease, model: &str, scratch: &Path) -> Vec<(String, String)> {
+fn cli_env(
+    lease: &pb::Lease,
+    model: &str,
+    scratch: &Path,
+    codex_home: &Path,
+) -> Vec<(String, String)> {
+    const SET_HERE: &[&str] = &[
+        "OPENAI_BASE_URL",
+        "OPENAI_API_BASE",
+        "ANTHROPIC_BASE_URL",
+        "ANTHROPIC_MODEL",
+        "ANTHROPIC_SMALL_FAST_MODEL",
+        "CODEX_HOME",
+        "TMPDIR",
+    ];
     let mut env: Vec<(String, String)> = std::env::vars()
         .filter(|(k, _)| !k.starts_with("HPCAGENT_"))
-        .filter(|(k, _)| !["OPENAI_BASE_URL", "OPENAI_API_BASE", "TMPDIR"].contains(&k.as_str()))
+        .filter(|(k, _)| !SET_HERE.contains(&k.as_str()))
         .collect();
-    if !env.iter().any(|(k, _)| k == "OPENAI_API_KEY") {
-        env.push(("OPENAI_API_KEY".into(), "EMPTY".into()));
+    for key in ["OPENAI_API_KEY", "ANTHROPIC_API_KEY"] {
+        if !env.iter().any(|(k, _)| k == key) {
+            env.push((key.into(), "EMPTY".into()));
+        }
     }
+    let anthropic = cli_config::anthropic_base(&lease.inference_url);
     env.extend([
         ("OPENAI_BASE_URL".into(), lease.inference_url.clone()),
         ("OPENAI_API_BASE".into(), lease.inference_url.clone()),
+        // Claude Code: the campaign's model for its main and its small calls.
+        ("ANTHROPIC_BASE_URL".into(), anthropic),
+        ("ANTHROPIC_MODEL".into(), model.to_string()),
+        ("ANTHROPIC_SMALL_FAST_MODEL".into(), model.to_string()),
+        ("CODEX_HOME".into(), codex_home.display().to_string()),
         ("HPCAGENT_MODEL".into(), model.to_string()),
         ("TMPDIR".into(), scratch.display().to_string()),
     ]);
@@ -200,17 +251,6 @@ fn cli_env(lease: &pb::Lease, model: &str, scratch: &Path) -> Vec<(String, Strin
 fn inference_port(url: &str) -> Option<u16> {
     let url = reqwest::Url::parse(url).ok()?;
     url.port_or_known_default()
-}
-
-/// The MCP configuration that starts `hpcagent mcp` on this attempt's tool
-/// server, with the attempt's secret.
-fn mcp_configuration(exe: &Path, tools: std::net::SocketAddr, secret: &str) -> String {
-    let config = json!({"mcpServers": {"hpcagent": {
-        "command": exe.display().to_string(),
-        "args": ["mcp", "--tools", tools.to_string()],
-        "env": {SECRET_VAR: secret},
-    }}});
-    serde_json::to_string_pretty(&config).unwrap_or_default()
 }
 
 /// Fills each `{name}` of the template, in one pass: a value that itself
@@ -251,53 +291,86 @@ struct Run<'a> {
     dir: &'a Path,
     budget: Duration,
     lost: LeaseWatch,
+    /// Raised when the attempt submits: its lease then ends, and the CLI
+    /// gets `submit_grace` ([`SUBMIT_GRACE`]) to exit on its own.
+    submitted: Arc<AtomicBool>,
+    submit_grace: Duration,
 }
 
 /// Runs `command` (the CLI's supervisor, `stdin` its spec) until it exits,
-/// the budget runs out or the lease is lost: (outcome, message).
+/// the budget runs out, the lease is lost or the grace after its submit is
+/// over: (outcome, message). Its output is kept, capped, in the attempt
+/// directory.
 async fn execute(
     mut command: tokio::process::Command,
     stdin: Vec<u8>,
     run: &Run<'_>,
 ) -> (String, String) {
-    let program = run.name;
-    let log = |name: &str| std::fs::File::create(run.dir.join(name)).map(Stdio::from);
-    let (Ok(stdout), Ok(stderr)) = (log("agent.stdout"), log("agent.stderr")) else {
-        return (
-            "error".into(),
-            format!("cannot create logs in {}", run.dir.display()),
-        );
-    };
     command
         .stdin(Stdio::piped())
-        .stdout(stdout)
-        .stderr(stderr)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(true);
     let mut child = match command.spawn() {
         Ok(child) => child,
-        Err(e) => return ("crashed".into(), format!("cannot start {program}: {e}")),
+        Err(e) => return ("crashed".into(), format!("cannot start {}: {e}", run.name)),
     };
+    let mut logs = Vec::new();
+    if let Some(out) = child.stdout.take() {
+        logs.push(tokio::spawn(keep_capped(out, run.dir.join("agent.stdout"))));
+    }
+    if let Some(err) = child.stderr.take() {
+        logs.push(tokio::spawn(keep_capped(err, run.dir.join("agent.stderr"))));
+    }
     if let Some(mut pipe) = child.stdin.take() {
         use tokio::io::AsyncWriteExt;
         // One that died at once closed its stdin: its status says why.
         let _ = pipe.write_all(&stdin).await;
     }
+    let ended = supervise(&mut child, run).await;
+    for log in logs {
+        // The supervisor killed the CLI's tree: its pipes close with it.
+        match tokio::time::timeout(STOP_GRACE, log).await {
+            Ok(Ok(Err(e))) => tracing::warn!("keeping {}'s output: {e}", run.name),
+            Ok(_) => {}
+            Err(_) => tracing::warn!("{}'s output did not end with it", run.name),
+        }
+    }
+    ended
+}
+
+/// Waits for the CLI's end, stopping it at the budget, at a lost lease, or
+/// when the grace after its submit is over.
+async fn supervise(child: &mut tokio::process::Child, run: &Run<'_>) -> (String, String) {
+    let program = run.name;
     let pgid = child.id().unwrap_or(0) as i32;
     let deadline = tokio::time::Instant::now() + run.budget;
+    let mut submitted_at: Option<tokio::time::Instant> = None;
     let status = loop {
         tokio::select! {
             status = child.wait() => break status,
             _ = tokio::time::sleep_until(deadline) => {
-                stop(&mut child, pgid).await;
+                stop(child, pgid).await;
                 return (
                     "time budget".into(),
                     format!("{program} was stopped after {:?}, the task's budget", run.budget),
                 );
             }
             _ = tokio::time::sleep(Duration::from_secs(1)) => {
-                if (run.lost)() {
-                    stop(&mut child, pgid).await;
+                if run.submitted.load(Ordering::Acquire) {
+                    // The submit settles the task and ends the lease: that is
+                    // no loss, only the cue to finish.
+                    let since = *submitted_at.get_or_insert_with(tokio::time::Instant::now);
+                    if since.elapsed() >= run.submit_grace {
+                        stop(child, pgid).await;
+                        return ("submitted".into(), format!(
+                            "{program} did not exit within {:?} of its submit and was stopped",
+                            run.submit_grace
+                        ));
+                    }
+                } else if (run.lost)() {
+                    stop(child, pgid).await;
                     return ("lease lost".into(), format!("{program} was stopped: the lease was taken back"));
                 }
             }
@@ -311,6 +384,43 @@ async fn execute(
         ),
         Err(e) => ("crashed".into(), format!("{program}: {e}")),
     }
+}
+
+/// Copies `stream` into `path`, keeping its first [`LOG_HEAD`] and last
+/// [`LOG_TAIL`] bytes and saying how much was cut between them.
+async fn keep_capped(
+    mut stream: impl tokio::io::AsyncRead + Unpin,
+    path: PathBuf,
+) -> std::io::Result<()> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut file = tokio::fs::File::create(&path).await?;
+    let mut head_left = LOG_HEAD;
+    let mut tail = std::collections::VecDeque::with_capacity(LOG_TAIL);
+    let mut cut: u64 = 0;
+    let mut buf = vec![0u8; 64 << 10];
+    loop {
+        let n = stream.read(&mut buf).await?;
+        if n == 0 {
+            break;
+        }
+        let head = n.min(head_left);
+        file.write_all(&buf[..head]).await?;
+        head_left -= head;
+        tail.extend(&buf[head..n]);
+        if tail.len() > LOG_TAIL {
+            let excess = tail.len() - LOG_TAIL;
+            tail.drain(..excess);
+            cut += excess as u64;
+        }
+    }
+    if cut > 0 {
+        let note = format!(
+            "\n[hpcagent: {cut} bytes cut here; the first {LOG_HEAD} and the last {LOG_TAIL} are kept]\n"
+        );
+        file.write_all(note.as_bytes()).await?;
+    }
+    file.write_all(tail.make_contiguous()).await?;
+    file.flush().await
 }
 
 /// TERM to the supervisor (which passes it on and cleans up), KILL after a
@@ -402,6 +512,8 @@ mod tests {
             dir: dir.path(),
             budget: Duration::from_secs(budget),
             lost: Arc::new(move || lost),
+            submitted: Arc::default(),
+            submit_grace: Duration::from_secs(3),
         };
         let (outcome, _) = execute(sh("cat"), b"spec".to_vec(), &run(10, false)).await;
         assert_eq!(outcome, "finished");
@@ -416,32 +528,80 @@ mod tests {
         assert_eq!(outcome, "lease lost");
     }
 
+    #[tokio::test]
+    async fn after_its_submit_a_cli_may_finish_within_the_grace() {
+        let dir = tempfile::tempdir().unwrap();
+        let sh = |script: &str| {
+            let mut c = tokio::process::Command::new("sh");
+            c.args(["-c", script]);
+            c
+        };
+        // The submit ended the lease: the watch says lost, which is no loss.
+        let run = Run {
+            name: "sh",
+            dir: dir.path(),
+            budget: Duration::from_secs(60),
+            lost: Arc::new(|| true),
+            submitted: Arc::new(AtomicBool::new(true)),
+            submit_grace: Duration::from_secs(3),
+        };
+        let (outcome, message) = execute(sh("sleep 1.5; echo bye"), Vec::new(), &run).await;
+        assert_eq!(
+            (outcome.as_str(), message.as_str()),
+            ("finished", "sh exited 0")
+        );
+        let (outcome, message) = execute(sh("sleep 30"), Vec::new(), &run).await;
+        assert_eq!(outcome, "submitted");
+        assert!(
+            message.contains("did not exit within 3s of its submit"),
+            "{message}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_flood_of_output_keeps_its_head_and_tail() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out");
+        let mut flood = b"HEAD".to_vec();
+        flood.extend(std::iter::repeat_n(b'.', 5 << 20));
+        flood.extend(b"TAIL");
+        keep_capped(&flood[..], path.clone()).await.unwrap();
+        let kept = std::fs::read(&path).unwrap();
+        assert!(
+            kept.len() < LOG_HEAD + LOG_TAIL + 200,
+            "{} bytes",
+            kept.len()
+        );
+        assert!(kept.starts_with(b"HEAD") && kept.ends_with(b"TAIL"));
+        let text = String::from_utf8_lossy(&kept);
+        assert!(text.contains(&format!(
+            "[hpcagent: {} bytes cut here",
+            flood.len() - LOG_HEAD - LOG_TAIL
+        )));
+        keep_capped(&b"short"[..], path.clone()).await.unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"short");
+    }
+
     #[test]
     fn the_cli_gets_no_campaign_variable_and_its_own_endpoint() {
         // SAFETY: a test-only variable, set before any thread reads it.
         unsafe { std::env::set_var("HPCAGENT_TOKEN", "secret-token") };
         let lease = lease(Path::new("/run/x"));
-        let env = cli_env(&lease, "m", Path::new("/scratch"));
+        let env = cli_env(
+            &lease,
+            "m",
+            Path::new("/scratch"),
+            Path::new("/scratch/codex"),
+        );
         let get = |k: &str| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
         assert_eq!(get("HPCAGENT_TOKEN"), None);
         assert_eq!(get("OPENAI_BASE_URL"), Some("http://127.0.0.1:1/v1"));
         assert_eq!(get("HPCAGENT_MODEL"), Some("m"));
         assert_eq!(get("TMPDIR"), Some("/scratch"));
+        assert_eq!(get("ANTHROPIC_BASE_URL"), Some("http://127.0.0.1:1"));
+        assert_eq!(get("ANTHROPIC_MODEL"), Some("m"));
+        assert_eq!(get("CODEX_HOME"), Some("/scratch/codex"));
         assert_eq!(inference_port("http://127.0.0.1:1/v1"), Some(1));
         assert_eq!(inference_port("https://api.example/v1"), Some(443));
-    }
-
-    #[test]
-    fn the_mcp_configuration_names_the_server_and_its_secret_only() {
-        let config: serde_json::Value = serde_json::from_str(&mcp_configuration(
-            Path::new("/bin/hpcagent"),
-            "127.0.0.1:4000".parse().unwrap(),
-            "s3cret",
-        ))
-        .unwrap();
-        let server = &config["mcpServers"]["hpcagent"];
-        assert_eq!(server["command"], "/bin/hpcagent");
-        assert_eq!(server["args"], json!(["mcp", "--tools", "127.0.0.1:4000"]));
-        assert_eq!(server["env"], json!({SECRET_VAR: "s3cret"}));
     }
 }

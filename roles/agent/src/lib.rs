@@ -3,7 +3,8 @@
 //!
 //! Owns the worker pool ([`pool`]), the policies ([`builtin`]: an LLM
 //! tool-calling loop; [`command`]: an external agent CLI with [`mcp`] as its
-//! tools, served through [`tool_server`], the CLI run in a [`sandbox`];
+//! tools, served through [`tool_server`], the CLI configured by
+//! [`cli_config`] and run in a [`sandbox`];
 //! [`baseline`]: no LLM), the tools
 //! they share ([`tools`], confined to a [`workspace`], with [`search`]), and
 //! the lines to the lease's judge ([`judge_link`]) and model ([`llm`]), which
@@ -12,6 +13,7 @@
 
 pub mod baseline;
 pub mod builtin;
+pub mod cli_config;
 pub mod command;
 pub mod judge_link;
 pub mod lease;

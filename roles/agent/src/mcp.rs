@@ -21,6 +21,8 @@ use tokio::sync::Mutex;
 
 use crate::tool_server::{SECRET_VAR, ToolClient};
 
+mod gate;
+
 /// Serves the tools at `tools` on stdin/stdout until the client goes away.
 pub async fn serve(tools: SocketAddr) -> anyhow::Result<()> {
     let secret = std::env::var(SECRET_VAR).with_context(|| {
@@ -32,11 +34,20 @@ pub async fn serve(tools: SocketAddr) -> anyhow::Result<()> {
     let server = Server {
         tools: Arc::new(Mutex::new(client)),
     };
+    // stdin → the gate → rmcp; rmcp and the gate's replies → stdout.
+    let (rmcp_in, gate_in) = tokio::io::duplex(1 << 16);
+    let (gate_out, rmcp_out) = tokio::io::duplex(1 << 16);
+    let (replies, replies_rx) = tokio::sync::mpsc::channel(16);
+    let inbound = tokio::spawn(gate::inbound(tokio::io::stdin(), gate_in, replies));
+    let outbound = tokio::spawn(gate::outbound(gate_out, replies_rx, tokio::io::stdout()));
     let running = server
-        .serve(rmcp::transport::stdio())
+        .serve((rmcp_in, rmcp_out))
         .await
         .context("the MCP session did not start")?;
     running.waiting().await.context("the MCP session failed")?;
+    inbound.abort();
+    // The last replies reach the client before the server exits.
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(2), outbound).await;
     Ok(())
 }
 

@@ -60,7 +60,10 @@ pub enum Response {
     },
 }
 
-/// A running tool server; stopped when dropped.
+/// A running tool server; stopped when dropped, and with it every
+/// connection it accepted: an MCP server the CLI left running (or started
+/// again) cannot write into a finished attempt's workspace or grade under
+/// its lease.
 pub struct ToolServer {
     addr: SocketAddr,
     accept: tokio::task::JoinHandle<()>,
@@ -73,8 +76,22 @@ impl ToolServer {
         let addr = listener.local_addr()?;
         let secret = Arc::new(secret);
         let accept = tokio::spawn(async move {
-            while let Ok((stream, _)) = listener.accept().await {
-                tokio::spawn(serve(stream, tools.clone(), secret.clone()));
+            // Dropped with this task, the set aborts every connection.
+            let mut connections = tokio::task::JoinSet::new();
+            loop {
+                tokio::select! {
+                    accepted = listener.accept() => match accepted {
+                        Ok((stream, _)) => {
+                            connections.spawn(serve(stream, tools.clone(), secret.clone()));
+                        }
+                        // Out of descriptors, say: the open connections go on.
+                        Err(e) => {
+                            tracing::warn!("the tool server cannot accept: {e}");
+                            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                        }
+                    },
+                    Some(_) = connections.join_next(), if !connections.is_empty() => {}
+                }
             }
         });
         Ok(ToolServer { addr, accept })

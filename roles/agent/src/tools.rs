@@ -9,6 +9,8 @@
 //! (`submission.<ext>`, `verdict.json`).
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use hpcagent_orchestrator::store::speedup::Speedup;
 use hpcagent_proto::v1 as pb;
@@ -149,6 +151,9 @@ pub struct Toolbox {
     task: Option<pb::TaskInfo>,
     /// The status of this attempt's submit, once there was one.
     submitted: Option<String>,
+    /// Raised with `submitted`, for a supervisor that must not wait on the
+    /// toolbox's lock to learn it.
+    submit_seen: Arc<AtomicBool>,
     /// The longest a grade of this attempt took.
     slowest_grade: std::time::Duration,
 }
@@ -170,6 +175,7 @@ impl Toolbox {
             search,
             task: None,
             submitted: None,
+            submit_seen: Arc::default(),
             slowest_grade: std::time::Duration::ZERO,
         }
     }
@@ -201,6 +207,11 @@ impl Toolbox {
         self.submitted.as_deref()
     }
 
+    /// A flag raised when the attempt submits.
+    pub fn submit_seen(&self) -> Arc<AtomicBool> {
+        self.submit_seen.clone()
+    }
+
     /// The task, asked of the judge once.
     pub async fn task(&mut self) -> Result<pb::TaskInfo, LinkError> {
         if let Some(task) = &self.task {
@@ -225,6 +236,14 @@ impl Toolbox {
 
     /// Runs one call; `arguments` is the model's JSON text.
     pub async fn call(&mut self, name: &str, arguments: &str) -> ToolReply {
+        // The submit ended the attempt: a write now would land in a workspace
+        // already graded, a score would be charged to a settled lease.
+        if let Some(status) = &self.submitted {
+            return ToolReply::error(format!(
+                "this attempt has submitted ({status}) and is over: no more tool calls; \
+                 end the session"
+            ));
+        }
         let args = match parse_arguments(arguments) {
             Ok(args) => args,
             Err(why) => return ToolReply::error(why),
@@ -287,11 +306,6 @@ impl Toolbox {
     }
 
     async fn grade(&mut self, kind: &str, args: &Value) -> ToolReply {
-        if kind == "submit"
-            && let Some(status) = &self.submitted
-        {
-            return ToolReply::error(format!("this attempt has submitted already ({status})"));
-        }
         let path = args
             .get("path")
             .and_then(Value::as_str)
@@ -383,6 +397,7 @@ impl Toolbox {
             return ToolReply::error(summary.to_string());
         }
         self.submitted = Some(status);
+        self.submit_seen.store(true, Ordering::Release);
         ToolReply::ok(summary.to_string()).ending("submitted")
     }
 
