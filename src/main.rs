@@ -53,6 +53,7 @@ fn main() -> ExitCode {
         Command::Role(args) => commands::role::run(args).map(|()| ExitCode::SUCCESS),
         Command::Mcp(args) => commands::mcp::run(args).map(|()| ExitCode::SUCCESS),
         Command::Corpus(args) => commands::corpus::run(args).map(|()| ExitCode::SUCCESS),
+        Command::Edf(args) => commands::edf::run(args).map(|()| ExitCode::SUCCESS),
         Command::Bench(args) => commands::bench::run(args).map(|()| ExitCode::SUCCESS),
     };
     match result {

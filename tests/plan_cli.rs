@@ -621,3 +621,54 @@ fn roles_on_other_partitions_make_a_heterogeneous_job() {
             .any(|s| s.contains("--job-name=judge-0 --het-group=1"))
     );
 }
+
+/// What the Container Engine reads holds no variable: `edf install`
+/// renders the shipped templates with this shell's paths.
+#[test]
+fn edf_install_registers_the_templates_with_absolute_paths() {
+    let to = tempfile::tempdir().unwrap();
+    let out = hpcagent()
+        .args(["edf", "install", "--to"])
+        .arg(to.path())
+        .env("SCRATCH", "/capstor/scratch/cscs/me")
+        .env("HOME", "/users/me")
+        .current_dir(common::repo())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let mut names: Vec<String> = std::fs::read_dir(to.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "hpcagent-roles-gh200.toml",
+            "hpcagent-roles-mi300a.toml",
+            "hpcagent-vllm-gh200.toml",
+            "hpcagent-vllm-mi300a.toml"
+        ]
+    );
+    for name in names {
+        let text = std::fs::read_to_string(to.path().join(&name)).unwrap();
+        assert!(!text.contains('$'), "{name}: {text}");
+        assert!(
+            text.contains("image = \"/capstor/scratch/cscs/me/hpcagent/images/"),
+            "{name}: {text}"
+        );
+    }
+    let unset = hpcagent()
+        .args(["edf", "install", "--to"])
+        .arg(to.path())
+        .env_remove("SCRATCH")
+        .current_dir(common::repo())
+        .output()
+        .unwrap();
+    assert!(!unset.status.success());
+    assert!(
+        stderr(&unset).contains("${SCRATCH} is not set"),
+        "{}",
+        stderr(&unset)
+    );
+}

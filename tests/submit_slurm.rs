@@ -154,3 +154,46 @@ fn a_refusal_from_slurm_is_reported_and_leaves_no_job() {
     let left: Vec<_> = std::fs::read_dir(root.path()).unwrap().collect();
     assert!(left.is_empty(), "no run directory without a job: {left:?}");
 }
+
+/// Never two jobs on one run directory: while the job a chain queued to
+/// continue the campaign waits, a resume by hand is refused, naming it.
+#[test]
+fn a_resume_is_refused_while_the_chains_next_job_is_queued() {
+    require_slurm();
+    let root = tempfile::tempdir().unwrap();
+    let run_dir = root.path().join("7");
+    std::fs::create_dir(&run_dir).unwrap();
+    std::fs::copy(example("local.env"), run_dir.join("env.resolved")).unwrap();
+    // A held job stands for the successor the drained job submitted.
+    let out = Command::new("sbatch")
+        .args([
+            "--parsable",
+            "--hold",
+            "--job-name=successor",
+            "--wrap",
+            "sleep 60",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let queued = stdout(&out).trim().to_string();
+    let record = format!(
+        "{{\"event\":\"started\",\"job\":\"7\",\"link\":1,\"at\":1.0}}\n\
+         {{\"event\":\"ended\",\"job\":\"7\",\"outcome\":\"drained\",\"successor\":\"{queued}\",\"at\":2.0}}\n"
+    );
+    std::fs::write(run_dir.join("jobs.jsonl"), record).unwrap();
+    let refused = hpcagent()
+        .args(["submit", "--resume"])
+        .arg(&run_dir)
+        .current_dir(common::repo())
+        .output()
+        .unwrap();
+    let _ = Command::new("scancel").arg(&queued).status();
+    assert!(!refused.status.success(), "{}", stdout(&refused));
+    assert!(
+        stderr(&refused).contains(&format!("job {queued} of this campaign is pending"))
+            && stderr(&refused).contains(&format!("scancel {queued} first")),
+        "{}",
+        stderr(&refused)
+    );
+}

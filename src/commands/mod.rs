@@ -3,6 +3,7 @@
 pub mod bench;
 pub mod config;
 pub mod corpus;
+pub mod edf;
 pub mod judge;
 pub mod mcp;
 pub mod plan;
@@ -46,6 +47,8 @@ pub enum Command {
     Mcp(mcp::McpArgs),
     /// List or check the task corpus.
     Corpus(corpus::CorpusArgs),
+    /// Register the Container Engine environments, variables expanded.
+    Edf(edf::EdfArgs),
     /// Measure hpcagent against peers: dispatch, startup, judge, scale.
     Bench(bench::BenchArgs),
 }

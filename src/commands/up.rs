@@ -184,7 +184,11 @@ impl ChainedJob {
                         eprintln!("the chain has run its {jobs} jobs (MAX_JOBS)");
                         None
                     }
-                    Ok(Next::DrainedByHand) => None,
+                    Ok(Next::DrainedByHand) => {
+                        eprintln!("drained before the time limit: a stop, the chain ends here");
+                        None
+                    }
+                    Ok(Next::NoChain) => None,
                     Err(e) => {
                         eprintln!("cannot submit the chain's next job: {e}");
                         None

@@ -167,6 +167,8 @@ pub fn drained_by_time_limit(left: Duration, drain_seconds: u32) -> bool {
 /// What a drained job does next.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Next {
+    /// No chain was asked for (`MAX_JOBS=1`).
+    NoChain,
     /// It submitted this job to continue.
     Submitted(String),
     /// The chain has run `MAX_JOBS` jobs.
@@ -185,6 +187,9 @@ pub fn continue_after_drain(
     link: u32,
 ) -> Result<Next, SubmitError> {
     let max = config.settings.max_jobs;
+    if max <= 1 {
+        return Ok(Next::NoChain);
+    }
     if link >= max {
         return Ok(Next::ChainEnded { jobs: link });
     }
