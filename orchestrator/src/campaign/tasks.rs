@@ -7,7 +7,7 @@
 //! array of `"kernel[@preset]"`, `"kernel[@preset]:language"` or
 //! `{"kernel": …, "language": …, "precision": …, "preset": …}`.
 
-use hpcagent_judge::corpus::{Corpus, Kernel, Precision, Preset};
+use hpcagent_corpus::{Corpus, Kernel, Precision, Preset};
 use serde::Deserialize;
 
 use crate::config::{Config, ConfigError};

@@ -5,7 +5,7 @@
 //! and `docs/env-file.md` are all generated from this table, so they cannot
 //! drift apart.
 
-use hpcagent_judge::corpus::Preset;
+use hpcagent_corpus::Preset;
 use serde::Serialize;
 
 use super::values::{

@@ -7,8 +7,8 @@
 use std::fmt;
 use std::path::PathBuf;
 
-use hpcagent_judge::Language;
-use hpcagent_judge::corpus::Preset;
+use hpcagent_corpus::Language;
+use hpcagent_corpus::Preset;
 use serde::{Serialize, Serializer};
 
 /// A type a configuration key can hold.

@@ -1,7 +1,7 @@
 //! The judge role: it grades submissions, and a leaderboard rests on it.
 //!
-//! Owns the task corpus ([`corpus`]), test data and the NumPy oracle
-//! ([`data`]), building with a per-rank cache ([`build`]), where builds and
+//! Owns test data and the NumPy oracle over the task [`corpus`] (a crate of
+//! its own) ([`data`]), building with a per-rank cache ([`build`]), where builds and
 //! runs get their directories ([`sandbox_dir`]), out-of-process runs timed
 //! from outside ([`runner`], [`timing`]), verification ([`verify`]),
 //! verdicts ([`verdict`]), grading slots ([`slots`]), profilers ([`profile`])
@@ -11,12 +11,10 @@
 
 pub mod build;
 pub mod cases;
-pub mod corpus;
 pub mod data;
 pub mod discrimination;
 pub mod grade;
 pub mod judge;
-pub mod language;
 pub mod oracle;
 pub mod profile;
 pub mod runner;
@@ -28,4 +26,5 @@ pub mod verdict;
 pub mod verify;
 
 pub use judge::{Judge, JudgeConfig, JudgeError, Submission};
-pub use language::Language;
+// The corpus is a crate of its own; the judge's modules name it as before.
+pub use hpcagent_corpus::{self as corpus, Language, language};

@@ -1,14 +1,19 @@
 //! The task corpus: `benchmarks/<track>/<kernel>/` directories, each with
 //! `kernel.toml` (the manifest), `reference.py` (the NumPy oracle) and
-//! `baseline.c` (the speedup denominator).
+//! `baseline.c` (the speedup denominator), and the languages a task may be
+//! solved in.
 //!
-//! This module reads and validates manifests and answers questions about a
+//! This crate reads and validates manifests and answers questions about a
 //! kernel at a preset (sizes, bytes, the ABI). It does not generate data or
-//! run anything.
+//! run anything: the judge does, and the orchestrator only plans tasks from
+//! it, so neither depends on the other for it.
 
 pub mod abi;
 pub mod expr;
+pub mod language;
 mod manifest;
+
+pub use language::Language;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -456,7 +461,7 @@ impl Corpus {
         }
         let candidates = [
             std::env::current_dir().ok().map(|d| d.join("benchmarks")),
-            Some(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../benchmarks")),
+            Some(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../benchmarks")),
         ];
         candidates
             .into_iter()

@@ -4,10 +4,10 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use hpcagent_judge::corpus::{Corpus, Precision, Preset, abi};
+use hpcagent_corpus::{Corpus, Precision, Preset, abi};
 
 fn corpus() -> Corpus {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../benchmarks");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../benchmarks");
     Corpus::load(&root).unwrap_or_else(|errors| {
         panic!(
             "{}",
