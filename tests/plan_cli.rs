@@ -672,3 +672,94 @@ fn edf_install_registers_the_templates_with_absolute_paths() {
         stderr(&unset)
     );
 }
+
+/// An HPCAgent-Bench checkout is a corpus as it stands: listed with its
+/// tracks, levels and ABIs, checked manifest by manifest, and each task
+/// described with the prototype a submission must export.
+#[test]
+fn hpcagent_bench_manifests_are_listed_checked_and_described() {
+    let fixtures = common::repo().join("tests/hab-corpus");
+    let out = hpcagent()
+        .args(["corpus", "list", "--json", "--corpus"])
+        .arg(&fixtures)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let listed: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let keys: Vec<&str> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| k["key"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            "loop_level_reasoning/shift/shift",
+            "machine_learning/knobs/knobs",
+            "scientific_computing/dense_linear_algebra/product/product",
+            "scientific_computing/sparse_linear_algebra/spprod/spprod"
+        ]
+    );
+    let spprod = &listed[3];
+    assert_eq!(
+        (&spprod["track"], &spprod["level"], &spprod["kind"]),
+        (
+            &Value::from("scientific_computing"),
+            &Value::from(3),
+            &Value::from("microapp")
+        )
+    );
+    assert_eq!(spprod["presets"], serde_json::json!(["S", "M", "L", "XL"]));
+
+    let task = hpcagent()
+        .args(["judge", "task", "spprod", "--language", "c", "--corpus"])
+        .arg(&fixtures)
+        .output()
+        .unwrap();
+    assert!(task.status.success(), "{}", stderr(&task));
+    assert!(
+        stdout(&task).starts_with(
+            "void spprod_coo_fp64(const int64_t *restrict S_cols, const int64_t *restrict S_rows, \
+             const double *restrict S_vals, double *restrict r, const double *restrict v, \
+             int64_t M, int64_t N, int64_t nnz, uint8_t *restrict workspace, int64_t workspace_size);"
+        ),
+        "{}",
+        stdout(&task)
+    );
+
+    // A copy with one manifest HPCAgent-Bench's loader would refuse too.
+    let copy = tempfile::tempdir().unwrap();
+    let shift = copy.path().join("loop_level_reasoning/shift");
+    std::fs::create_dir_all(&shift).unwrap();
+    for file in ["shift.yaml", "shift_numpy.py"] {
+        std::fs::copy(
+            fixtures.join("loop_level_reasoning/shift").join(file),
+            shift.join(file),
+        )
+        .unwrap();
+    }
+    let manifest = std::fs::read_to_string(shift.join("shift.yaml")).unwrap();
+    std::fs::write(
+        shift.join("tolerant.yaml"),
+        format!("{manifest}rtol: 1e-3\n"),
+    )
+    .unwrap();
+    std::fs::copy(
+        shift.join("shift_numpy.py"),
+        shift.join("tolerant_numpy.py"),
+    )
+    .unwrap();
+    let check = hpcagent()
+        .args(["corpus", "check", "--corpus"])
+        .arg(copy.path())
+        .output()
+        .unwrap();
+    assert!(!check.status.success());
+    let text = stdout(&check);
+    assert!(
+        text.contains("REFUSED loop_level_reasoning/shift/tolerant: unknown field `rtol`")
+            && text.contains("1 of 2 manifests"),
+        "{text}"
+    );
+}

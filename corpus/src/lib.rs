@@ -10,6 +10,7 @@
 
 pub mod abi;
 pub mod expr;
+pub mod hab;
 pub mod language;
 mod manifest;
 

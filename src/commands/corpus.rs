@@ -5,7 +5,7 @@ use hpcagent_judge::corpus::Preset;
 use hpcagent_judge::discrimination;
 use hpcagent_judge::verdict::Status;
 
-use super::judge::{JudgeSetup, runtime};
+use super::judge::{HabCorpus, JudgeSetup, runtime};
 
 #[derive(Debug, Args)]
 pub struct CorpusArgs {
@@ -23,6 +23,10 @@ enum CorpusCommand {
 
 #[derive(Debug, Args)]
 struct ListArgs {
+    /// One JSON array: each kernel with its track, level, kind, presets
+    /// (and, for HPCAgent-Bench manifests, its ABI).
+    #[arg(long)]
+    json: bool,
     #[command(flatten)]
     setup: JudgeSetup,
 }
@@ -51,7 +55,25 @@ pub fn run(args: CorpusArgs) -> anyhow::Result<()> {
 }
 
 fn list(args: ListArgs) -> anyhow::Result<()> {
+    if let Some(corpus) = args.setup.hab_corpus()? {
+        return list_hab(&corpus, args.json);
+    }
     let judge = args.setup.judge()?;
+    if args.json {
+        let kernels: Vec<serde_json::Value> = judge
+            .corpus
+            .kernels
+            .iter()
+            .map(|k| {
+                let presets: Vec<&str> = Preset::ALL.iter().map(|p| p.as_str()).collect();
+                let precisions: Vec<&str> = k.precisions.iter().map(|p| p.as_str()).collect();
+                serde_json::json!({"key": k.id, "name": k.name, "track": k.track,
+                                   "presets": presets, "precisions": precisions})
+            })
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&kernels)?);
+        return Ok(());
+    }
     for k in &judge.corpus.kernels {
         let precisions: Vec<&str> = k.precisions.iter().map(|p| p.as_str()).collect();
         let sizes: Vec<String> = k
@@ -70,7 +92,59 @@ fn list(args: ListArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// An HPCAgent-Bench checkout's manifests: a line each, or JSON.
+fn list_hab(corpus: &HabCorpus, json: bool) -> anyhow::Result<()> {
+    if json {
+        let kernels: Vec<serde_json::Value> = corpus
+            .kernels
+            .iter()
+            .map(|k| {
+                serde_json::json!({"key": k.key, "name": k.name, "track": k.track,
+                                   "level": k.level, "kind": k.kind, "presets": k.presets,
+                                   "abi": k.abi})
+            })
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&kernels)?);
+        return Ok(());
+    }
+    for k in &corpus.kernels {
+        println!(
+            "{:60} {:22} L{} {:11} {}",
+            k.key, k.track, k.level, k.kind, k.abi.symbol
+        );
+    }
+    if !corpus.refused.is_empty() {
+        eprintln!(
+            "{} manifest(s) refused; `hpcagent corpus check` says why",
+            corpus.refused.len()
+        );
+    }
+    Ok(())
+}
+
+/// An HPCAgent-Bench checkout: every manifest refused, and why. (Grading
+/// these kernels is not built yet: nothing is built or run.)
+fn check_hab(corpus: &HabCorpus) -> anyhow::Result<()> {
+    for r in &corpus.refused {
+        println!("REFUSED {}: {}", r.key, r.reason);
+    }
+    println!(
+        "{} of {} manifests in {} load",
+        corpus.kernels.len(),
+        corpus.kernels.len() + corpus.refused.len(),
+        corpus.root.display()
+    );
+    if corpus.refused.is_empty() {
+        Ok(())
+    } else {
+        anyhow::bail!("{} manifest(s) refused", corpus.refused.len())
+    }
+}
+
 fn check(mut args: CheckArgs) -> anyhow::Result<()> {
+    if let Some(corpus) = args.setup.hab_corpus()? {
+        return check_hab(&corpus);
+    }
     // The check runs at S whatever the judge's usual preset.
     args.setup.preset = Preset::S;
     let judge = args.setup.judge()?;

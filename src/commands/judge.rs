@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
-use hpcagent_judge::corpus::{Corpus, Preset};
+use hpcagent_judge::corpus::{Corpus, Preset, hab};
 use hpcagent_judge::service::Service;
 use hpcagent_judge::verdict::Verdict;
 use hpcagent_judge::{Judge, JudgeConfig, Language, build, oracle};
@@ -73,6 +73,30 @@ pub struct JudgeSetup {
 }
 
 impl JudgeSetup {
+    /// The corpus directory this setup names.
+    pub fn corpus_root(&self) -> PathBuf {
+        self.corpus.clone().unwrap_or_else(Corpus::default_root)
+    }
+
+    /// The HPCAgent-Bench manifests of the corpus, when it is such a
+    /// checkout (no `kernel.toml` kernels, `*.yaml` manifests).
+    pub fn hab_corpus(&self) -> anyhow::Result<Option<HabCorpus>> {
+        let root = self.corpus_root();
+        let native = Corpus::load(&root)
+            .map(|c| !c.kernels.is_empty())
+            .unwrap_or(false);
+        if native || !hab::holds_manifests(&root) {
+            return Ok(None);
+        }
+        let (kernels, refused) =
+            hab::load(&root).with_context(|| format!("cannot read {}", root.display()))?;
+        Ok(Some(HabCorpus {
+            root,
+            kernels,
+            refused,
+        }))
+    }
+
     pub fn judge(&self) -> anyhow::Result<Judge> {
         let exe = std::env::current_exe().context("cannot find the hpcagent executable")?;
         let mut config = JudgeConfig::new(
@@ -97,6 +121,13 @@ impl JudgeSetup {
         config.python = oracle.python;
         Judge::new(config).map_err(anyhow::Error::msg)
     }
+}
+
+/// An HPCAgent-Bench checkout read as a corpus.
+pub struct HabCorpus {
+    pub root: PathBuf,
+    pub kernels: Vec<hab::Kernel>,
+    pub refused: Vec<hab::Refusal>,
 }
 
 #[derive(Debug, Args)]
@@ -236,6 +267,11 @@ async fn connect(url: &str) -> anyhow::Result<JudgeClient<tonic::transport::Chan
 }
 
 async fn task(args: TaskArgs) -> anyhow::Result<()> {
+    if args.judge.is_none()
+        && let Some(corpus) = args.setup.hab_corpus()?
+    {
+        return hab_task(&args, &corpus);
+    }
     let info = match &args.judge {
         Some(url) => connect(url)
             .await?
@@ -294,6 +330,45 @@ async fn task(args: TaskArgs) -> anyhow::Result<()> {
     println!(
         "\nreference (NumPy, the oracle):\n{}",
         info.reference_source
+    );
+    Ok(())
+}
+
+/// A task of an HPCAgent-Bench manifest: what a submission exports, and the
+/// reference that defines it. (Grading such tasks is not built yet.)
+fn hab_task(args: &TaskArgs, corpus: &HabCorpus) -> anyhow::Result<()> {
+    let kernel = hab::find(&corpus.kernels, &args.id).map_err(|why| {
+        // A refused manifest is named with its reason, not as missing.
+        let refused = corpus
+            .refused
+            .iter()
+            .find(|r| r.key.ends_with(args.id.as_str()));
+        anyhow::anyhow!(match refused {
+            Some(r) => format!("{} is refused: {}", r.key, r.reason),
+            None => why,
+        })
+    })?;
+    anyhow::ensure!(
+        args.language == Language::C,
+        "HPCAgent-Bench tasks are described in C only so far"
+    );
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(kernel)?);
+        return Ok(());
+    }
+    println!("{};", kernel.abi.c_prototype());
+    println!();
+    println!(
+        "task {} ({}, level {}, {})",
+        kernel.key, kernel.track, kernel.level, kernel.kind
+    );
+    println!("{}", kernel.name);
+    let reference = std::fs::read_to_string(&kernel.reference)
+        .with_context(|| format!("cannot read {}", kernel.reference.display()))?;
+    println!(
+        "\nreference (NumPy, {}() in {}):\n{reference}",
+        kernel.entry,
+        kernel.reference.display()
     );
     Ok(())
 }

@@ -1,0 +1,530 @@
+//! HPCAgent-Bench manifests, read in place: a checkout's
+//! `hpcagent_bench/benchmarks/` directory is a corpus as it stands.
+//!
+//! Every `*.yaml` below the root whose stem does not start with `_` is a
+//! manifest; its task id (its *path key*) is its path relative to the root
+//! without `.yaml`, and the bare stem names it too when unambiguous. The
+//! NumPy reference is `<module>_numpy.py` beside it. This module reads
+//! manifests and derives what a submission must export (HPCAgent-Bench's "c-abi-v2":
+//! the symbol, the arguments in its order, their C types and const-ness);
+//! generating inputs, calling the reference and grading belong to the judge.
+
+pub mod manifest;
+mod pydef;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+use serde_norway::Value;
+
+pub use manifest::Manifest;
+
+/// The presets a fixed-size reader grades at, in order.
+pub const PRESETS: [&str; 4] = ["S", "M", "L", "XL"];
+
+/// One loadable manifest.
+#[derive(Debug, Clone, Serialize)]
+pub struct Kernel {
+    /// The path key: `scientific_computing/dense_linear_algebra/gemm/gemm`.
+    pub key: String,
+    pub stem: String,
+    pub name: String,
+    pub track: String,
+    pub level: u8,
+    pub kind: String,
+    pub presets: Vec<String>,
+    /// The kernel directory and the NumPy reference in it.
+    #[serde(skip)]
+    pub dir: PathBuf,
+    #[serde(skip)]
+    pub reference: PathBuf,
+    /// The reference's entry function.
+    pub entry: String,
+    pub abi: Abi,
+    #[serde(skip)]
+    pub manifest: Manifest,
+}
+
+/// What a submission exports.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Abi {
+    pub symbol: String,
+    /// In call order, the workspace pair last.
+    pub args: Vec<Arg>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Arg {
+    pub name: String,
+    /// The NumPy dtype name (`float64`, `int64`, `bool`, `int4` …).
+    pub dtype: String,
+    pub pointer: bool,
+    /// Pointers the kernel must not write (every one but the outputs).
+    pub constant: bool,
+}
+
+/// A manifest that cannot be loaded, and why.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Refusal {
+    pub key: String,
+    pub reason: String,
+}
+
+/// Every manifest below `root`: the loadable ones, and the others with why.
+pub fn load(root: &Path) -> Result<(Vec<Kernel>, Vec<Refusal>), std::io::Error> {
+    let mut files = Vec::new();
+    find_manifests(root, &mut files)?;
+    files.sort();
+    let mut kernels = Vec::new();
+    let mut refused = Vec::new();
+    for file in files {
+        let key = path_key(root, &file);
+        match read(root, &file, &key) {
+            Ok(kernel) => kernels.push(kernel),
+            Err(reason) => refused.push(Refusal { key, reason }),
+        }
+    }
+    Ok((kernels, refused))
+}
+
+/// Whether `dir` holds HPCAgent-Bench manifests anywhere below it.
+pub fn holds_manifests(dir: &Path) -> bool {
+    let mut files = Vec::new();
+    find_manifests(dir, &mut files).is_ok() && !files.is_empty()
+}
+
+/// A kernel by path key, or by stem when exactly one has it.
+pub fn find<'a>(kernels: &'a [Kernel], id: &str) -> Result<&'a Kernel, String> {
+    let id = id.trim().trim_matches('/').trim_end_matches(".yaml");
+    if let Some(k) = kernels.iter().find(|k| k.key == id) {
+        return Ok(k);
+    }
+    let named: Vec<&Kernel> = kernels.iter().filter(|k| k.stem == id).collect();
+    match named.as_slice() {
+        [one] => Ok(one),
+        [] => Err(format!("no manifest is {id:?}")),
+        many => Err(format!(
+            "{id:?} is ambiguous: {}",
+            many.iter()
+                .map(|k| k.key.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
+    }
+}
+
+fn find_manifests(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let path = entry.path();
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if entry.file_type()?.is_dir() {
+            if !name.starts_with('.') && name != "__pycache__" {
+                find_manifests(&path, out)?;
+            }
+        } else if let Some(stem) = name.strip_suffix(".yaml")
+            && !stem.starts_with('_')
+        {
+            out.push(path);
+        }
+    }
+    Ok(())
+}
+
+fn path_key(root: &Path, file: &Path) -> String {
+    let relative = file.strip_prefix(root).unwrap_or(file).with_extension("");
+    relative.to_string_lossy().replace('\\', "/")
+}
+
+fn read(root: &Path, file: &Path, key: &str) -> Result<Kernel, String> {
+    let text = std::fs::read_to_string(file).map_err(|e| e.to_string())?;
+    let manifest = Manifest::parse(&text)?;
+    let stem = file
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let dir = match &manifest.relative_path {
+        Some(relative) => root.join(relative),
+        None => file.parent().unwrap_or(root).to_path_buf(),
+    };
+    let module = manifest.module_name.clone().unwrap_or_else(|| stem.clone());
+    let reference = [format!("{module}_numpy.py"), format!("{module}.py")]
+        .iter()
+        .map(|f| dir.join(f))
+        .find(|p| p.is_file())
+        .ok_or_else(|| format!("no reference {module}_numpy.py in {}", dir.display()))?;
+    let source = std::fs::read_to_string(&reference).map_err(|e| e.to_string())?;
+    let defs = pydef::defs(&source).map_err(|e| format!("{}: {e}", reference.display()))?;
+    let entry = entry_def(&manifest, &module, &defs)
+        .map_err(|e| format!("{}: {e}", reference.display()))?;
+    let abi = derive_abi(&manifest, &stem, &entry.positional)?;
+    let taxonomy = manifest.taxonomy.clone().unwrap_or_default();
+    let presets = PRESETS
+        .iter()
+        .filter(|p| manifest.parameters.contains_key(**p))
+        .map(|p| p.to_string())
+        .collect();
+    Ok(Kernel {
+        key: key.to_string(),
+        name: manifest.name.clone().unwrap_or_else(|| stem.clone()),
+        stem,
+        track: taxonomy
+            .track
+            .unwrap_or_else(|| "loop_level_reasoning".into()),
+        level: manifest.level.unwrap_or(1),
+        kind: manifest
+            .kind
+            .clone()
+            .unwrap_or_else(|| "microkernel".into()),
+        presets,
+        dir,
+        reference,
+        entry: entry.name.clone(),
+        abi,
+        manifest,
+    })
+}
+
+/// The reference's entry: `func_name`, else the only top-level def, else
+/// the one named like the module.
+fn entry_def<'a>(
+    manifest: &Manifest,
+    module: &str,
+    defs: &'a [pydef::Def],
+) -> Result<&'a pydef::Def, String> {
+    let by_name = |name: &str| defs.iter().find(|d| d.name == name);
+    match (&manifest.func_name, defs) {
+        (Some(name), _) => by_name(name).ok_or_else(|| format!("no def {name}")),
+        (None, [only]) => Ok(only),
+        (None, _) => by_name(module)
+            .ok_or_else(|| format!("several defs and none named {module}: set func_name")),
+    }
+}
+
+/// The ABI as HPCAgent-Bench derives it (c-abi-v2): pointers sorted by name, then
+/// scalars and size symbols sorted together, then the workspace pair.
+pub fn derive_abi(m: &Manifest, stem: &str, def_params: &[String]) -> Result<Abi, String> {
+    let symbol = symbol(m, stem)?;
+    let inputs: Vec<String> = m.input_args.clone().unwrap_or_else(|| def_params.to_vec());
+    let arrays = arrays(m)?;
+    let array_args: Vec<String> = m.array_args.clone().unwrap_or_else(|| {
+        inputs
+            .iter()
+            .filter(|i| arrays.contains_key(*i))
+            .cloned()
+            .collect()
+    });
+    let outputs: BTreeSet<&str> = m.output_args.iter().map(String::as_str).collect();
+    let mut pointers = pointers(m, &array_args, &arrays, &outputs)?;
+    let (symbols, shape_names) = (size_symbols(m), shape_names(m, &arrays));
+    // Without a declared shape there is no evidence a symbol goes unused:
+    // every one is kept.
+    let kept: BTreeSet<String> = symbols
+        .into_iter()
+        .filter(|s| shape_names.is_empty() || inputs.contains(s) || shape_names.contains(s))
+        .collect();
+    let pointer_names: BTreeSet<String> = pointers.iter().map(|p| p.name.clone()).collect();
+    let mut scalars: Vec<Arg> = kept
+        .iter()
+        .map(|s| scalar(m, s, true))
+        .collect::<Result<_, _>>()?;
+    for input in &inputs {
+        let plain = !array_args.contains(input)
+            && !kept.contains(input)
+            && !pointer_names.contains(input)
+            && !matches!(input.as_str(), "np" | "numpy");
+        if plain && !scalars.iter().any(|s| &s.name == input) {
+            scalars.push(scalar(m, input, false)?);
+        }
+    }
+    // Python's order: bytewise (uppercase < `_` < lowercase).
+    pointers.sort_by(|a, b| a.name.as_bytes().cmp(b.name.as_bytes()));
+    scalars.sort_by(|a, b| a.name.as_bytes().cmp(b.name.as_bytes()));
+    let mut args = pointers;
+    args.extend(scalars);
+    args.push(Arg {
+        name: "workspace".into(),
+        dtype: "uint8".into(),
+        pointer: true,
+        constant: false,
+    });
+    args.push(Arg {
+        name: "workspace_size".into(),
+        dtype: "int64".into(),
+        pointer: false,
+        constant: true,
+    });
+    for arg in &args {
+        c_type(&arg.dtype).map_err(|e| format!("{}: {e}", arg.name))?;
+    }
+    Ok(Abi { symbol, args })
+}
+
+/// `lower(short_name)`, the first configuration's key, `_fp64`.
+fn symbol(m: &Manifest, stem: &str) -> Result<String, String> {
+    let short = m.short_name.as_deref().unwrap_or(stem).to_lowercase();
+    let suffix = m
+        .configurations
+        .as_ref()
+        .and_then(|c| c.keys().next())
+        .and_then(Value::as_str)
+        .map(|k| format!("_{k}"))
+        .unwrap_or_default();
+    let symbol = format!("{short}{suffix}_fp64");
+    let starts_with_letter = symbol
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic());
+    if !starts_with_letter || symbol.len() > 63 {
+        return Err(format!("{symbol:?} is not a usable symbol"));
+    }
+    Ok(symbol)
+}
+
+/// An `init.arrays` entry: its shape, and its own dtype if any.
+struct ArrayDecl {
+    shape: Value,
+    dtype: Option<String>,
+}
+
+fn arrays(m: &Manifest) -> Result<BTreeMap<String, ArrayDecl>, String> {
+    let mut out = BTreeMap::new();
+    for (name, spec) in &m.init.arrays {
+        let name = name.as_str().ok_or("an init.arrays name is not a string")?;
+        let decl = match spec {
+            Value::Mapping(_) => {
+                let spec: manifest::ArraySpec = serde_norway::from_value(spec.clone())
+                    .map_err(|e| format!("init.arrays.{name}: {e}"))?;
+                ArrayDecl {
+                    shape: spec.shape,
+                    dtype: spec.dtype,
+                }
+            }
+            shape => ArrayDecl {
+                shape: shape.clone(),
+                dtype: None,
+            },
+        };
+        out.insert(name.to_string(), decl);
+    }
+    Ok(out)
+}
+
+/// The pointers, in `array_args` order; a sparse array in a non-dense
+/// format of the active configuration becomes its layout's buffers.
+fn pointers(
+    m: &Manifest,
+    array_args: &[String],
+    arrays: &BTreeMap<String, ArrayDecl>,
+    outputs: &BTreeSet<&str>,
+) -> Result<Vec<Arg>, String> {
+    let active = m
+        .configurations
+        .as_ref()
+        .and_then(|c| c.values().next())
+        .and_then(Value::as_mapping);
+    let dtypes = m.init.dtypes.clone().unwrap_or_default();
+    let mut out = Vec::new();
+    for name in array_args {
+        if matches!(name.as_str(), "np" | "numpy") {
+            continue;
+        }
+        let format = active
+            .and_then(|a| a.get(name.as_str()))
+            .and_then(Value::as_str);
+        let layout = m.sparse_layouts.as_ref().and_then(|l| l.get(name));
+        if let (Some(format), Some(layout)) = (format, layout)
+            && format != "dense"
+            && let Some(variant) = layout.variants.get(format)
+        {
+            for buffer in &variant.buffers {
+                let dtype = buffer
+                    .dtype
+                    .clone()
+                    .or_else(|| layout.default_dtype.clone())
+                    .unwrap_or_else(|| "float64".into());
+                out.push(Arg {
+                    name: buffer.name.clone(),
+                    dtype,
+                    pointer: true,
+                    constant: true,
+                });
+            }
+            continue;
+        }
+        let dtype = arrays
+            .get(name)
+            .and_then(|a| a.dtype.clone())
+            .or_else(|| dtypes.get(name).cloned())
+            .unwrap_or_else(|| "float64".into());
+        out.push(Arg {
+            name: name.clone(),
+            dtype,
+            pointer: true,
+            constant: !outputs.contains(name.as_str()),
+        });
+    }
+    Ok(out)
+}
+
+/// The preset symbols (every preset but `fuzzed`) and the config knobs.
+fn size_symbols(m: &Manifest) -> BTreeSet<String> {
+    let mut out: BTreeSet<String> = m
+        .parameters
+        .iter()
+        .filter(|(preset, _)| preset.as_str() != "fuzzed")
+        .flat_map(|(_, values)| values.keys().filter_map(Value::as_str).map(str::to_string))
+        .collect();
+    match &m.config {
+        Some(Value::Mapping(knobs)) => {
+            out.extend(knobs.keys().filter_map(Value::as_str).map(str::to_string));
+        }
+        Some(Value::Sequence(rows)) => {
+            for row in rows.iter().filter_map(Value::as_mapping) {
+                out.extend(row.keys().filter_map(Value::as_str).map(str::to_string));
+            }
+        }
+        _ => {}
+    }
+    out
+}
+
+/// Every identifier in an array's or a sparse buffer's shape.
+fn shape_names(m: &Manifest, arrays: &BTreeMap<String, ArrayDecl>) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    for decl in arrays.values() {
+        identifiers(&decl.shape, &mut out);
+    }
+    for layout in m.sparse_layouts.iter().flat_map(BTreeMap::values) {
+        if let Some(shape) = &layout.logical_shape {
+            identifiers(shape, &mut out);
+        }
+        for buffer in layout.variants.values().flat_map(|v| &v.buffers) {
+            identifiers(&buffer.shape, &mut out);
+        }
+    }
+    out
+}
+
+fn identifiers(value: &Value, out: &mut BTreeSet<String>) {
+    match value {
+        Value::String(text) => {
+            let mut word = String::new();
+            for c in text.chars().chain(std::iter::once(' ')) {
+                if c.is_ascii_alphanumeric() || c == '_' {
+                    word.push(c);
+                } else {
+                    if word.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_') {
+                        out.insert(word.clone());
+                    }
+                    word.clear();
+                }
+            }
+        }
+        Value::Sequence(items) => items.iter().for_each(|i| identifiers(i, out)),
+        _ => {}
+    }
+}
+
+/// A scalar's type: `init.dtypes` if listed; a size symbol's from its
+/// preset or knob values (bool, float, else int64); a plain scalar's from its
+/// `init.scalars` default (int or bool: int64; else float64).
+fn scalar(m: &Manifest, name: &str, size_symbol: bool) -> Result<Arg, String> {
+    let listed = m.init.dtypes.as_ref().and_then(|d| d.get(name)).cloned();
+    let dtype = match listed {
+        Some(dtype) => dtype,
+        None if size_symbol => {
+            let mut values: Vec<&Value> =
+                m.parameters.values().filter_map(|p| p.get(name)).collect();
+            values.extend(knob_values(m, name));
+            if values.iter().any(|v| v.is_bool()) {
+                "bool".into()
+            } else if values.iter().any(|v| v.is_f64()) {
+                "float64".into()
+            } else {
+                "int64".into()
+            }
+        }
+        None => {
+            let default = m.init.scalars.as_ref().and_then(|s| s.get(name));
+            match default {
+                Some(v) if v.is_i64() || v.is_u64() || v.is_bool() => "int64".into(),
+                _ => "float64".into(),
+            }
+        }
+    };
+    Ok(Arg {
+        name: name.to_string(),
+        dtype,
+        pointer: false,
+        constant: true,
+    })
+}
+
+/// The values a config knob may take: its domain, its pinned value, or its
+/// column of a list of rows.
+fn knob_values<'a>(m: &'a Manifest, name: &str) -> Vec<&'a Value> {
+    match &m.config {
+        Some(Value::Mapping(knobs)) => match knobs.get(name) {
+            Some(Value::Mapping(knob)) => {
+                let domain = knob.get("domain").and_then(Value::as_sequence);
+                domain
+                    .into_iter()
+                    .flatten()
+                    .chain(knob.get("value"))
+                    .collect()
+            }
+            _ => Vec::new(),
+        },
+        Some(Value::Sequence(rows)) => rows
+            .iter()
+            .filter_map(Value::as_mapping)
+            .filter_map(|row| row.get(name))
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// The C type of a NumPy dtype (int4 is stored one value per byte).
+pub fn c_type(dtype: &str) -> Result<&'static str, String> {
+    Ok(match dtype {
+        "float64" => "double",
+        "float32" => "float",
+        "float16" => "_Float16",
+        "int64" => "int64_t",
+        "int32" => "int32_t",
+        "int16" => "int16_t",
+        "int8" | "int4" => "int8_t",
+        "uint64" => "uint64_t",
+        "uint32" => "uint32_t",
+        "uint16" => "uint16_t",
+        "uint8" => "uint8_t",
+        "complex128" => "double _Complex",
+        "bool" => "bool",
+        other => return Err(format!("dtype {other} has no C type here")),
+    })
+}
+
+impl Abi {
+    /// The C prototype: `restrict` pointers, const where not written.
+    pub fn c_prototype(&self) -> String {
+        let args: Vec<String> = self
+            .args
+            .iter()
+            .map(|a| {
+                let ty = c_type(&a.dtype).unwrap_or("void");
+                match (a.pointer, a.constant) {
+                    (true, true) => format!("const {ty} *restrict {}", a.name),
+                    (true, false) => format!("{ty} *restrict {}", a.name),
+                    (false, _) => format!("{ty} {}", a.name),
+                }
+            })
+            .collect();
+        format!("void {}({})", self.symbol, args.join(", "))
+    }
+}
+
+#[cfg(test)]
+mod tests;
