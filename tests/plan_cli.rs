@@ -5,6 +5,8 @@ mod common;
 
 use std::collections::BTreeSet;
 use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::process::Command;
 
 use common::{example, hpcagent, stderr, stdout, suite};
 use serde_json::Value;
@@ -761,5 +763,86 @@ fn hpcagent_bench_manifests_are_listed_checked_and_described() {
         text.contains("REFUSED loop_level_reasoning/shift/tolerant: unknown field `rtol`")
             && text.contains("1 of 2 manifests"),
         "{text}"
+    );
+}
+
+/// An HPCAgent-Bench task's inputs are HPCAgent-Bench's for the same seed:
+/// one stream per array, spawned from the seed and round-robined over
+/// PCG64, PCG64DXSM and SFC64 (checked here against NumPy directly), index
+/// fills for integer arrays, and custom initializers called as it calls them.
+#[test]
+fn hpcagent_bench_inputs_are_made_as_hpcagent_bench_makes_them() {
+    let fixtures = common::repo().join("tests/hab-corpus");
+    let make = |id: &str, seed: &str| {
+        let out = tempfile::tempdir().unwrap();
+        let made = hpcagent()
+            .args(["judge", "inputs", id, "--seed", seed, "--corpus"])
+            .arg(&fixtures)
+            .arg("--out")
+            .arg(out.path())
+            .output()
+            .unwrap();
+        assert!(made.status.success(), "{id}: {}", stderr(&made));
+        out
+    };
+    let product = make("product", "42");
+    let again = make("product", "42");
+    let other = make("product", "7");
+    let bytes = |dir: &tempfile::TempDir, name: &str| {
+        std::fs::read(dir.path().join(format!("{name}.npy"))).unwrap()
+    };
+    assert_eq!(bytes(&product, "left"), bytes(&again, "left"));
+    assert_ne!(bytes(&product, "left"), bytes(&other, "left"));
+    // The arrays in declaration order (out, left, right) drew from the
+    // seed's children 0, 1, 2 with PCG64, PCG64DXSM, SFC64.
+    let check = r#"
+import sys, numpy as np
+d = sys.argv[1]
+kids = np.random.SeedSequence(42).spawn(3)
+gens = (np.random.PCG64, np.random.PCG64DXSM, np.random.SFC64)
+for i, (name, shape) in enumerate((("out", (40, 60)), ("left", (40, 50)), ("right", (50, 60)))):
+    want = np.random.Generator(gens[i](kids[i])).uniform(-1000.0, 1000.0, size=shape)
+    got = np.load(f"{d}/{name}.npy")
+    assert got.dtype == np.float64 and np.array_equal(got, want), name
+assert np.load(f"{d}/gain.npy").dtype == np.float64 and float(np.load(f"{d}/gain.npy")) == 1.5
+assert np.load(f"{d}/steps.npy").dtype == np.int64 and int(np.load(f"{d}/steps.npy")) == 3
+"#;
+    let python = |script: &str, dir: &Path| {
+        let ran = Command::new("python3")
+            .args(["-c", script])
+            .arg(dir)
+            .output()
+            .unwrap();
+        assert!(
+            ran.status.success(),
+            "{}",
+            String::from_utf8_lossy(&ran.stderr)
+        );
+    };
+    python(check, product.path());
+
+    let knobs = make("knobs", "42");
+    python(
+        r#"
+import sys, numpy as np
+d = sys.argv[1]
+idx = np.load(f"{d}/idx.npy")
+assert idx.dtype == np.int32 and sorted(idx) == list(range(8)), idx
+q = np.load(f"{d}/q.npy")
+assert q.dtype == np.int8 and q.shape == (8, 2) and q.min() >= 0 and q.max() < 2, q
+"#,
+        knobs.path(),
+    );
+    let spprod = make("spprod", "42");
+    python(
+        r#"
+import sys, numpy as np
+d = sys.argv[1]
+rows = np.load(f"{d}/S_rows.npy")
+assert rows.dtype == np.int64 and rows.shape == (256,) and rows.max() < 64
+want = np.random.default_rng(42).integers(0, 64, size=256, dtype=np.int64)
+assert np.array_equal(rows, want), "the initializer got default_rng(seed)"
+"#,
+        spprod.path(),
     );
 }

@@ -26,6 +26,8 @@ enum JudgeCommand {
     Serve(ServeArgs),
     /// Describe a task: the exact C prototype first, then the rest.
     Task(TaskArgs),
+    /// Make an HPCAgent-Bench task's inputs, as HPCAgent-Bench makes them, into a directory.
+    Inputs(InputsArgs),
     /// Grade a submission on the public case (never recorded).
     Score(GradeArgs),
     /// Grade a submission on the public and held-out cases.
@@ -81,20 +83,7 @@ impl JudgeSetup {
     /// The HPCAgent-Bench manifests of the corpus, when it is such a
     /// checkout (no `kernel.toml` kernels, `*.yaml` manifests).
     pub fn hab_corpus(&self) -> anyhow::Result<Option<HabCorpus>> {
-        let root = self.corpus_root();
-        let native = Corpus::load(&root)
-            .map(|c| !c.kernels.is_empty())
-            .unwrap_or(false);
-        if native || !hab::holds_manifests(&root) {
-            return Ok(None);
-        }
-        let (kernels, refused) =
-            hab::load(&root).with_context(|| format!("cannot read {}", root.display()))?;
-        Ok(Some(HabCorpus {
-            root,
-            kernels,
-            refused,
-        }))
+        hab_corpus(self.corpus_root())
     }
 
     pub fn judge(&self) -> anyhow::Result<Judge> {
@@ -121,6 +110,24 @@ impl JudgeSetup {
         config.python = oracle.python;
         Judge::new(config).map_err(anyhow::Error::msg)
     }
+}
+
+/// The HPCAgent-Bench manifests under `root`, when it is such a checkout
+/// (no `kernel.toml` kernels, `*.yaml` manifests).
+pub fn hab_corpus(root: PathBuf) -> anyhow::Result<Option<HabCorpus>> {
+    let native = Corpus::load(&root)
+        .map(|c| !c.kernels.is_empty())
+        .unwrap_or(false);
+    if native || !hab::holds_manifests(&root) {
+        return Ok(None);
+    }
+    let (kernels, refused) =
+        hab::load(&root).with_context(|| format!("cannot read {}", root.display()))?;
+    Ok(Some(HabCorpus {
+        root,
+        kernels,
+        refused,
+    }))
 }
 
 /// An HPCAgent-Bench checkout read as a corpus.
@@ -164,6 +171,25 @@ struct TaskArgs {
     json: bool,
     #[command(flatten)]
     setup: JudgeSetup,
+}
+
+#[derive(Debug, Args)]
+struct InputsArgs {
+    /// The manifest's path key, or its stem when unambiguous.
+    id: String,
+    /// The HPCAgent-Bench checkout's benchmarks directory.
+    #[arg(long, value_name = "DIR")]
+    corpus: PathBuf,
+    #[arg(long, default_value = "S")]
+    preset: String,
+    /// The data seed (HPCAgent-Bench's public case uses 42).
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+    #[arg(long, default_value = "fp64")]
+    precision: String,
+    /// Where the `.npy` files go.
+    #[arg(long, value_name = "DIR")]
+    out: PathBuf,
 }
 
 #[derive(Debug, Args)]
@@ -212,6 +238,7 @@ pub fn run(args: JudgeArgs) -> anyhow::Result<()> {
     match args.command {
         JudgeCommand::Serve(a) => runtime()?.block_on(serve(a)),
         JudgeCommand::Task(a) => runtime()?.block_on(task(a)),
+        JudgeCommand::Inputs(a) => inputs(a),
         JudgeCommand::Score(a) => runtime()?.block_on(grade(a, false)),
         JudgeCommand::Submit(a) => runtime()?.block_on(grade(a, true)),
         JudgeCommand::Profile(a) => runtime()?.block_on(profile(a)),
@@ -331,6 +358,31 @@ async fn task(args: TaskArgs) -> anyhow::Result<()> {
         "\nreference (NumPy, the oracle):\n{}",
         info.reference_source
     );
+    Ok(())
+}
+
+/// An HPCAgent-Bench task's inputs at a preset and seed, as `.npy` files.
+fn inputs(args: InputsArgs) -> anyhow::Result<()> {
+    let corpus = hab_corpus(args.corpus.clone())?.with_context(|| {
+        format!(
+            "{} holds no HPCAgent-Bench manifests",
+            args.corpus.display()
+        )
+    })?;
+    anyhow::ensure!(
+        matches!(args.precision.as_str(), "fp64" | "fp32"),
+        "--precision is fp64 or fp32"
+    );
+    let kernel = hab::find(&corpus.kernels, &args.id).map_err(anyhow::Error::msg)?;
+    let plan = kernel
+        .input_plan(&corpus.root, &args.preset, args.seed, &args.precision)
+        .map_err(anyhow::Error::msg)?;
+    let python = oracle::find(&build::default_cache_base(), |p| eprintln!("{p}"))?.python;
+    let made = hpcagent_judge::data::hab::make_inputs(&python, &plan, &args.out)
+        .map_err(anyhow::Error::msg)?;
+    for m in made {
+        println!("{:24} {:10} {:?}", m.name, m.dtype, m.shape);
+    }
     Ok(())
 }
 

@@ -463,6 +463,35 @@ fn scalar(m: &Manifest, name: &str, size_symbol: bool) -> Result<Arg, String> {
     })
 }
 
+/// Each config knob's value in a single-configuration run: the first of
+/// its domain, its pinned value, or the first row's.
+fn knob_defaults(m: &Manifest) -> Vec<(String, Value)> {
+    match &m.config {
+        Some(Value::Mapping(knobs)) => knobs
+            .iter()
+            .filter_map(|(name, knob)| {
+                let knob = knob.as_mapping()?;
+                let first = knob
+                    .get("domain")
+                    .and_then(Value::as_sequence)
+                    .and_then(|d| d.first())
+                    .or_else(|| knob.get("value"))?;
+                Some((name.as_str()?.to_string(), first.clone()))
+            })
+            .collect(),
+        Some(Value::Sequence(rows)) => rows
+            .first()
+            .and_then(Value::as_mapping)
+            .map(|row| {
+                row.iter()
+                    .filter_map(|(k, v)| Some((k.as_str()?.to_string(), v.clone())))
+                    .collect()
+            })
+            .unwrap_or_default(),
+        _ => Vec::new(),
+    }
+}
+
 /// The values a config knob may take: its domain, its pinned value, or its
 /// column of a list of rows.
 fn knob_values<'a>(m: &'a Manifest, name: &str) -> Vec<&'a Value> {
@@ -484,6 +513,110 @@ fn knob_values<'a>(m: &'a Manifest, name: &str) -> Vec<&'a Value> {
             .filter_map(|row| row.get(name))
             .collect(),
         _ => Vec::new(),
+    }
+}
+
+/// What a task's inputs are made from, for the judge's Python
+/// (`hab_inputs.py`): the manifest's `init` block at one preset.
+#[derive(Debug, Clone, Serialize)]
+pub struct InputPlan {
+    pub dir: PathBuf,
+    pub module: String,
+    /// The directory `import hpcagent_bench` resolves from: the checkout.
+    pub checkout: PathBuf,
+    pub initializer: Option<String>,
+    pub initializer_args: Vec<String>,
+    /// The names the generator's results are bound to, in order.
+    pub outputs: Vec<String>,
+    /// In declaration order: each array's random stream is its position.
+    pub arrays: Vec<PlannedArray>,
+    pub scalars: serde_norway::Mapping,
+    pub dtypes: BTreeMap<String, String>,
+    pub symbols: serde_norway::Mapping,
+    pub seed: u64,
+    pub precision: String,
+}
+
+/// An `init.arrays` entry as the input plan gives it.
+#[derive(Debug, Clone, Serialize)]
+pub struct PlannedArray {
+    pub name: String,
+    pub shape: Value,
+    pub dtype: Option<String>,
+    pub dist: Option<String>,
+    pub domain: Option<Value>,
+}
+
+impl Kernel {
+    /// The plan of this task's inputs at `preset` from `seed`.
+    pub fn input_plan(
+        &self,
+        root: &Path,
+        preset: &str,
+        seed: u64,
+        precision: &str,
+    ) -> Result<InputPlan, String> {
+        let m = &self.manifest;
+        let mut symbols = m
+            .parameters
+            .get(preset)
+            .cloned()
+            .ok_or_else(|| format!("{} has no preset {preset}", self.key))?;
+        // A single-configuration run takes each knob's first value.
+        for (knob, value) in knob_defaults(m) {
+            symbols.entry(Value::String(knob)).or_insert(value);
+        }
+        let mut arrays = Vec::new();
+        let mut dtypes = m.init.dtypes.clone().unwrap_or_default();
+        for (name, spec) in &m.init.arrays {
+            let name = name.as_str().unwrap_or_default().to_string();
+            let (shape, dtype, dist, domain) = match spec {
+                Value::Mapping(_) => {
+                    let spec: manifest::ArraySpec = serde_norway::from_value(spec.clone())
+                        .map_err(|e| format!("init.arrays.{name}: {e}"))?;
+                    (spec.shape, spec.dtype, spec.dist, spec.domain)
+                }
+                shape => (shape.clone(), None, None, None),
+            };
+            // An array's own dtype wins over an init.dtypes entry.
+            if let Some(dtype) = &dtype {
+                dtypes.insert(name.clone(), dtype.clone());
+            }
+            arrays.push(PlannedArray {
+                name,
+                shape,
+                dtype,
+                dist,
+                domain,
+            });
+        }
+        let scalars = m.init.scalars.clone().unwrap_or_default();
+        let outputs = m.init.output_args.clone().unwrap_or_else(|| {
+            let names = arrays.iter().map(|a| a.name.clone());
+            names
+                .chain(scalars.keys().filter_map(Value::as_str).map(str::to_string))
+                .collect()
+        });
+        // `<root>/..` is the hpcagent_bench package; its parent the checkout.
+        let checkout = root
+            .parent()
+            .and_then(Path::parent)
+            .unwrap_or(root)
+            .to_path_buf();
+        Ok(InputPlan {
+            dir: self.dir.clone(),
+            module: m.module_name.clone().unwrap_or_else(|| self.stem.clone()),
+            checkout,
+            initializer: m.init.func_name.clone(),
+            initializer_args: m.init.input_args.clone().unwrap_or_default(),
+            outputs,
+            arrays,
+            scalars,
+            dtypes,
+            symbols,
+            seed,
+            precision: precision.to_string(),
+        })
     }
 }
 

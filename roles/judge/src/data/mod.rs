@@ -8,6 +8,7 @@
 //! judges and slots see either nothing or a complete entry.
 
 mod generate;
+pub mod hab;
 
 pub use generate::{Draw, seeded_rng};
 

@@ -1,0 +1,57 @@
+//! Inputs of HPCAgent-Bench tasks, made in the judge's Python by
+//! `hab_inputs.py` from the manifest's `init` block ([`InputPlan`]), as
+//! HPCAgent-Bench makes them: for one seed, the same arrays to the bit.
+
+use std::path::Path;
+use std::process::Command;
+
+use serde::Deserialize;
+
+use crate::corpus::hab::InputPlan;
+
+const SCRIPT: &str = include_str!("hab_inputs.py");
+
+/// One input as written: `<dir>/<name>.npy`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct Made {
+    pub name: String,
+    pub dtype: String,
+    pub shape: Vec<usize>,
+}
+
+/// Makes the inputs `plan` describes in `out` (created if absent) with
+/// `python`, which must have NumPy.
+pub fn make_inputs(python: &str, plan: &InputPlan, out: &Path) -> Result<Vec<Made>, String> {
+    let io = |what: &Path| {
+        let shown = what.display().to_string();
+        move |e: std::io::Error| format!("{shown}: {e}")
+    };
+    std::fs::create_dir_all(out).map_err(io(out))?;
+    let work = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let (script, plan_file) = (
+        work.path().join("hab_inputs.py"),
+        work.path().join("plan.json"),
+    );
+    std::fs::write(&script, SCRIPT).map_err(io(&script))?;
+    let text = serde_json::to_string(plan).map_err(|e| e.to_string())?;
+    std::fs::write(&plan_file, text).map_err(io(&plan_file))?;
+    let ran = Command::new(python)
+        .arg(&script)
+        .arg(&plan_file)
+        .arg(out)
+        .output()
+        .map_err(|e| format!("cannot run {python}: {e}"))?;
+    if !ran.status.success() {
+        let stderr = String::from_utf8_lossy(&ran.stderr);
+        let tail: Vec<&str> = stderr.lines().rev().take(12).collect();
+        let tail: Vec<&str> = tail.into_iter().rev().collect();
+        return Err(format!(
+            "making the inputs failed ({}):\n{}",
+            ran.status,
+            tail.join("\n")
+        ));
+    }
+    let listed = out.join("inputs.json");
+    let text = std::fs::read_to_string(&listed).map_err(io(&listed))?;
+    serde_json::from_str(&text).map_err(|e| format!("{}: {e}", listed.display()))
+}

@@ -1,0 +1,209 @@
+"""The inputs of an HPCAgent-Bench task, made as HPCAgent-Bench makes them, so
+that for a given seed a judge grades on the very arrays HPCAgent-Bench would.
+
+    python3 hab_inputs.py PLAN.json OUT_DIR
+
+PLAN (written by the judge from the manifest, hpcagent_corpus::hab::InputPlan):
+  dir, module          the kernel directory and the module holding initialize()
+  checkout             the directory `import hpcagent_bench` resolves from
+  initializer          the generator's name, or null for the declarative path
+  initializer_args     names handed to it positionally
+  outputs              names the generator's results are bound to, in order
+  arrays               {name, shape, dtype, dist, domain}, in declaration order
+  scalars, dtypes, symbols, seed, precision ("fp64" | "fp32")
+
+Writes OUT_DIR/<name>.npy for every output and OUT_DIR/inputs.json listing
+them ({name, dtype, shape}). Declarative path: one stream per array, spawned
+from SeedSequence(seed) and round-robined over PCG64, PCG64DXSM, SFC64 and
+Philox; integer arrays get index fills (a permutation in 1-D, else uniform
+integers below max(2, min(shape))); other arrays their own distribution, else
+uniform [-1000, 1000), drawn in float64 and cast to the run precision, then
+folded into their declared domain. Custom path: initialize(*args) with
+datatype, rng (default_rng(seed)) and dist passed where it accepts them.
+"""
+import ast
+import importlib.util
+import inspect
+import json
+import os
+import sys
+
+import numpy as np
+
+GENERATORS = (np.random.PCG64, np.random.PCG64DXSM, np.random.SFC64, np.random.Philox)
+HARNESS_KWARGS = ("datatype", "rng", "dist", "variant_spec")
+
+
+def float_type(precision):
+    return {"fp64": np.float64, "fp32": np.float32}[precision]
+
+
+def storage(dtype):
+    """NumPy has no 4-bit integer: int4 is stored one value per byte."""
+    return np.dtype("int8" if dtype == "int4" else dtype)
+
+
+def shape_of(expr, symbols):
+    """A shape expression ("(N, M + 1)", "N", "()") over integer symbols."""
+    if isinstance(expr, int):
+        return (expr,)
+    if isinstance(expr, list):
+        return tuple(shape_of(e, symbols)[0] for e in expr)
+
+    def value(node):
+        if isinstance(node, ast.Tuple):
+            return tuple(value(e) for e in node.elts)
+        if isinstance(node, ast.Constant) and isinstance(node.value, int):
+            return node.value
+        if isinstance(node, ast.Name):
+            return int(symbols[node.id])
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+            return -value(node.operand)
+        if isinstance(node, ast.BinOp):
+            a, b = value(node.left), value(node.right)
+            if isinstance(node.op, ast.Add):
+                return a + b
+            if isinstance(node.op, ast.Sub):
+                return a - b
+            if isinstance(node.op, ast.Mult):
+                return a * b
+            if isinstance(node.op, ast.FloorDiv):
+                return a // b
+            if isinstance(node.op, ast.Mod):
+                return a % b
+        raise ValueError(f"shape {expr!r}: unsupported expression")
+
+    shape = value(ast.parse(str(expr), mode="eval").body)
+    return shape if isinstance(shape, tuple) else (shape,)
+
+
+def index_fill(shape, dtype, rng):
+    if len(shape) == 1:
+        return rng.permutation(shape[0]).astype(storage(dtype))
+    return rng.integers(0, max(2, min(shape)), size=shape, dtype=storage(dtype))
+
+
+def draw(dist, shape, rng, run_type):
+    if dist == "uniform":
+        raw = rng.uniform(-1000.0, 1000.0, size=shape)
+    elif dist == "normal":
+        raw = np.asarray(rng.normal(loc=0.0, scale=1.0, size=shape), dtype=np.float64)
+    elif dist == "lognormal":
+        raw = np.asarray(rng.lognormal(mean=0.0, sigma=0.5, size=shape), dtype=np.float64)
+    else:
+        raise ValueError(f"distribution {dist!r} is not one the judge draws")
+    return raw.astype(run_type)
+
+
+def fold(values, domain, run_type):
+    """The sample folded into its declared domain: an interval by an affine
+    map of its range, a sign by its magnitudes (strict ones off zero)."""
+    if domain is None or domain == "any":
+        return values
+    if isinstance(domain, list):
+        low, high = float(domain[0]), float(domain[1])
+        span = np.ptp(values)
+        if span == 0:
+            values[...] = 0.5 * (low + high)
+            return values
+        return np.multiply(np.subtract(values, values.min(), out=values), (high - low) / span, out=values) + low
+    np.abs(values, out=values)
+    if domain in ("negative", "nonpos"):
+        np.negative(values, out=values)
+    if domain in ("positive", "negative"):
+        tiny = np.finfo(run_type).tiny
+        zero = values == 0
+        values[zero] = -tiny if domain == "negative" else tiny
+    return values
+
+
+def declarative(plan, run_type):
+    made = {}
+    dtypes = plan["dtypes"]
+    for name, default in plan["scalars"].items():
+        if name in dtypes:
+            made[name] = storage(dtypes[name]).type(default)
+        elif isinstance(default, int) and not isinstance(default, bool):
+            made[name] = np.int64(default)
+        else:
+            made[name] = run_type(default)
+    arrays = plan["arrays"]
+    children = np.random.SeedSequence(plan["seed"]).spawn(len(arrays))
+    for i, array in enumerate(arrays):
+        name, expr, dist, domain = array["name"], array["shape"], array["dist"], array["domain"]
+        if name in made:
+            continue
+        rng = np.random.Generator(GENERATORS[i % len(GENERATORS)](children[i]))
+        shape = shape_of(expr, plan["symbols"])
+        pinned = dtypes.get(name)
+        if pinned is not None and storage(pinned).kind in "iu":
+            made[name] = index_fill(shape, pinned, rng)
+        else:
+            values = draw(dist or "uniform", shape, rng, run_type)
+            if isinstance(values, np.ndarray) and values.dtype.kind == "f":
+                values = fold(values, domain, run_type).astype(values.dtype, copy=False)
+            made[name] = values
+    return made
+
+
+def load_module(plan):
+    sys.path[:0] = [plan["dir"], plan["checkout"]]
+    for file in (plan["module"] + ".py", plan["module"] + "_numpy.py"):
+        path = os.path.join(plan["dir"], file)
+        if os.path.isfile(path):
+            spec = importlib.util.spec_from_file_location(plan["module"], path)
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+            return module
+    raise FileNotFoundError(f"no {plan['module']}.py in {plan['dir']}")
+
+
+def custom(plan, run_type):
+    initialize = getattr(load_module(plan), plan["initializer"])
+    data = dict(plan["symbols"])
+    for name, value in plan["scalars"].items():
+        data.setdefault(name, value)
+    args = [data[name] for name in plan["initializer_args"]]
+    params = inspect.signature(initialize).parameters
+    kwargs = any(p.kind == p.VAR_KEYWORD for p in params.values())
+    extras = {}
+    if "datatype" in params or kwargs:
+        extras["datatype"] = run_type
+    else:
+        # The old convention takes the dtype as the next positional argument.
+        positional = [n for n, p in params.items() if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        if len(args) < len(positional) and positional[len(args)] not in HARNESS_KWARGS:
+            args.append(run_type)
+    if "rng" in params or kwargs:
+        extras["rng"] = np.random.default_rng(plan["seed"])
+    if "dist" in params or kwargs:
+        extras["dist"] = "uniform"
+    result = initialize(*args, **extras)
+    # The results bind to the outputs in order; declared scalars the
+    # generator does not return keep their defaults.
+    outputs = plan["outputs"]
+    if len(outputs) == 1:
+        data[outputs[0]] = result
+    else:
+        data.update(zip(outputs, result))
+    return data
+
+
+def main():
+    plan = json.load(open(sys.argv[1]))
+    out = sys.argv[2]
+    run_type = float_type(plan["precision"])
+    made = custom(plan, run_type) if plan["initializer"] else declarative(plan, run_type)
+    listed = []
+    for name in plan["outputs"]:
+        value = np.asarray(made[name])
+        if value.dtype == object:
+            sys.exit(f"{name} is a {type(made[name]).__name__}, not an array: "
+                     "object-style inputs (a scipy sparse matrix) are not supported")
+        np.save(os.path.join(out, name + ".npy"), value)
+        listed.append({"name": name, "dtype": str(value.dtype), "shape": list(value.shape)})
+    json.dump(listed, open(os.path.join(out, "inputs.json"), "w"))
+
+
+if __name__ == "__main__":
+    main()
