@@ -833,6 +833,26 @@ assert q.dtype == np.int8 and q.shape == (8, 2) and q.min() >= 0 and q.max() < 2
 "#,
         knobs.path(),
     );
+    // A preset larger than the node is refused before anything is made.
+    let out = tempfile::tempdir().unwrap();
+    let huge = hpcagent()
+        .args(["judge", "inputs", "knobs", "--preset", "XL", "--corpus"])
+        .arg(&fixtures)
+        .arg("--out")
+        .arg(out.path())
+        .output()
+        .unwrap();
+    assert!(!huge.status.success());
+    let why = stderr(&huge);
+    assert!(
+        why.contains("machine_learning/knobs/knobs at XL needs")
+            && why.contains("GiB for its inputs and outputs; this node has"),
+        "{why}"
+    );
+    assert!(
+        std::fs::read_dir(out.path()).unwrap().next().is_none(),
+        "nothing made"
+    );
     let spprod = make("spprod", "42");
     python(
         r#"

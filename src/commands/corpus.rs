@@ -24,7 +24,7 @@ enum CorpusCommand {
 #[derive(Debug, Args)]
 struct ListArgs {
     /// One JSON array: each kernel with its track, level, kind, presets
-    /// (and, for HPCAgent-Bench manifests, its ABI).
+    /// (and, for HPCAgent-Bench manifests, each preset's bytes and its ABI).
     #[arg(long)]
     json: bool,
     #[command(flatten)]
@@ -99,9 +99,14 @@ fn list_hab(corpus: &HabCorpus, json: bool) -> anyhow::Result<()> {
             .kernels
             .iter()
             .map(|k| {
+                let bytes: serde_json::Map<String, serde_json::Value> = k
+                    .presets
+                    .iter()
+                    .map(|p| (p.clone(), k.bytes(p).ok().into()))
+                    .collect();
                 serde_json::json!({"key": k.key, "name": k.name, "track": k.track,
                                    "level": k.level, "kind": k.kind, "presets": k.presets,
-                                   "abi": k.abi})
+                                   "bytes": bytes, "abi": k.abi})
             })
             .collect();
         println!("{}", serde_json::to_string_pretty(&kernels)?);

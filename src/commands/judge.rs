@@ -374,6 +374,7 @@ fn inputs(args: InputsArgs) -> anyhow::Result<()> {
         "--precision is fp64 or fp32"
     );
     let kernel = hab::find(&corpus.kernels, &args.id).map_err(anyhow::Error::msg)?;
+    hpcagent_judge::data::hab::check_fits(kernel, &args.preset).map_err(anyhow::Error::msg)?;
     let plan = kernel
         .input_plan(&corpus.root, &args.preset, args.seed, &args.precision)
         .map_err(anyhow::Error::msg)?;

@@ -548,6 +548,58 @@ pub struct PlannedArray {
 }
 
 impl Kernel {
+    /// Bytes of every array the call passes (inputs and outputs) at
+    /// `preset`, from their shapes and dtypes; an error where a shape
+    /// depends on what an initializer decides (a sparse matrix's `nnz`).
+    pub fn bytes(&self, preset: &str) -> Result<u64, String> {
+        let m = &self.manifest;
+        let sizes: BTreeMap<String, i64> = m
+            .parameters
+            .get(preset)
+            .ok_or_else(|| format!("no preset {preset}"))?
+            .iter()
+            .filter_map(|(k, v)| Some((k.as_str()?.to_string(), v.as_i64()?)))
+            .chain(
+                knob_defaults(m)
+                    .into_iter()
+                    .filter_map(|(k, v)| Some((k, v.as_i64()?))),
+            )
+            .chain(
+                m.init
+                    .scalars
+                    .iter()
+                    .chain(&m.init.constants)
+                    .flatten()
+                    .filter_map(|(k, v)| Some((k.as_str()?.to_string(), v.as_i64()?))),
+            )
+            .collect();
+        let arrays = arrays(m)?;
+        let buffers: BTreeMap<&str, &Value> = m
+            .sparse_layouts
+            .iter()
+            .flat_map(BTreeMap::values)
+            .flat_map(|l| l.variants.values())
+            .flat_map(|v| &v.buffers)
+            .map(|b| (b.name.as_str(), &b.shape))
+            .collect();
+        let mut total: u64 = 0;
+        for arg in self
+            .abi
+            .args
+            .iter()
+            .filter(|a| a.pointer && a.name != "workspace")
+        {
+            let shape = arrays
+                .get(&arg.name)
+                .map(|a| &a.shape)
+                .or_else(|| buffers.get(arg.name.as_str()).copied())
+                .ok_or_else(|| format!("{} has no declared shape", arg.name))?;
+            let elements = elements(shape, &sizes).map_err(|e| format!("{}: {e}", arg.name))?;
+            total = total.saturating_add(elements.saturating_mul(item_size(&arg.dtype)));
+        }
+        Ok(total)
+    }
+
     /// The plan of this task's inputs at `preset` from `seed`.
     pub fn input_plan(
         &self,
@@ -617,6 +669,54 @@ impl Kernel {
             seed,
             precision: precision.to_string(),
         })
+    }
+}
+
+/// Elements of a shape (`(N, M + 1)`, `N`, `[nnz]`, `()`) at `sizes`.
+fn elements(shape: &Value, sizes: &BTreeMap<String, i64>) -> Result<u64, String> {
+    let dims: Vec<String> = match shape {
+        Value::Number(n) => vec![n.to_string()],
+        Value::Sequence(items) => items
+            .iter()
+            .map(|i| match i {
+                Value::String(s) => s.clone(),
+                other => serde_norway::to_string(other)
+                    .unwrap_or_default()
+                    .trim()
+                    .to_string(),
+            })
+            .collect(),
+        Value::String(text) => {
+            let inner = text.trim();
+            let inner = inner
+                .strip_prefix('(')
+                .and_then(|i| i.strip_suffix(')'))
+                .unwrap_or(inner);
+            inner
+                .split(',')
+                .map(|d| d.trim().to_string())
+                .filter(|d| !d.is_empty())
+                .collect()
+        }
+        other => return Err(format!("shape {other:?} is not understood")),
+    };
+    let mut n: u64 = 1;
+    for dim in dims {
+        // Python's floor division; shapes never go negative.
+        let value = crate::Expr::parse(&dim.replace("//", "/"))?.eval(sizes)?;
+        n = n.saturating_mul(u64::try_from(value.max(0)).unwrap_or(0));
+    }
+    Ok(n)
+}
+
+/// Bytes of one element of a NumPy dtype (int4 is stored in a byte).
+fn item_size(dtype: &str) -> u64 {
+    match dtype {
+        "complex128" => 16,
+        "float64" | "int64" | "uint64" => 8,
+        "float32" | "int32" | "uint32" => 4,
+        "float16" | "int16" | "uint16" => 2,
+        _ => 1,
     }
 }
 

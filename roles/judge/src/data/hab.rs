@@ -7,7 +7,7 @@ use std::process::Command;
 
 use serde::Deserialize;
 
-use crate::corpus::hab::InputPlan;
+use crate::corpus::hab::{InputPlan, Kernel};
 
 const SCRIPT: &str = include_str!("hab_inputs.py");
 
@@ -17,6 +17,28 @@ pub struct Made {
     pub name: String,
     pub dtype: String,
     pub shape: Vec<usize>,
+}
+
+/// Refuses a preset whose inputs and outputs do not fit this node's
+/// available memory (HPCAgent-Bench's larger presets reach 16 GiB), saying
+/// how much they need.
+pub fn check_fits(kernel: &Kernel, preset: &str) -> Result<(), String> {
+    let need = kernel.bytes(preset)?;
+    let mut system =
+        sysinfo::System::new().map_err(|e| format!("cannot read this node's memory: {e}"))?;
+    system.refresh_memory();
+    let have = system.available_memory();
+    if need > have {
+        const GIB: f64 = (1u64 << 30) as f64;
+        return Err(format!(
+            "{} at {preset} needs {:.1} GiB for its inputs and outputs; this node has {:.1} GiB \
+             available: use a smaller preset",
+            kernel.key,
+            need as f64 / GIB,
+            have as f64 / GIB
+        ));
+    }
+    Ok(())
 }
 
 /// Makes the inputs `plan` describes in `out` (created if absent) with
