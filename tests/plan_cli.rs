@@ -697,13 +697,14 @@ fn hpcagent_bench_manifests_are_listed_checked_and_described() {
     assert_eq!(
         keys,
         [
+            "loop_level_reasoning/energy/energy",
             "loop_level_reasoning/shift/shift",
             "machine_learning/knobs/knobs",
             "scientific_computing/dense_linear_algebra/product/product",
             "scientific_computing/sparse_linear_algebra/spprod/spprod"
         ]
     );
-    let spprod = &listed[3];
+    let spprod = &listed[4];
     assert_eq!(
         (&spprod["track"], &spprod["level"], &spprod["kind"]),
         (
@@ -769,14 +770,24 @@ fn hpcagent_bench_manifests_are_listed_checked_and_described() {
 /// An HPCAgent-Bench task's inputs are HPCAgent-Bench's for the same seed:
 /// one stream per array, spawned from the seed and round-robined over
 /// PCG64, PCG64DXSM and SFC64 (checked here against NumPy directly), index
-/// fills for integer arrays, and custom initializers called as it calls them.
+/// fills for integer arrays, and custom initializers called as it calls them;
+/// and its reference is called positionally on copies, its outputs what it
+/// returns when it returns them all, else the buffers it changed.
 #[test]
 fn hpcagent_bench_inputs_are_made_as_hpcagent_bench_makes_them() {
     let fixtures = common::repo().join("tests/hab-corpus");
     let make = |id: &str, seed: &str| {
         let out = tempfile::tempdir().unwrap();
         let made = hpcagent()
-            .args(["judge", "inputs", id, "--seed", seed, "--corpus"])
+            .args([
+                "judge",
+                "inputs",
+                id,
+                "--reference",
+                "--seed",
+                seed,
+                "--corpus",
+            ])
             .arg(&fixtures)
             .arg("--out")
             .arg(out.path())
@@ -806,6 +817,9 @@ for i, (name, shape) in enumerate((("out", (40, 60)), ("left", (40, 50)), ("righ
     assert got.dtype == np.float64 and np.array_equal(got, want), name
 assert np.load(f"{d}/gain.npy").dtype == np.float64 and float(np.load(f"{d}/gain.npy")) == 1.5
 assert np.load(f"{d}/steps.npy").dtype == np.int64 and int(np.load(f"{d}/steps.npy")) == 3
+# The reference ran on copies: out accumulated, positionally, into expected/.
+out, left, right = (np.load(f"{d}/{n}.npy") for n in ("out", "left", "right"))
+assert np.allclose(np.load(f"{d}/expected/out.npy"), out + 3 * 1.5 * (left @ right), rtol=1e-12)
 "#;
     let python = |script: &str, dir: &Path| {
         let ran = Command::new("python3")
@@ -862,7 +876,22 @@ rows = np.load(f"{d}/S_rows.npy")
 assert rows.dtype == np.int64 and rows.shape == (256,) and rows.max() < 64
 want = np.random.default_rng(42).integers(0, 64, size=256, dtype=np.int64)
 assert np.array_equal(rows, want), "the initializer got default_rng(seed)"
+r = np.zeros(64)
+np.add.at(r, rows, np.load(f"{d}/S_vals.npy") * np.load(f"{d}/v.npy")[np.load(f"{d}/S_cols.npy")])
+assert np.allclose(np.load(f"{d}/expected/r.npy"), r), "the buffer it changed is the output"
 "#,
         spprod.path(),
+    );
+    let energy = make("energy", "42");
+    python(
+        r#"
+import sys, numpy as np
+d = sys.argv[1]
+x = np.load(f"{d}/x.npy")
+total = np.load(f"{d}/expected/total.npy")
+assert total.dtype == np.float64 and float(total) == float(np.sum(x * x))
+assert float(np.load(f"{d}/expected/peak.npy")) == float(np.max(np.abs(x)))
+"#,
+        energy.path(),
     );
 }

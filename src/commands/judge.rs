@@ -26,7 +26,7 @@ enum JudgeCommand {
     Serve(ServeArgs),
     /// Describe a task: the exact C prototype first, then the rest.
     Task(TaskArgs),
-    /// Make an HPCAgent-Bench task's inputs, as HPCAgent-Bench makes them, into a directory.
+    /// Make an HPCAgent-Bench task's inputs (and its reference's outputs) into a directory.
     Inputs(InputsArgs),
     /// Grade a submission on the public case (never recorded).
     Score(GradeArgs),
@@ -190,6 +190,9 @@ struct InputsArgs {
     /// Where the `.npy` files go.
     #[arg(long, value_name = "DIR")]
     out: PathBuf,
+    /// Also run the NumPy reference on them (its outputs under DIR/expected/).
+    #[arg(long)]
+    reference: bool,
 }
 
 #[derive(Debug, Args)]
@@ -379,10 +382,13 @@ fn inputs(args: InputsArgs) -> anyhow::Result<()> {
         .input_plan(&corpus.root, &args.preset, args.seed, &args.precision)
         .map_err(anyhow::Error::msg)?;
     let python = oracle::find(&build::default_cache_base(), |p| eprintln!("{p}"))?.python;
-    let made = hpcagent_judge::data::hab::make_inputs(&python, &plan, &args.out)
+    let made = hpcagent_judge::data::hab::make_inputs(&python, &plan, &args.out, args.reference)
         .map_err(anyhow::Error::msg)?;
-    for m in made {
+    for m in &made.inputs {
         println!("{:24} {:10} {:?}", m.name, m.dtype, m.shape);
+    }
+    for m in made.expected.iter().flatten() {
+        println!("expected/{:15} {:10} {:?}", m.name, m.dtype, m.shape);
     }
     Ok(())
 }

@@ -39,8 +39,9 @@ pub struct Kernel {
     pub dir: PathBuf,
     #[serde(skip)]
     pub reference: PathBuf,
-    /// The reference's entry function.
+    /// The reference's entry function, and what it is called with, in order.
     pub entry: String,
+    pub inputs: Vec<String>,
     pub abi: Abi,
     #[serde(skip)]
     pub manifest: Manifest,
@@ -182,6 +183,10 @@ fn read(root: &Path, file: &Path, key: &str) -> Result<Kernel, String> {
         dir,
         reference,
         entry: entry.name.clone(),
+        inputs: manifest
+            .input_args
+            .clone()
+            .unwrap_or_else(|| entry.positional.clone()),
         abi,
         manifest,
     })
@@ -535,6 +540,18 @@ pub struct InputPlan {
     pub symbols: serde_norway::Mapping,
     pub seed: u64,
     pub precision: String,
+    pub reference: ReferenceCall,
+}
+
+/// How the NumPy reference is called: positionally, `args` in order, its
+/// `outputs` being what it returns when it returns that many values, else
+/// the buffers it was passed and changed.
+#[derive(Debug, Clone, Serialize)]
+pub struct ReferenceCall {
+    pub path: PathBuf,
+    pub function: String,
+    pub args: Vec<String>,
+    pub outputs: Vec<String>,
 }
 
 /// An `init.arrays` entry as the input plan gives it.
@@ -668,6 +685,12 @@ impl Kernel {
             symbols,
             seed,
             precision: precision.to_string(),
+            reference: ReferenceCall {
+                path: self.reference.clone(),
+                function: self.entry.clone(),
+                args: self.inputs.clone(),
+                outputs: m.output_args.clone(),
+            },
         })
     }
 }

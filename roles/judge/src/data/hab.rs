@@ -1,6 +1,7 @@
 //! Inputs of HPCAgent-Bench tasks, made in the judge's Python by
 //! `hab_inputs.py` from the manifest's `init` block ([`InputPlan`]), as
-//! HPCAgent-Bench makes them: for one seed, the same arrays to the bit.
+//! HPCAgent-Bench makes them: for one seed, the same arrays to the bit; and
+//! its NumPy reference's outputs for them, called as HPCAgent-Bench calls it.
 
 use std::path::Path;
 use std::process::Command;
@@ -23,7 +24,11 @@ pub struct Made {
 /// available memory (HPCAgent-Bench's larger presets reach 16 GiB), saying
 /// how much they need.
 pub fn check_fits(kernel: &Kernel, preset: &str) -> Result<(), String> {
-    let need = kernel.bytes(preset)?;
+    // Where an initializer decides a shape (a sparse matrix's nonzeros),
+    // the need is known only once it has run.
+    let Ok(need) = kernel.bytes(preset) else {
+        return Ok(());
+    };
     let mut system =
         sysinfo::System::new().map_err(|e| format!("cannot read this node's memory: {e}"))?;
     system.refresh_memory();
@@ -41,9 +46,23 @@ pub fn check_fits(kernel: &Kernel, preset: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// What [`make_inputs`] wrote: the inputs, and the reference's outputs
+/// for them (under `expected/`) when asked for.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MadeCase {
+    pub inputs: Vec<Made>,
+    pub expected: Option<Vec<Made>>,
+}
+
 /// Makes the inputs `plan` describes in `out` (created if absent) with
-/// `python`, which must have NumPy.
-pub fn make_inputs(python: &str, plan: &InputPlan, out: &Path) -> Result<Vec<Made>, String> {
+/// `python`, which must have NumPy; with `reference`, runs the NumPy
+/// reference on them too.
+pub fn make_inputs(
+    python: &str,
+    plan: &InputPlan,
+    out: &Path,
+    reference: bool,
+) -> Result<MadeCase, String> {
     let io = |what: &Path| {
         let shown = what.display().to_string();
         move |e: std::io::Error| format!("{shown}: {e}")
@@ -61,6 +80,7 @@ pub fn make_inputs(python: &str, plan: &InputPlan, out: &Path) -> Result<Vec<Mad
         .arg(&script)
         .arg(&plan_file)
         .arg(out)
+        .args(reference.then_some("--reference"))
         .output()
         .map_err(|e| format!("cannot run {python}: {e}"))?;
     if !ran.status.success() {
@@ -73,7 +93,13 @@ pub fn make_inputs(python: &str, plan: &InputPlan, out: &Path) -> Result<Vec<Mad
             tail.join("\n")
         ));
     }
-    let listed = out.join("inputs.json");
-    let text = std::fs::read_to_string(&listed).map_err(io(&listed))?;
-    serde_json::from_str(&text).map_err(|e| format!("{}: {e}", listed.display()))
+    let listing = |name: &str| -> Result<Vec<Made>, String> {
+        let listed = out.join(name);
+        let text = std::fs::read_to_string(&listed).map_err(io(&listed))?;
+        serde_json::from_str(&text).map_err(|e| format!("{}: {e}", listed.display()))
+    };
+    Ok(MadeCase {
+        inputs: listing("inputs.json")?,
+        expected: reference.then(|| listing("expected.json")).transpose()?,
+    })
 }

@@ -1,7 +1,7 @@
 """The inputs of an HPCAgent-Bench task, made as HPCAgent-Bench makes them, so
 that for a given seed a judge grades on the very arrays HPCAgent-Bench would.
 
-    python3 hab_inputs.py PLAN.json OUT_DIR
+    python3 hab_inputs.py PLAN.json OUT_DIR [--reference]
 
 PLAN (written by the judge from the manifest, hpcagent_corpus::hab::InputPlan):
   dir, module          the kernel directory and the module holding initialize()
@@ -11,9 +11,13 @@ PLAN (written by the judge from the manifest, hpcagent_corpus::hab::InputPlan):
   outputs              names the generator's results are bound to, in order
   arrays               {name, shape, dtype, dist, domain}, in declaration order
   scalars, dtypes, symbols, seed, precision ("fp64" | "fp32")
+  reference            {path, function, args, outputs}: how the NumPy reference is called
 
 Writes OUT_DIR/<name>.npy for every output and OUT_DIR/inputs.json listing
-them ({name, dtype, shape}). Declarative path: one stream per array, spawned
+them ({name, dtype, shape}); with --reference, also the reference's outputs
+for them as OUT_DIR/expected/<name>.npy, listed in expected.json. The
+reference gets deep copies, positionally; if it returns as many values as it
+has outputs, those are they, else the output buffers it changed. Declarative path: one stream per array, spawned
 from SeedSequence(seed) and round-robined over PCG64, PCG64DXSM, SFC64 and
 Philox; integer arrays get index fills (a permutation in 1-D, else uniform
 integers below max(2, min(shape))); other arrays their own distribution, else
@@ -22,11 +26,13 @@ folded into their declared domain. Custom path: initialize(*args) with
 datatype, rng (default_rng(seed)) and dist passed where it accepts them.
 """
 import ast
+import copy
 import importlib.util
 import inspect
 import json
 import os
 import sys
+import types
 
 import numpy as np
 
@@ -189,20 +195,60 @@ def custom(plan, run_type):
     return data
 
 
+def shim_float_types(run_type):
+    """References that import HPCAgent-Bench's run-wide float and complex types get
+    the run's, whether or not its package can be imported here."""
+    complex_type = np.complex128 if run_type == np.float64 else np.complex64
+    try:
+        import hpcagent_bench.frameworks.framework as framework
+    except ImportError:
+        framework = types.ModuleType("hpcagent_bench.frameworks.framework")
+        for name in ("hpcagent_bench", "hpcagent_bench.frameworks"):
+            sys.modules.setdefault(name, types.ModuleType(name))
+        sys.modules["hpcagent_bench.frameworks.framework"] = framework
+    framework.np_float, framework.np_complex = run_type, complex_type
+
+
+def reference(plan, made, run_type):
+    call = plan["reference"]
+    shim_float_types(run_type)
+    spec = importlib.util.spec_from_file_location("hab_reference", call["path"])
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    data = {**plan["symbols"], **plan["scalars"], **made}
+    args = [copy.deepcopy(data[name]) for name in call["args"]]
+    result = getattr(module, call["function"])(*args)
+    outputs = call["outputs"]
+    if result is not None:
+        values = result if isinstance(result, tuple) else (result,)
+        if len(values) == len(outputs):
+            return dict(zip(outputs, values))
+    return {name: args[call["args"].index(name)] for name in outputs}
+
+
+def save(out, values, names, listing):
+    listed = []
+    for name in names:
+        value = np.asarray(values[name])
+        if value.dtype == object:
+            sys.exit(f"{name} is a {type(values[name]).__name__}, not an array: "
+                     "object-style inputs (a scipy sparse matrix) are not supported")
+        np.save(os.path.join(out, name + ".npy"), value)
+        listed.append({"name": name, "dtype": str(value.dtype), "shape": list(value.shape)})
+    json.dump(listed, open(listing, "w"))
+
+
 def main():
     plan = json.load(open(sys.argv[1]))
     out = sys.argv[2]
     run_type = float_type(plan["precision"])
     made = custom(plan, run_type) if plan["initializer"] else declarative(plan, run_type)
-    listed = []
-    for name in plan["outputs"]:
-        value = np.asarray(made[name])
-        if value.dtype == object:
-            sys.exit(f"{name} is a {type(made[name]).__name__}, not an array: "
-                     "object-style inputs (a scipy sparse matrix) are not supported")
-        np.save(os.path.join(out, name + ".npy"), value)
-        listed.append({"name": name, "dtype": str(value.dtype), "shape": list(value.shape)})
-    json.dump(listed, open(os.path.join(out, "inputs.json"), "w"))
+    save(out, made, plan["outputs"], os.path.join(out, "inputs.json"))
+    if "--reference" in sys.argv[3:]:
+        expected = os.path.join(out, "expected")
+        os.makedirs(expected, exist_ok=True)
+        outputs = reference(plan, made, run_type)
+        save(expected, outputs, plan["reference"]["outputs"], os.path.join(out, "expected.json"))
 
 
 if __name__ == "__main__":
