@@ -11,18 +11,15 @@ use std::os::unix::fs::PermissionsExt;
 use common::{assert_settled_exactly_once, example, hpcagent, only_run_dir, repo, stderr, stdout};
 use serde_json::Value;
 
-#[test]
-fn external_agents_work_through_mcp_and_a_crash_still_settles() {
+/// A local campaign over `kernels` whose agents are tests/agents/mcp_agent.py
+/// with `options`: the run root holding its run directory, and how `up` ended.
+fn campaign(kernels: &str, options: &str) -> (tempfile::TempDir, std::process::Output) {
     let root = tempfile::tempdir().unwrap();
     let agent = repo().join("tests/agents/mcp_agent.py");
     let out = hpcagent()
         .args(["up", "--env", example("local.env").to_str().unwrap()])
-        .args([
-            "--set",
-            "AGENT_POLICY=command",
-            "--set",
-            "KERNELS=gemm,atax",
-        ])
+        .args(["--set", "AGENT_POLICY=command", "--set"])
+        .arg(format!("KERNELS={kernels}"))
         .args(["--set", "AGENT_NODES=1", "--set", "JUDGE_NODES=1"])
         // The scripted agent needs no model; the policy still gets an endpoint.
         .args([
@@ -33,7 +30,7 @@ fn external_agents_work_through_mcp_and_a_crash_still_settles() {
         ])
         .arg("--set")
         .arg(format!(
-            "AGENT_COMMAND=python3 {} {{mcp_config}} --crash-on atax",
+            "AGENT_COMMAND=python3 {} {{mcp_config}} {options}",
             agent.display()
         ))
         .arg("--set")
@@ -41,6 +38,12 @@ fn external_agents_work_through_mcp_and_a_crash_still_settles() {
         .current_dir(repo())
         .output()
         .unwrap();
+    (root, out)
+}
+
+#[test]
+fn external_agents_work_through_mcp_and_a_crash_still_settles() {
+    let (root, out) = campaign("gemm,atax", "--crash-on atax");
     assert!(out.status.success(), "{}\n{}", stdout(&out), stderr(&out));
     let run_dir = only_run_dir(root.path());
     assert_settled_exactly_once(&run_dir);
@@ -98,28 +101,7 @@ fn external_agents_work_through_mcp_and_a_crash_still_settles() {
 /// to, its end is recorded as it was, and the tools refuse it anything more.
 #[test]
 fn an_agent_that_lingers_after_its_submit_is_recorded_finished_and_refused_after() {
-    let root = tempfile::tempdir().unwrap();
-    let agent = repo().join("tests/agents/mcp_agent.py");
-    let out = hpcagent()
-        .args(["up", "--env", example("local.env").to_str().unwrap()])
-        .args(["--set", "AGENT_POLICY=command", "--set", "KERNELS=gemm"])
-        .args(["--set", "AGENT_NODES=1", "--set", "JUDGE_NODES=1"])
-        .args([
-            "--set",
-            "INFERENCE_URL=http://127.0.0.1:9/v1",
-            "--set",
-            "LLM_MODEL=none",
-        ])
-        .arg("--set")
-        .arg(format!(
-            "AGENT_COMMAND=python3 {} {{mcp_config}} --linger 3",
-            agent.display()
-        ))
-        .arg("--set")
-        .arg(format!("RUN_ROOT={}", root.path().display()))
-        .current_dir(repo())
-        .output()
-        .unwrap();
+    let (root, out) = campaign("gemm", "--linger 3");
     assert!(out.status.success(), "{}\n{}", stdout(&out), stderr(&out));
     let run_dir = only_run_dir(root.path());
     assert_settled_exactly_once(&run_dir);
