@@ -730,6 +730,13 @@ fn hpcagent_bench_manifests_are_listed_checked_and_described() {
         "{}",
         stdout(&task)
     );
+    let text = stdout(&task);
+    assert!(
+        text.contains("agent time budget: 600 s (level 3)")
+            && text.contains("Sparse kernels: the index arrays decide the access pattern.")
+            && text.find("Level 3 tasks are whole").unwrap() < text.find("COO products").unwrap(),
+        "{text}"
+    );
 
     // A copy with one manifest HPCAgent-Bench's loader would refuse too.
     let copy = tempfile::tempdir().unwrap();

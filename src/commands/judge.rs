@@ -422,6 +422,16 @@ fn hab_task(args: &TaskArgs, corpus: &HabCorpus) -> anyhow::Result<()> {
         kernel.key, kernel.track, kernel.level, kernel.kind
     );
     println!("{}", kernel.name);
+    println!(
+        "agent time budget: {} s (level {})",
+        hab::level_budget_seconds(kernel.level),
+        kernel.level
+    );
+    for hint in kernel.hints(&corpus.root) {
+        let text = std::fs::read_to_string(&hint)
+            .with_context(|| format!("cannot read {}", hint.display()))?;
+        println!("\nhint ({}):\n{}", hint.display(), text.trim_end());
+    }
     let reference = std::fs::read_to_string(&kernel.reference)
         .with_context(|| format!("cannot read {}", kernel.reference.display()))?;
     println!(

@@ -564,7 +564,42 @@ pub struct PlannedArray {
     pub domain: Option<Value>,
 }
 
+/// The agent's wall-clock budget per level, as HPCAgent-Bench sets it.
+pub fn level_budget_seconds(level: u8) -> u32 {
+    match level {
+        0 | 1 => 180,
+        2 => 300,
+        _ => 600,
+    }
+}
+
 impl Kernel {
+    /// The hint files that apply, general first: in the corpus root, each
+    /// directory down to the kernel's, then its subtrack's
+    /// (`subtracks/<subtrack>`), then its own, each directory's
+    /// `hints.j2` and then its `hints_lvl<level>.j2`.
+    pub fn hints(&self, root: &Path) -> Vec<PathBuf> {
+        let relative = self.dir.strip_prefix(root).unwrap_or(&self.dir);
+        let parts: Vec<_> = relative.components().collect();
+        let mut dirs: Vec<PathBuf> = (0..parts.len())
+            .map(|i| parts[..i].iter().fold(root.to_path_buf(), |d, p| d.join(p)))
+            .collect();
+        if let Some(subtrack) = self
+            .manifest
+            .taxonomy
+            .as_ref()
+            .and_then(|t| t.subtrack.as_ref())
+        {
+            dirs.push(root.join("subtracks").join(subtrack));
+        }
+        dirs.push(self.dir.clone());
+        let level = format!("hints_lvl{}.j2", self.level);
+        dirs.iter()
+            .flat_map(|d| [d.join("hints.j2"), d.join(&level)])
+            .filter(|f| f.is_file())
+            .collect()
+    }
+
     /// Bytes of every array the call passes (inputs and outputs) at
     /// `preset`, from their shapes and dtypes; an error where a shape
     /// depends on what an initializer decides (a sparse matrix's `nnz`).

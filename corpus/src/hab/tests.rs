@@ -220,3 +220,34 @@ fn a_presets_bytes_count_every_array_the_call_passes() {
     // x f64, idx i32, w f32, z c128, q int4 in bytes (N × 2).
     assert_eq!(fixture("knobs").bytes("S"), Ok(8 * (8 + 4 + 4 + 16 + 2)));
 }
+
+#[test]
+fn hints_apply_from_the_root_down_with_the_levels_and_the_subtrack() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/hab-corpus");
+    let spprod = fixture("spprod");
+    let relative: Vec<String> = spprod
+        .hints(&root)
+        .iter()
+        .map(|h| h.strip_prefix(&root).unwrap().display().to_string())
+        .collect();
+    assert_eq!(
+        relative,
+        [
+            "hints.j2",
+            "scientific_computing/hints.j2",
+            "scientific_computing/hints_lvl3.j2",
+            "subtracks/sparse/hints.j2",
+            "scientific_computing/sparse_linear_algebra/spprod/hints.j2",
+        ]
+    );
+    let shift = fixture("shift");
+    assert_eq!(shift.hints(&root), [root.join("hints.j2")]);
+    assert_eq!(
+        [
+            level_budget_seconds(shift.level),
+            level_budget_seconds(2),
+            level_budget_seconds(spprod.level)
+        ],
+        [180, 300, 600]
+    );
+}
