@@ -760,6 +760,17 @@ fn hpcagent_bench_manifests_are_listed_checked_and_described() {
         shift.join("tolerant_numpy.py"),
     )
     .unwrap();
+    // And one whose reference needs a module no judge's Python has.
+    std::fs::write(shift.join("needy.yaml"), &manifest).unwrap();
+    let reference = std::fs::read_to_string(shift.join("shift_numpy.py")).unwrap();
+    std::fs::write(
+        shift.join("needy_numpy.py"),
+        format!(
+            "import hpcagent_no_such_module.part\n{}",
+            reference.replace("def shift", "def needy")
+        ),
+    )
+    .unwrap();
     let check = hpcagent()
         .args(["corpus", "check", "--corpus"])
         .arg(copy.path())
@@ -769,8 +780,26 @@ fn hpcagent_bench_manifests_are_listed_checked_and_described() {
     let text = stdout(&check);
     assert!(
         text.contains("REFUSED loop_level_reasoning/shift/tolerant: unknown field `rtol`")
-            && text.contains("1 of 2 manifests"),
+            && text.contains(
+                "REFUSED loop_level_reasoning/shift/needy: needs hpcagent_no_such_module.part, which"
+            )
+            && text.contains("1 of 3 manifests"),
         "{text}"
+    );
+    let out = tempfile::tempdir().unwrap();
+    let needy = hpcagent()
+        .args(["judge", "inputs", "needy", "--corpus"])
+        .arg(copy.path())
+        .arg("--out")
+        .arg(out.path())
+        .output()
+        .unwrap();
+    assert!(!needy.status.success());
+    assert!(
+        stderr(&needy).contains("needs hpcagent_no_such_module.part, which")
+            && stderr(&needy).contains("(HPCAGENT_PYTHON)"),
+        "{}",
+        stderr(&needy)
     );
 }
 

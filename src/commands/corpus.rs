@@ -2,8 +2,11 @@
 
 use clap::{Args, Subcommand};
 use hpcagent_judge::corpus::Preset;
+use hpcagent_judge::corpus::hab;
+use hpcagent_judge::data::hab as hab_data;
 use hpcagent_judge::discrimination;
 use hpcagent_judge::verdict::Status;
+use hpcagent_judge::{build, oracle};
 
 use super::judge::{HabCorpus, JudgeSetup, runtime};
 
@@ -127,22 +130,49 @@ fn list_hab(corpus: &HabCorpus, json: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// An HPCAgent-Bench checkout: every manifest refused, and why. (Grading
-/// these kernels is not built yet: nothing is built or run.)
+/// An HPCAgent-Bench checkout: every manifest refused, and why: one that
+/// does not load, and one whose reference or initializer needs a module the
+/// judge's Python cannot import. (Grading these kernels is not built yet:
+/// nothing is built or run.)
 fn check_hab(corpus: &HabCorpus) -> anyhow::Result<()> {
     for r in &corpus.refused {
         println!("REFUSED {}: {}", r.key, r.reason);
     }
+    let needs: Vec<_> = corpus.kernels.iter().map(|k| (k, k.needs())).collect();
+    let wanted: std::collections::BTreeSet<String> =
+        needs.iter().flat_map(|(_, n)| n.iter().cloned()).collect();
+    let mut unmet = 0;
+    if !wanted.is_empty() {
+        let python = oracle::find(&build::default_cache_base(), |p| eprintln!("{p}"))?.python;
+        let missing = hab_data::missing_modules(&python, &hab::checkout(&corpus.root), &wanted)
+            .map_err(anyhow::Error::msg)?;
+        for (kernel, needs) in &needs {
+            let lacking: Vec<&str> = needs
+                .iter()
+                .filter(|n| missing.contains(*n))
+                .map(String::as_str)
+                .collect();
+            if !lacking.is_empty() {
+                unmet += 1;
+                println!(
+                    "REFUSED {}: needs {}, which {python} cannot import",
+                    kernel.key,
+                    lacking.join(", ")
+                );
+            }
+        }
+    }
+    let refused = corpus.refused.len() + unmet;
     println!(
-        "{} of {} manifests in {} load",
-        corpus.kernels.len(),
+        "{} of {} manifests in {} can be read by this judge",
+        corpus.kernels.len() - unmet,
         corpus.kernels.len() + corpus.refused.len(),
         corpus.root.display()
     );
-    if corpus.refused.is_empty() {
+    if refused == 0 {
         Ok(())
     } else {
-        anyhow::bail!("{} manifest(s) refused", corpus.refused.len())
+        anyhow::bail!("{refused} manifest(s) refused")
     }
 }
 

@@ -382,6 +382,19 @@ fn inputs(args: InputsArgs) -> anyhow::Result<()> {
         .input_plan(&corpus.root, &args.preset, args.seed, &args.precision)
         .map_err(anyhow::Error::msg)?;
     let python = oracle::find(&build::default_cache_base(), |p| eprintln!("{p}"))?.python;
+    let missing = hpcagent_judge::data::hab::missing_modules(
+        &python,
+        &hab::checkout(&corpus.root),
+        &kernel.needs(),
+    )
+    .map_err(anyhow::Error::msg)?;
+    anyhow::ensure!(
+        missing.is_empty(),
+        "{} needs {}, which {python} cannot import: give the judge a Python that has them \
+         (HPCAGENT_PYTHON)",
+        kernel.key,
+        missing.iter().cloned().collect::<Vec<_>>().join(", ")
+    );
     let made = hpcagent_judge::data::hab::make_inputs(&python, &plan, &args.out, args.reference)
         .map_err(anyhow::Error::msg)?;
     for m in &made.inputs {

@@ -564,6 +564,52 @@ pub struct PlannedArray {
     pub domain: Option<Value>,
 }
 
+/// Modules a reference or initializer may import that a judge's Python
+/// has without asking: NumPy, the standard library's usual ones, and the
+/// run-wide float types the judge itself provides in place of
+/// HPCAgent-Bench's package.
+const PROVIDED: &[&str] = &[
+    "numpy",
+    "math",
+    "cmath",
+    "typing",
+    "functools",
+    "itertools",
+    "collections",
+    "dataclasses",
+    "copy",
+    "os",
+    "sys",
+    "pathlib",
+    "json",
+    "__future__",
+    "hpcagent_bench.frameworks.framework",
+];
+
+/// The modules `source` imports at its top level (`import a.b`, `from a.b
+/// import c`), as dotted paths.
+fn imports(source: &str) -> BTreeSet<String> {
+    source
+        .lines()
+        .filter_map(|line| {
+            let rest = line
+                .strip_prefix("import ")
+                .or_else(|| line.strip_prefix("from "))?;
+            let module = rest.split([' ', ',']).next()?.trim();
+            (!module.is_empty() && !module.starts_with('.')).then(|| module.to_string())
+        })
+        .collect()
+}
+
+/// The directory `import hpcagent_bench` resolves from: `<root>/..` is the
+/// package, its parent the checkout.
+pub fn checkout(root: &Path) -> PathBuf {
+    root.parent()
+        .and_then(Path::parent)
+        .unwrap_or(root)
+        .to_path_buf()
+}
+
 /// The agent's wall-clock budget per level, as HPCAgent-Bench sets it.
 pub fn level_budget_seconds(level: u8) -> u32 {
     match level {
@@ -574,6 +620,26 @@ pub fn level_budget_seconds(level: u8) -> u32 {
 }
 
 impl Kernel {
+    /// The modules its reference (and its initializer's module) import
+    /// beyond what a judge's Python is given: scipy, HPCAgent-Bench's own
+    /// helpers. A judge whose Python cannot import them cannot grade it.
+    pub fn needs(&self) -> BTreeSet<String> {
+        let mut files = vec![self.reference.clone()];
+        if self.manifest.init.func_name.is_some() {
+            let module = self.manifest.module_name.as_deref().unwrap_or(&self.stem);
+            files.push(self.dir.join(format!("{module}.py")));
+        }
+        files
+            .iter()
+            .filter_map(|f| std::fs::read_to_string(f).ok())
+            .flat_map(|source| imports(&source))
+            .filter(|m| {
+                let top = m.split('.').next().unwrap_or(m);
+                !PROVIDED.contains(&m.as_str()) && !PROVIDED.contains(&top)
+            })
+            .collect()
+    }
+
     /// The hint files that apply, general first: in the corpus root, each
     /// directory down to the kernel's, then its subtrack's
     /// (`subtracks/<subtrack>`), then its own, each directory's
@@ -701,12 +767,7 @@ impl Kernel {
                 .chain(scalars.keys().filter_map(Value::as_str).map(str::to_string))
                 .collect()
         });
-        // `<root>/..` is the hpcagent_bench package; its parent the checkout.
-        let checkout = root
-            .parent()
-            .and_then(Path::parent)
-            .unwrap_or(root)
-            .to_path_buf();
+        let checkout = checkout(root);
         Ok(InputPlan {
             dir: self.dir.clone(),
             module: m.module_name.clone().unwrap_or_else(|| self.stem.clone()),

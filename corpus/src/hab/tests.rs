@@ -251,3 +251,21 @@ fn hints_apply_from_the_root_down_with_the_levels_and_the_subtrack() {
         [180, 300, 600]
     );
 }
+
+#[test]
+fn what_a_kernel_needs_beyond_numpy_is_named() {
+    assert!(fixture("product").needs().is_empty(), "numpy alone");
+    assert!(
+        fixture("energy").needs().is_empty(),
+        "the run's float types are the judge's to give"
+    );
+    let manifest = format!(
+        "name: n\nkind: microkernel\nlevel: 1\n{PRESETS_N}init:\n  arrays:\n    a: (N,)\noutput_args: [a]\n"
+    );
+    let reference = "import math\nimport numpy as np\nfrom scipy.sparse import csr_matrix\nimport numba, typing\n\ndef n(a, N):\n    pass\n";
+    let (_root, kernels, _) = corpus(&[("llr/n/n", &manifest, reference)]);
+    assert_eq!(
+        kernels[0].needs().into_iter().collect::<Vec<_>>(),
+        ["numba", "scipy.sparse"]
+    );
+}

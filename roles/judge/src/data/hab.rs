@@ -3,6 +3,7 @@
 //! HPCAgent-Bench makes them: for one seed, the same arrays to the bit; and
 //! its NumPy reference's outputs for them, called as HPCAgent-Bench calls it.
 
+use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::Command;
 
@@ -18,6 +19,41 @@ pub struct Made {
     pub name: String,
     pub dtype: String,
     pub shape: Vec<usize>,
+}
+
+/// Those of `modules` that `python` cannot import (with the checkout on
+/// its path): a task that needs one is refused, by name, with them.
+pub fn missing_modules(
+    python: &str,
+    checkout: &Path,
+    modules: &BTreeSet<String>,
+) -> Result<BTreeSet<String>, String> {
+    if modules.is_empty() {
+        return Ok(BTreeSet::new());
+    }
+    const PROBE: &str = "import importlib, json, sys\n\
+        sys.path[:0] = [sys.argv[1]]\n\
+        missing = []\n\
+        for name in json.loads(sys.argv[2]):\n\
+        \x20   try:\n\
+        \x20       importlib.import_module(name)\n\
+        \x20   except Exception:\n\
+        \x20       missing.append(name)\n\
+        print(json.dumps(missing))\n";
+    let list = serde_json::to_string(modules).map_err(|e| e.to_string())?;
+    let ran = Command::new(python)
+        .args(["-c", PROBE])
+        .arg(checkout)
+        .arg(list)
+        .output()
+        .map_err(|e| format!("cannot run {python}: {e}"))?;
+    if !ran.status.success() {
+        return Err(format!(
+            "{python} could not check its modules: {}",
+            String::from_utf8_lossy(&ran.stderr).trim()
+        ));
+    }
+    serde_json::from_slice(&ran.stdout).map_err(|e| format!("{python}'s module check: {e}"))
 }
 
 /// Refuses a preset whose inputs and outputs do not fit this node's
