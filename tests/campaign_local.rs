@@ -212,3 +212,62 @@ fn a_bad_kernel_selection_is_refused_before_anything_starts() {
         "no run directory for a refused campaign"
     );
 }
+
+/// `CORPUS` names the corpus a campaign runs, wherever `up` runs from; an
+/// HPCAgent-Bench checkout is refused there, saying what reads one.
+#[test]
+fn a_campaign_runs_the_corpus_its_env_file_names() {
+    let corpus = tempfile::tempdir().unwrap();
+    for kernel in ["dot", "norm2"] {
+        let from = common::repo().join("benchmarks/reductions").join(kernel);
+        let to = corpus.path().join("reductions").join(kernel);
+        std::fs::create_dir_all(&to).unwrap();
+        for entry in std::fs::read_dir(&from).unwrap() {
+            let entry = entry.unwrap();
+            std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
+        }
+    }
+    let root = tempfile::tempdir().unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let up = |corpus: &std::path::Path| {
+        hpcagent()
+            .args([
+                "up",
+                "--env",
+                example("local.env").to_str().unwrap(),
+                "--set",
+            ])
+            .arg(format!("RUN_ROOT={}", root.path().display()))
+            .arg("--set")
+            .arg(format!("CORPUS={}", corpus.display()))
+            .current_dir(elsewhere.path())
+            .output()
+            .unwrap()
+    };
+    let out = up(corpus.path());
+    assert!(out.status.success(), "{}\n{}", stdout(&out), stderr(&out));
+    let run_dir = only_run_dir(root.path());
+    assert_settled_exactly_once(&run_dir);
+    let reader = hpcagent_orchestrator::store::Reader::open(&run_dir).unwrap();
+    let mut tasks: Vec<String> = reader.tasks().unwrap().into_iter().map(|t| t.id).collect();
+    tasks.sort();
+    assert_eq!(tasks, ["dot.c.fp64", "norm2.c.fp64"]);
+    assert_eq!(
+        read_plan(&run_dir)["corpus"],
+        corpus.path().display().to_string()
+    );
+
+    let hab = up(&common::repo().join("tests/hab-corpus"));
+    assert!(!hab.status.success());
+    assert!(
+        stderr(&hab).contains("holds HPCAgent-Bench manifests")
+            && stderr(&hab).contains("hpcagent corpus list|check --corpus"),
+        "{}",
+        stderr(&hab)
+    );
+    assert_eq!(
+        std::fs::read_dir(root.path()).unwrap().count(),
+        1,
+        "nothing more written"
+    );
+}

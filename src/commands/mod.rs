@@ -110,14 +110,27 @@ fn init_logging_at(level: &str) {
 
 /// Where a campaign's steps find the binary, the corpus and the skills pages
 /// (absolute: every node resolves them the same way).
-pub fn layout(run_dir: PathBuf) -> anyhow::Result<hpcagent_orchestrator::placement::Layout> {
+pub fn layout(
+    config: &Config,
+    run_dir: PathBuf,
+) -> anyhow::Result<hpcagent_orchestrator::placement::Layout> {
     use anyhow::Context;
     Ok(hpcagent_orchestrator::placement::Layout {
         run_dir,
         exe: std::env::current_exe().context("cannot find the hpcagent executable")?,
-        corpus: std::path::absolute(hpcagent_judge::corpus::Corpus::default_root())?,
+        corpus: corpus_root(config)?,
         skills: std::path::absolute(hpcagent_agent::prompt::default_root())?,
     })
+}
+
+/// The corpus a campaign runs: `CORPUS`, else the default one (absolute).
+pub fn corpus_root(config: &Config) -> anyhow::Result<PathBuf> {
+    match &config.settings.corpus {
+        Some(dir) => Ok(dir.0.clone()),
+        None => Ok(std::path::absolute(
+            hpcagent_judge::corpus::Corpus::default_root(),
+        )?),
+    }
 }
 
 /// Flags every command that reads a configuration takes.

@@ -44,7 +44,7 @@ pub fn run(args: PlanArgs) -> anyhow::Result<()> {
         Some(dir) => std::path::absolute(dir)?,
         None => default_run_dir(&config, &allocation),
     };
-    let layout = super::layout(run_dir)?;
+    let layout = super::layout(&config, run_dir)?;
     let plan = placement::place(&config, &allocation, &layout)?;
     if let Some(path) = &args.write {
         write_json(&plan, path)?;

@@ -49,7 +49,7 @@ pub fn run(args: SubmitArgs) -> anyhow::Result<()> {
     // Refuse a plan that cannot work before Slurm queues it for hours.
     let total = sbatch::node_total(&config);
     let stand_in = Allocation::from_nodelist(&format!("node[1-{total}]"), None, None)?;
-    let layout = super::layout(config.settings.run_root.0.join("%j"))?;
+    let layout = super::layout(&config, config.settings.run_root.0.join("%j"))?;
     let plan = placement::place(&config, &stand_in, &layout)?;
     // The container images must be there before the job waits in the queue.
     let containers = edf::check_plan(&config, &plan);

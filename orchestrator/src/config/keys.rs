@@ -186,7 +186,12 @@ config_keys! {
     /// gRPC port of the orchestrator, on the node running the batch script.
     ["Roles"] orchestrator_port / ORCHESTRATOR_PORT: Port = "8700";
 
-    /// Kernels to run (names from `benchmarks/`). Empty with no
+    /// The task corpus: a directory of `kernel.toml` kernels (empty:
+    /// `HPCAGENT_BENCHMARKS`, else `benchmarks/` here). An HPCAgent-Bench
+    /// checkout is read by `corpus` and `judge task|inputs`, but a campaign
+    /// cannot grade it yet and refuses it.
+    ["Campaign"] corpus / CORPUS: Option<AbsPath> = "";
+    /// Kernels to run (names from the corpus). Empty with no
     /// `PROBLEMS_FILE`: the whole corpus.
     ["Campaign"] kernels / KERNELS: List = "";
     /// A file listing the problems instead of `KERNELS`.

@@ -378,6 +378,13 @@ fn validate(config: &Config) -> Vec<Diagnostic> {
         "PROBLEMS_FILE",
         "give KERNELS or PROBLEMS_FILE, not both".into(),
     );
+    if let Some(path) = &s.corpus {
+        require(
+            path.0.is_dir(),
+            "CORPUS",
+            format!("{} is not a directory", path.0.display()),
+        );
+    }
     if let Some(path) = &s.problems_file {
         require(
             path.0.is_file(),
