@@ -172,20 +172,11 @@ fn compare_float(
         _ => f64::from_le_bytes(raw.try_into().expect("8 bytes")),
     };
     let e = expected_at(out, i);
-    let ok = if e.is_nan() {
-        a.is_nan()
-    } else if e.is_infinite() {
-        a == e
-    } else if !a.is_finite() {
-        false
-    } else {
-        let diff = (e - a).abs();
-        result.max_abs_error = result.max_abs_error.max(diff);
-        result.max_rel_error = result
-            .max_rel_error
-            .max(diff / e.abs().max(tolerance.atol).max(f64::MIN_POSITIVE));
-        diff <= tolerance.atol + tolerance.rtol * e.abs()
-    };
+    let (ok, errors) = element(e, a, tolerance);
+    if let Some((abs, rel)) = errors {
+        result.max_abs_error = result.max_abs_error.max(abs);
+        result.max_rel_error = result.max_rel_error.max(rel);
+    }
     if !ok {
         if !a.is_finite() && e.is_finite() {
             result.max_abs_error = f64::INFINITY;
@@ -246,25 +237,40 @@ fn floats_within(
 ) -> Option<(f64, f64)> {
     let (mut max_abs, mut max_rel) = (0.0f64, 0.0f64);
     for ((a, untouched), e) in actual.zip(expected) {
-        let ok = if untouched {
-            false
-        } else if e.is_nan() {
-            a.is_nan()
-        } else if e.is_infinite() {
-            a == e
-        } else if !a.is_finite() {
-            false
-        } else {
-            let diff = (e - a).abs();
-            max_abs = max_abs.max(diff);
-            max_rel = max_rel.max(diff / e.abs().max(tolerance.atol).max(f64::MIN_POSITIVE));
-            diff <= tolerance.atol + tolerance.rtol * e.abs()
-        };
+        if untouched {
+            return None;
+        }
+        let (ok, errors) = element(e, a, tolerance);
+        if let Some((abs, rel)) = errors {
+            max_abs = max_abs.max(abs);
+            max_rel = max_rel.max(rel);
+        }
         if !ok {
             return None;
         }
     }
     Some((max_abs, max_rel))
+}
+
+/// One float element against the reference's: whether it is right (NaN
+/// where it is NaN, the same infinity, else within `tolerance`), and its
+/// absolute and relative errors when both are finite. Both passes use it,
+/// so they cannot disagree.
+fn element(e: f64, a: f64, tolerance: Tolerance) -> (bool, Option<(f64, f64)>) {
+    if e.is_nan() {
+        (a.is_nan(), None)
+    } else if e.is_infinite() {
+        (a == e, None)
+    } else if !a.is_finite() {
+        (false, None)
+    } else {
+        let diff = (e - a).abs();
+        let rel = diff / e.abs().max(tolerance.atol).max(f64::MIN_POSITIVE);
+        (
+            diff <= tolerance.atol + tolerance.rtol * e.abs(),
+            Some((diff, rel)),
+        )
+    }
 }
 
 /// The reference's float64 elements.
