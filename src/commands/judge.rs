@@ -115,10 +115,7 @@ impl JudgeSetup {
 /// The HPCAgent-Bench manifests under `root`, when it is such a checkout
 /// (no `kernel.toml` kernels, `*.yaml` manifests).
 pub fn hab_corpus(root: PathBuf) -> anyhow::Result<Option<HabCorpus>> {
-    let native = Corpus::load(&root)
-        .map(|c| !c.kernels.is_empty())
-        .unwrap_or(false);
-    if native || !hab::holds_manifests(&root) {
+    if !hab::is_checkout(&root) {
         return Ok(None);
     }
     let (kernels, refused) =

@@ -5,7 +5,6 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{Args, ValueEnum};
-use hpcagent_judge::corpus::Corpus;
 use hpcagent_orchestrator::campaign::{self, ExecutorKind, Outcome, Up};
 use hpcagent_orchestrator::slurm::chain::{self, Next};
 use hpcagent_orchestrator::store::Reader;
@@ -229,10 +228,7 @@ fn preflight(config: &hpcagent_orchestrator::config::Config) -> anyhow::Result<(
 /// A campaign cannot grade an HPCAgent-Bench checkout yet: refused here, with
 /// what can be done with one, rather than as "no kernel matches".
 fn refuse_unreadable_corpus(root: &std::path::Path) -> anyhow::Result<()> {
-    let native = Corpus::load(root)
-        .map(|c| !c.kernels.is_empty())
-        .unwrap_or(false);
-    if !native && hpcagent_judge::corpus::hab::holds_manifests(root) {
+    if hpcagent_judge::corpus::hab::is_checkout(root) {
         anyhow::bail!(
             "CORPUS={} holds HPCAgent-Bench manifests: `hpcagent corpus list|check --corpus` and \
              `hpcagent judge task|inputs --corpus` read them, but a campaign cannot grade them yet",

@@ -89,10 +89,14 @@ pub fn load(root: &Path) -> Result<(Vec<Kernel>, Vec<Refusal>), std::io::Error> 
     Ok((kernels, refused))
 }
 
-/// Whether `dir` holds HPCAgent-Bench manifests anywhere below it.
-pub fn holds_manifests(dir: &Path) -> bool {
+/// Whether `root` is an HPCAgent-Bench checkout's corpus: manifests below
+/// it, and no `kernel.toml` kernels (a corpus of those is read as one).
+pub fn is_checkout(root: &Path) -> bool {
+    let native = crate::Corpus::load(root)
+        .map(|c| !c.kernels.is_empty())
+        .unwrap_or(false);
     let mut files = Vec::new();
-    find_manifests(dir, &mut files).is_ok() && !files.is_empty()
+    !native && find_manifests(root, &mut files).is_ok() && !files.is_empty()
 }
 
 /// A kernel by path key, or by stem when exactly one has it.
@@ -213,11 +217,12 @@ fn entry_def<'a>(
 pub fn derive_abi(m: &Manifest, stem: &str, def_params: &[String]) -> Result<Abi, String> {
     let symbol = symbol(m, stem)?;
     let inputs: Vec<String> = m.input_args.clone().unwrap_or_else(|| def_params.to_vec());
-    let arrays = arrays(m)?;
+    let declared = declared_arrays(m)?;
+    let arrays = by_name(&declared);
     let array_args: Vec<String> = m.array_args.clone().unwrap_or_else(|| {
         inputs
             .iter()
-            .filter(|i| arrays.contains_key(*i))
+            .filter(|i| arrays.contains_key(i.as_str()))
             .cloned()
             .collect()
     });
@@ -288,33 +293,45 @@ fn symbol(m: &Manifest, stem: &str) -> Result<String, String> {
     Ok(symbol)
 }
 
-/// An `init.arrays` entry: its shape, and its own dtype if any.
-struct ArrayDecl {
-    shape: Value,
-    dtype: Option<String>,
-}
-
-fn arrays(m: &Manifest) -> Result<BTreeMap<String, ArrayDecl>, String> {
-    let mut out = BTreeMap::new();
+/// The `init.arrays` entries, in declaration order (an array's random
+/// stream is its position), each in its long form.
+fn declared_arrays(m: &Manifest) -> Result<Vec<PlannedArray>, String> {
+    let mut out = Vec::new();
     for (name, spec) in &m.init.arrays {
-        let name = name.as_str().ok_or("an init.arrays name is not a string")?;
-        let decl = match spec {
+        let name = name
+            .as_str()
+            .ok_or("an init.arrays name is not a string")?
+            .to_string();
+        let array = match spec {
             Value::Mapping(_) => {
                 let spec: manifest::ArraySpec = serde_norway::from_value(spec.clone())
                     .map_err(|e| format!("init.arrays.{name}: {e}"))?;
-                ArrayDecl {
+                PlannedArray {
+                    name,
                     shape: spec.shape,
                     dtype: spec.dtype,
+                    dist: spec.dist,
+                    domain: spec.domain,
                 }
             }
-            shape => ArrayDecl {
+            shape => PlannedArray {
+                name,
                 shape: shape.clone(),
                 dtype: None,
+                dist: None,
+                domain: None,
             },
         };
-        out.insert(name.to_string(), decl);
+        out.push(array);
     }
     Ok(out)
+}
+
+/// The declared arrays by name.
+type Arrays<'a> = BTreeMap<&'a str, &'a PlannedArray>;
+
+fn by_name(declared: &[PlannedArray]) -> Arrays<'_> {
+    declared.iter().map(|a| (a.name.as_str(), a)).collect()
 }
 
 /// The pointers, in `array_args` order; a sparse array in a non-dense
@@ -322,7 +339,7 @@ fn arrays(m: &Manifest) -> Result<BTreeMap<String, ArrayDecl>, String> {
 fn pointers(
     m: &Manifest,
     array_args: &[String],
-    arrays: &BTreeMap<String, ArrayDecl>,
+    arrays: &Arrays<'_>,
     outputs: &BTreeSet<&str>,
 ) -> Result<Vec<Arg>, String> {
     let active = m
@@ -360,7 +377,7 @@ fn pointers(
             continue;
         }
         let dtype = arrays
-            .get(name)
+            .get(name.as_str())
             .and_then(|a| a.dtype.clone())
             .or_else(|| dtypes.get(name).cloned())
             .unwrap_or_else(|| "float64".into());
@@ -397,7 +414,7 @@ fn size_symbols(m: &Manifest) -> BTreeSet<String> {
 }
 
 /// Every identifier in an array's or a sparse buffer's shape.
-fn shape_names(m: &Manifest, arrays: &BTreeMap<String, ArrayDecl>) -> BTreeSet<String> {
+fn shape_names(m: &Manifest, arrays: &Arrays<'_>) -> BTreeSet<String> {
     let mut out = BTreeSet::new();
     for decl in arrays.values() {
         identifiers(&decl.shape, &mut out);
@@ -691,7 +708,8 @@ impl Kernel {
                     .filter_map(|(k, v)| Some((k.as_str()?.to_string(), v.as_i64()?))),
             )
             .collect();
-        let arrays = arrays(m)?;
+        let declared = declared_arrays(m)?;
+        let arrays = by_name(&declared);
         let buffers: BTreeMap<&str, &Value> = m
             .sparse_layouts
             .iter()
@@ -708,7 +726,7 @@ impl Kernel {
             .filter(|a| a.pointer && a.name != "workspace")
         {
             let shape = arrays
-                .get(&arg.name)
+                .get(arg.name.as_str())
                 .map(|a| &a.shape)
                 .or_else(|| buffers.get(arg.name.as_str()).copied())
                 .ok_or_else(|| format!("{} has no declared shape", arg.name))?;
@@ -736,29 +754,13 @@ impl Kernel {
         for (knob, value) in knob_defaults(m) {
             symbols.entry(Value::String(knob)).or_insert(value);
         }
-        let mut arrays = Vec::new();
+        let arrays = declared_arrays(m)?;
         let mut dtypes = m.init.dtypes.clone().unwrap_or_default();
-        for (name, spec) in &m.init.arrays {
-            let name = name.as_str().unwrap_or_default().to_string();
-            let (shape, dtype, dist, domain) = match spec {
-                Value::Mapping(_) => {
-                    let spec: manifest::ArraySpec = serde_norway::from_value(spec.clone())
-                        .map_err(|e| format!("init.arrays.{name}: {e}"))?;
-                    (spec.shape, spec.dtype, spec.dist, spec.domain)
-                }
-                shape => (shape.clone(), None, None, None),
-            };
-            // An array's own dtype wins over an init.dtypes entry.
-            if let Some(dtype) = &dtype {
-                dtypes.insert(name.clone(), dtype.clone());
+        // An array's own dtype wins over an init.dtypes entry.
+        for array in &arrays {
+            if let Some(dtype) = &array.dtype {
+                dtypes.insert(array.name.clone(), dtype.clone());
             }
-            arrays.push(PlannedArray {
-                name,
-                shape,
-                dtype,
-                dist,
-                domain,
-            });
         }
         let scalars = m.init.scalars.clone().unwrap_or_default();
         let outputs = m.init.output_args.clone().unwrap_or_else(|| {
