@@ -110,6 +110,21 @@ fn resume(run_dir: &Path) {
     assert!(stderr(&out).contains("resuming"), "{}", stderr(&out));
 }
 
+/// `hpcagent up` on examples/local.env in a 4-node allocation of its own,
+/// into `run_dir`; the caller adds its `--set`s. The bound counts salloc's
+/// wait behind the other tests' jobs.
+fn up_in_salloc(run_dir: &Path) -> Command {
+    let mut up = Command::new("timeout");
+    up.args(["900", "salloc", "--nodes=4", "--exclusive", "--quiet"])
+        .arg(env!("CARGO_BIN_EXE_hpcagent"))
+        .args(["up", "--env"])
+        .arg(example("local.env"))
+        .arg("--run-dir")
+        .arg(run_dir)
+        .current_dir(common::repo());
+    up
+}
+
 /// The text of every attempt's `transcript.jsonl` under `tasks/`.
 fn walk_transcripts(dir: &Path) -> Vec<String> {
     let Ok(tasks) = std::fs::read_dir(dir) else {
@@ -503,16 +518,9 @@ fn a_role_whose_srun_is_refused_fails_the_campaign_with_srun_s_words() {
         "image = \"docker://debian:12\"\nmounts = [\"${HOME}:${HOME}\"]\n",
     )
     .unwrap();
-    let out = Command::new("timeout")
-        .args(["900", "salloc", "--nodes=4", "--exclusive", "--quiet"])
-        .arg(env!("CARGO_BIN_EXE_hpcagent"))
-        .args(["up", "--env"])
-        .arg(example("local.env"))
-        .arg("--run-dir")
-        .arg(root.path().join("run"))
+    let out = up_in_salloc(&root.path().join("run"))
         .args(["--set", "KERNELS=gemm", "--set"])
         .arg(format!("ROLE_CE_ENV={}", edf.display()))
-        .current_dir(common::repo())
         .output()
         .unwrap();
     let said = format!("{}{}", stdout(&out), stderr(&out));
@@ -558,16 +566,9 @@ fn a_judge_whose_oracle_cannot_run_ends_the_campaign_at_once() {
     // Inside a job `up` does not look for the oracle itself (the judges'
     // nodes and images may differ from its own): the judges refuse, and
     // are not launched again.
-    let out = Command::new("timeout")
-        .args(["900", "salloc", "--nodes=4", "--exclusive", "--quiet"])
-        .arg(env!("CARGO_BIN_EXE_hpcagent"))
-        .args(["up", "--env"])
-        .arg(example("local.env"))
-        .arg("--run-dir")
-        .arg(root.path().join("run"))
+    let out = up_in_salloc(&root.path().join("run"))
         .args(["--set", "KERNELS=gemm,atax"])
         .env("HPCAGENT_PYTHON", "/nonexistent/python3")
-        .current_dir(common::repo())
         .output()
         .unwrap();
     let said = format!("{}{}", stdout(&out), stderr(&out));

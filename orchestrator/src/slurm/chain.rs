@@ -124,24 +124,25 @@ pub fn active_job(run_dir: &Path) -> Option<(String, String)> {
 
 /// Slurm's state of `job`, while it still knows the job.
 pub fn job_state(job: &str) -> Option<String> {
-    let out = Command::new("squeue")
-        .args(["-h", "-j", job, "-o", "%T"])
-        .output()
-        .ok()?;
-    // A heterogeneous job answers a line per component; they share a state.
-    let text = String::from_utf8_lossy(&out.stdout);
-    let state = text.lines().next().unwrap_or("").trim().to_string();
-    (out.status.success() && !state.is_empty()).then_some(state)
+    squeue_field(job, "%T")
 }
 
 /// The time `job` has left before its limit, as `squeue` reports it.
 pub fn time_left(job: &str) -> Option<Duration> {
+    parse_time_left(&squeue_field(job, "%L")?)
+}
+
+/// One field of `job` as `squeue -o FORMAT` prints it, while Slurm knows
+/// the job. A heterogeneous job answers a line per component; its
+/// components share state and time, so the first line is the job's.
+fn squeue_field(job: &str, format: &str) -> Option<String> {
     let out = Command::new("squeue")
-        .args(["-h", "-j", job, "-o", "%L"])
+        .args(["-h", "-j", job, "-o", format])
         .output()
         .ok()?;
     let text = String::from_utf8_lossy(&out.stdout);
-    parse_time_left(text.lines().next().unwrap_or("").trim())
+    let field = text.lines().next().unwrap_or("").trim().to_string();
+    (out.status.success() && !field.is_empty()).then_some(field)
 }
 
 /// squeue's `%L`: `[D-][H:]M:SS`; `UNLIMITED`, `NOT_SET` and the like are none.
