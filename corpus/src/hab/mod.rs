@@ -92,11 +92,13 @@ pub fn load(root: &Path) -> Result<(Vec<Kernel>, Vec<Refusal>), std::io::Error> 
 /// Whether `root` is an HPCAgent-Bench checkout's corpus: manifests below
 /// it, and no `kernel.toml` kernels (a corpus of those is read as one).
 pub fn is_checkout(root: &Path) -> bool {
-    let native = crate::Corpus::load(root)
-        .map(|c| !c.kernels.is_empty())
-        .unwrap_or(false);
+    // The walk for manifests first: it is cheap, and a plain corpus (none)
+    // is then not loaded twice at a campaign's start.
     let mut files = Vec::new();
-    !native && find_manifests(root, &mut files).is_ok() && !files.is_empty()
+    if find_manifests(root, &mut files).is_err() || files.is_empty() {
+        return false;
+    }
+    !crate::Corpus::load(root).is_ok_and(|c| !c.kernels.is_empty())
 }
 
 /// A kernel by path key, or by stem when exactly one has it.
