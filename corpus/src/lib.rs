@@ -101,18 +101,9 @@ impl Precision {
     /// Default tolerances (rtol, atol); integers compare exactly.
     pub fn default_tolerance(self) -> Tolerance {
         match self {
-            Precision::Fp64 => Tolerance {
-                rtol: 1e-9,
-                atol: 1e-11,
-            },
-            Precision::Fp32 => Tolerance {
-                rtol: 1e-3,
-                atol: 1e-5,
-            },
-            Precision::I64 => Tolerance {
-                rtol: 0.0,
-                atol: 0.0,
-            },
+            Precision::Fp64 => Tolerance::scaled(1e-9, 1e-11),
+            Precision::Fp32 => Tolerance::scaled(1e-3, 1e-5),
+            Precision::I64 => Tolerance::scaled(0.0, 0.0),
         }
     }
 }
@@ -140,6 +131,35 @@ impl FromStr for Precision {
 pub struct Tolerance {
     pub rtol: f64,
     pub atol: f64,
+    /// Whether `atol` scales with the output's largest |value| (this
+    /// corpus's rule, so tiny and huge outputs are judged alike), or is
+    /// used as given (NumPy's `allclose`, HPCAgent-Bench's rule).
+    #[serde(default = "yes")]
+    pub scaled: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl Tolerance {
+    /// `atol` scaled by the output's largest |value|.
+    pub const fn scaled(rtol: f64, atol: f64) -> Tolerance {
+        Tolerance {
+            rtol,
+            atol,
+            scaled: true,
+        }
+    }
+
+    /// `atol` as given.
+    pub const fn plain(rtol: f64, atol: f64) -> Tolerance {
+        Tolerance {
+            rtol,
+            atol,
+            scaled: false,
+        }
+    }
 }
 
 /// An element type as stored in memory.
@@ -150,6 +170,13 @@ pub enum DType {
     F32,
     I32,
     I64,
+    // The narrower types only HPCAgent-Bench manifests use.
+    I16,
+    I8,
+    U16,
+    U8,
+    /// C's `bool`, one byte.
+    Bool,
 }
 
 impl DType {
@@ -157,11 +184,45 @@ impl DType {
         match self {
             DType::F64 | DType::I64 => 8,
             DType::F32 | DType::I32 => 4,
+            DType::I16 | DType::U16 => 2,
+            DType::I8 | DType::U8 | DType::Bool => 1,
         }
+    }
+
+    /// The type of a NumPy dtype name, where the judge can pass it
+    /// (`int4` is stored one value per byte, as `int8`).
+    pub fn from_numpy(name: &str) -> Option<DType> {
+        Some(match name {
+            "float64" => DType::F64,
+            "float32" => DType::F32,
+            "int64" => DType::I64,
+            "int32" => DType::I32,
+            "int16" => DType::I16,
+            "int8" | "int4" => DType::I8,
+            "uint16" => DType::U16,
+            "uint8" => DType::U8,
+            "bool" => DType::Bool,
+            _ => return None,
+        })
     }
 
     pub fn is_float(self) -> bool {
         matches!(self, DType::F64 | DType::F32)
+    }
+
+    /// An integer (or `bool`) element from its little-endian bytes.
+    pub fn int_le(self, raw: &[u8]) -> i64 {
+        let mut wide = [0u8; 8];
+        wide[..raw.len()].copy_from_slice(raw);
+        let value = i64::from_le_bytes(wide);
+        let bits = 8 * raw.len() as u32;
+        match self {
+            // Sign-extend from the element's own width.
+            DType::I32 | DType::I16 | DType::I8 if bits < 64 => {
+                (value << (64 - bits)) >> (64 - bits)
+            }
+            _ => value,
+        }
     }
 
     pub fn c_type(self) -> &'static str {
@@ -170,6 +231,11 @@ impl DType {
             DType::F32 => "float",
             DType::I32 => "int32_t",
             DType::I64 => "int64_t",
+            DType::I16 => "int16_t",
+            DType::I8 => "int8_t",
+            DType::U16 => "uint16_t",
+            DType::U8 => "uint8_t",
+            DType::Bool => "bool",
         }
     }
 
@@ -179,6 +245,9 @@ impl DType {
             DType::F32 => "real(c_float)",
             DType::I32 => "integer(c_int32_t)",
             DType::I64 => "integer(c_int64_t)",
+            DType::I16 | DType::U16 => "integer(c_int16_t)",
+            DType::I8 | DType::U8 => "integer(c_int8_t)",
+            DType::Bool => "logical(c_bool)",
         }
     }
 
@@ -188,6 +257,11 @@ impl DType {
             DType::F32 => "float32",
             DType::I32 => "int32",
             DType::I64 => "int64",
+            DType::I16 => "int16",
+            DType::I8 => "int8",
+            DType::U16 => "uint16",
+            DType::U8 => "uint8",
+            DType::Bool => "bool",
         }
     }
 }
@@ -296,6 +370,9 @@ pub struct Kernel {
     pub notes: String,
     /// Hash of the manifest, reference and baseline: cached data is keyed by it.
     pub fingerprint: String,
+    /// The exported symbol where the corpus fixes it whole (HPCAgent-Bench
+    /// names every variant `_fp64`); else `<ident>_<precision>`.
+    pub symbol: Option<String>,
 }
 
 impl Kernel {
@@ -306,7 +383,10 @@ impl Kernel {
 
     /// The symbol a submission exports, e.g. `gemm_fp64`.
     pub fn symbol(&self, precision: Precision) -> String {
-        format!("{}_{}", self.ident(), precision)
+        match &self.symbol {
+            Some(symbol) => symbol.clone(),
+            None => format!("{}_{}", self.ident(), precision),
+        }
     }
 
     pub fn tolerance(&self, precision: Precision) -> Tolerance {
@@ -486,6 +566,38 @@ fn find_kernel_dirs(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
     Ok(())
 }
 
+/// The corpus at `root` whichever its format, and the kernels it cannot
+/// offer with why (path key → reason): an HPCAgent-Bench checkout's
+/// manifests in their graded form ([`hab::Kernel::graded`]), else every
+/// `kernel.toml`, where any invalid one is an error.
+pub fn load_any(root: &Path) -> Result<(Corpus, BTreeMap<String, String>), Vec<CorpusError>> {
+    if !hab::is_checkout(root) {
+        return Corpus::load(root).map(|c| (c, BTreeMap::new()));
+    }
+    let (kernels, refusals) = hab::load(root).map_err(|e| {
+        vec![CorpusError {
+            path: root.to_path_buf(),
+            message: format!("cannot read the corpus: {e}"),
+        }]
+    })?;
+    let mut refused: BTreeMap<String, String> =
+        refusals.into_iter().map(|r| (r.key, r.reason)).collect();
+    let mut graded = Vec::new();
+    for kernel in &kernels {
+        match kernel.graded() {
+            Ok(k) => graded.push(k),
+            Err(why) => {
+                refused.insert(kernel.key.clone(), why);
+            }
+        }
+    }
+    let corpus = Corpus {
+        root: root.to_path_buf(),
+        kernels: graded,
+    };
+    Ok((corpus, refused))
+}
+
 /// A stable hash of byte strings (hex).
 pub fn fingerprint(parts: &[&[u8]]) -> String {
     let mut h = Sha256::new();
@@ -494,4 +606,21 @@ pub fn fingerprint(parts: &[&[u8]]) -> String {
         h.update(p);
     }
     h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::DType;
+
+    #[test]
+    fn narrow_integers_read_back_with_their_sign() {
+        assert_eq!(DType::I8.int_le(&[0xFF]), -1);
+        assert_eq!(DType::U8.int_le(&[0xFF]), 255);
+        assert_eq!(DType::I16.int_le(&(-300i16).to_le_bytes()), -300);
+        assert_eq!(DType::U16.int_le(&[0xFF, 0xFF]), 65535);
+        assert_eq!(DType::I32.int_le(&(-5i32).to_le_bytes()), -5);
+        assert_eq!(DType::Bool.int_le(&[1]), 1);
+        assert_eq!(DType::from_numpy("int4"), Some(DType::I8));
+        assert_eq!(DType::from_numpy("complex128"), None);
+    }
 }

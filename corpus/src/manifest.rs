@@ -279,6 +279,7 @@ fn build(
         tolerances,
         notes: raw.notes.trim().to_string(),
         fingerprint: fingerprint(&[manifest, reference, baseline]),
+        symbol: None,
     };
     for preset in Preset::ALL {
         for &precision in &kernel.precisions {

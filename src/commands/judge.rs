@@ -44,6 +44,11 @@ pub struct JudgeSetup {
     /// The task corpus (default: HPCAGENT_BENCHMARKS or ./benchmarks).
     #[arg(long, value_name = "DIR")]
     corpus: Option<PathBuf>,
+    /// C baselines of an HPCAgent-Bench corpus's tasks, `<path key>/baseline.c`
+    /// (e.g. emitted once by HPCAgent-Bench's translator); a task without one
+    /// is timed against its NumPy reference.
+    #[arg(long, value_name = "DIR")]
+    baselines: Option<PathBuf>,
     /// Cache base directory; the rank suffix is added (default: ~/.cache/hpcagent).
     #[arg(long, value_name = "DIR")]
     cache: Option<PathBuf>,
@@ -95,6 +100,7 @@ impl JudgeSetup {
         if let Some(cache) = &self.cache {
             config.cache_base = cache.clone();
         }
+        config.baselines = self.baselines.clone();
         if self.shared.is_some() {
             config.shared = self.shared.clone();
         }

@@ -9,6 +9,7 @@
 //! the symbol, the arguments in its order, their C types and const-ness);
 //! generating inputs, calling the reference and grading belong to the judge.
 
+mod graded;
 pub mod manifest;
 mod pydef;
 
@@ -18,6 +19,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use serde_norway::Value;
 
+pub use graded::FP64_TOLERANCE;
 pub use manifest::Manifest;
 
 /// The presets a fixed-size reader grades at, in order.
@@ -34,7 +36,9 @@ pub struct Kernel {
     pub level: u8,
     pub kind: String,
     pub presets: Vec<String>,
-    /// The kernel directory and the NumPy reference in it.
+    /// The manifest, the kernel directory and the NumPy reference in it.
+    #[serde(skip)]
+    pub file: PathBuf,
     #[serde(skip)]
     pub dir: PathBuf,
     #[serde(skip)]
@@ -186,6 +190,7 @@ fn read(root: &Path, file: &Path, key: &str) -> Result<Kernel, String> {
             .clone()
             .unwrap_or_else(|| "microkernel".into()),
         presets,
+        file: file.to_path_buf(),
         dir,
         reference,
         entry: entry.name.clone(),
@@ -560,7 +565,43 @@ pub struct InputPlan {
     pub seed: u64,
     pub precision: String,
     pub reference: ReferenceCall,
+    /// The symbol's arguments in order, for the case a grade passes.
+    pub abi: Vec<Arg>,
+    /// A held-out case's variant of the draw; `None` for HPCAgent-Bench's own.
+    pub rotation: Option<Rotation>,
 }
+
+/// A held-out case's variant: every float array the declarative path
+/// draws comes from `dist`, scaled by `scale`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Rotation {
+    pub dist: &'static str,
+    pub scale: f64,
+}
+
+/// HPCAgent-Bench's five held-out variants, in its order.
+pub const ROTATIONS: [Rotation; 5] = [
+    Rotation {
+        dist: "uniform",
+        scale: 1.0,
+    },
+    Rotation {
+        dist: "lognormal",
+        scale: 1.0,
+    },
+    Rotation {
+        dist: "normal",
+        scale: 1.0,
+    },
+    Rotation {
+        dist: "uniform",
+        scale: 3.0,
+    },
+    Rotation {
+        dist: "lognormal",
+        scale: 0.1,
+    },
+];
 
 /// How the NumPy reference is called: positionally, `args` in order, its
 /// `outputs` being what it returns when it returns that many values, else
@@ -791,6 +832,8 @@ impl Kernel {
                 args: self.inputs.clone(),
                 outputs: m.output_args.clone(),
             },
+            abi: self.abi.args.clone(),
+            rotation: None,
         })
     }
 }

@@ -127,15 +127,10 @@ fn largest_output(inputs: &CaseInputs, reference: &Reference) -> Result<f64, Dat
                     .chunks_exact(8)
                     .map(|c| f64::from_le_bytes(c.try_into().expect("8 bytes"))),
             ),
-            DType::I64 => Box::new(
+            int => Box::new(
                 bytes
-                    .chunks_exact(8)
-                    .map(|c| i64::from_le_bytes(c.try_into().expect("8 bytes")) as f64),
-            ),
-            DType::I32 => Box::new(
-                bytes
-                    .chunks_exact(4)
-                    .map(|c| i32::from_le_bytes(c.try_into().expect("4 bytes")) as f64),
+                    .chunks_exact(int.size())
+                    .map(move |c| int.int_le(c) as f64),
             ),
         };
         largest = values

@@ -15,6 +15,7 @@ use hpcagent_proto::v1 as pb;
 use crate::build::{self, Builder, flags, toolchain::Toolchain};
 use crate::corpus::{Corpus, Kernel, Precision, Preset, abi};
 use crate::data::DataCache;
+use crate::hab_tasks::HabTasks;
 use crate::language::Language;
 use crate::profile::Profilers;
 use crate::slots::{self, Slots};
@@ -23,6 +24,8 @@ use crate::slots::{self, Slots};
 #[derive(Debug, Clone)]
 pub struct JudgeConfig {
     pub corpus: PathBuf,
+    /// C baselines of an HPCAgent-Bench corpus's tasks: `<path key>/baseline.c`.
+    pub baselines: Option<PathBuf>,
     /// Cache base; the rank suffix is added to it.
     pub cache_base: PathBuf,
     /// The hpcagent binary (runs the runner and the compiler confinement).
@@ -56,6 +59,7 @@ impl JudgeConfig {
     pub fn new(corpus: PathBuf, exe: PathBuf) -> JudgeConfig {
         JudgeConfig {
             corpus,
+            baselines: None,
             cache_base: build::default_cache_base(),
             exe,
             shared: std::env::var_os("HPCAGENT_SHARED_DIR").map(PathBuf::from),
@@ -244,6 +248,8 @@ impl Isolation {
 pub struct Judge {
     pub config: JudgeConfig,
     pub corpus: Corpus,
+    /// When the corpus is an HPCAgent-Bench checkout: its tasks as written.
+    pub hab: Option<HabTasks>,
     pub builder: Builder,
     pub data: DataCache,
     pub slots: Slots,
@@ -259,14 +265,20 @@ pub struct Judge {
 impl Judge {
     /// Loads the corpus and detects what this node has.
     pub fn new(config: JudgeConfig) -> Result<Judge, String> {
-        let corpus = Corpus::load(&config.corpus).map_err(|errors| {
-            let lines: Vec<String> = errors.iter().map(ToString::to_string).collect();
-            format!(
-                "the corpus at {} is invalid:\n{}",
-                config.corpus.display(),
-                lines.join("\n")
-            )
-        })?;
+        let (corpus, hab) = if crate::corpus::hab::is_checkout(&config.corpus) {
+            let (tasks, corpus) = HabTasks::load(&config.corpus, config.baselines.clone())?;
+            (corpus, Some(tasks))
+        } else {
+            let corpus = Corpus::load(&config.corpus).map_err(|errors| {
+                let lines: Vec<String> = errors.iter().map(ToString::to_string).collect();
+                format!(
+                    "the corpus at {} is invalid:\n{}",
+                    config.corpus.display(),
+                    lines.join("\n")
+                )
+            })?;
+            (corpus, None)
+        };
         let rank = build::rank();
         let cache = build::cache_root(&config.cache_base, rank.as_ref().map(|(_, r)| r.as_str()));
         check_cache_location(&cache, config.shared.as_deref())?;
@@ -296,6 +308,7 @@ impl Judge {
             profilers: Profilers::detect(),
             config,
             corpus,
+            hab,
             builder,
             slots,
             isolation,
@@ -311,7 +324,15 @@ impl Judge {
         task_id: &str,
         precision: Option<Precision>,
     ) -> Result<(&Kernel, Precision), JudgeError> {
-        let kernel = self.corpus.find(task_id).ok_or_else(|| {
+        let kernel = match &self.hab {
+            Some(tasks) => Some(
+                tasks
+                    .graded(&self.corpus, task_id)
+                    .map_err(JudgeError::InvalidArgument)?,
+            ),
+            None => self.corpus.find(task_id),
+        };
+        let kernel = kernel.ok_or_else(|| {
             let names: Vec<&str> = self
                 .corpus
                 .kernels
@@ -420,15 +441,10 @@ impl Judge {
             .compiler(language)
             .map(|c| c.flags.clone())
             .unwrap_or_default();
-        let reference = std::fs::read_to_string(kernel.reference_path()).unwrap_or_default();
+        let sources = self.sources(kernel, preset);
         let mut notes = vec![
             "Arrays are row-major (C order) and do not overlap. Write only the outputs; inputs are const.".to_string(),
-            format!(
-                "Score times the kernel against the baseline on fresh random inputs at the public \
-                 sizes ({preset}), then checks it on the public case (seed {}); Submit times it at \
-                 sizes of its own and adds held-out seeds and sizes.",
-                self.config.public_seed
-            ),
+            sources.grading,
         ];
         if language == Language::Fortran {
             notes.push("Fortran sees row-major arrays with their dimensions reversed.".into());
@@ -440,6 +456,7 @@ impl Judge {
         if !kernel.notes.is_empty() {
             notes.push(kernel.notes.clone());
         }
+        notes.extend(sources.hints);
         Ok(pb::TaskInfo {
             task_id: kernel.id.clone(),
             kernel: kernel.name.clone(),
@@ -452,8 +469,10 @@ impl Judge {
             symbol: kernel.symbol(precision),
             preset: preset.to_string(),
             sizes: kernel
-                .sizes(preset)
-                .iter()
+                .presets
+                .get(&preset)
+                .into_iter()
+                .flatten()
                 .map(|(name, value)| pb::Dimension {
                     name: name.clone(),
                     value: *value,
@@ -461,14 +480,74 @@ impl Judge {
                 .collect(),
             rtol: tolerance.rtol,
             atol: tolerance.atol,
-            reference_source: reference,
+            reference_source: sources.reference,
             judge_flags: compiler_flags,
             allowed_flags: flags::describe(),
             libraries: self.shared_libraries(),
             tags: kernel.tags.clone(),
             notes: notes.join("\n"),
-            baseline_source: std::fs::read_to_string(kernel.baseline_path()).unwrap_or_default(),
+            baseline_source: sources.baseline,
         })
+    }
+
+    /// A task's reference and baseline sources, how it is graded, and its
+    /// hints: the kernel's own files, or an HPCAgent-Bench manifest's.
+    fn sources(&self, kernel: &Kernel, preset: Preset) -> TaskSources {
+        let read = |path: &Path| std::fs::read_to_string(path).unwrap_or_default();
+        let Some((tasks, manifested)) = self
+            .hab
+            .as_ref()
+            .and_then(|t| t.find(&kernel.id).ok().map(|m| (t, m)))
+        else {
+            return TaskSources {
+                reference: read(&kernel.reference_path()),
+                baseline: read(&kernel.baseline_path()),
+                grading: format!(
+                    "Score times the kernel against the baseline on fresh random inputs at the \
+                     public sizes ({preset}), then checks it on the public case (seed {}); Submit \
+                     times it at sizes of its own and adds held-out seeds and sizes.",
+                    self.config.public_seed
+                ),
+                hints: Vec::new(),
+            };
+        };
+        let baseline = tasks.baseline(manifested);
+        let denominator = match baseline {
+            Some(_) => "a C baseline, timed in pairs beside it on the same inputs",
+            None => "the NumPy reference's fastest call on the same inputs",
+        };
+        let mut hints = vec![format!(
+            "{} (level {}, {}): HPCAgent-Bench gives an agent {} s for this level.",
+            manifested.name,
+            manifested.level,
+            manifested.kind,
+            crate::corpus::hab::level_budget_seconds(manifested.level)
+        )];
+        hints.extend(
+            manifested
+                .hints(&tasks.root)
+                .iter()
+                .map(|file| read(file).trim_end().to_string())
+                .filter(|text| !text.is_empty()),
+        );
+        TaskSources {
+            reference: read(&manifested.reference),
+            // As the judge builds it: a translator's symbol renamed to the task's.
+            baseline: baseline
+                .map(|file| {
+                    let renamed = crate::hab_tasks::translator_symbol(manifested)
+                        .map(|emitted| format!("#define {emitted} {}\n", manifested.abi.symbol));
+                    format!("{}{}", renamed.unwrap_or_default(), read(&file))
+                })
+                .unwrap_or_default(),
+            grading: format!(
+                "Inputs are HPCAgent-Bench's for seed {} at {preset}; outputs hold generated data \
+                 before the call. The speedup's denominator is {denominator}. Submit adds five \
+                 held-out cases drawn differently.",
+                self.config.public_seed
+            ),
+            hints,
+        }
     }
 
     /// What this judge can build and profile, and how it isolates runs.
@@ -500,6 +579,16 @@ impl Judge {
             isolation: self.isolation.describe(),
         }
     }
+}
+
+/// What [`Judge::task`] shows of a task beyond its ABI.
+struct TaskSources {
+    reference: String,
+    baseline: String,
+    /// How it is graded, in a sentence or two.
+    grading: String,
+    /// The manifest's name, level and hints (HPCAgent-Bench tasks).
+    hints: Vec<String>,
 }
 
 /// The cache holds the reference outputs: it must not lie where sandboxed

@@ -4,7 +4,8 @@
 //! its own) ([`data`]), building with a per-rank cache ([`build`]), where builds and
 //! runs get their directories ([`sandbox_dir`]), out-of-process runs timed
 //! from outside ([`runner`], [`timing`]), verification ([`verify`]),
-//! verdicts ([`verdict`]), grading slots ([`slots`]), profilers ([`profile`])
+//! verdicts ([`verdict`]), an HPCAgent-Bench checkout's tasks
+//! ([`hab_tasks`]), grading slots ([`slots`]), profilers ([`profile`])
 //! and the gRPC Judge service ([`service`]). [`judge::Judge`] ties them
 //! together. It does not own scheduling or the results store: a judge answers
 //! requests, the orchestrator decides what is asked and records the answers.
@@ -14,6 +15,7 @@ pub mod cases;
 pub mod data;
 pub mod discrimination;
 pub mod grade;
+pub mod hab_tasks;
 pub mod judge;
 pub mod oracle;
 pub mod profile;

@@ -137,6 +137,8 @@ pub struct Verdict {
     pub speedup_high: Option<f64>,
     /// Timed pairs (a baseline call and a submission call each) measured.
     pub pairs: u32,
+    /// What the speedup divides (see the proto's `denominator`).
+    pub denominator: String,
     /// How the submission's run was isolated: `full`, or what was missing.
     pub isolation: String,
     pub hidden_passed: u32,
@@ -170,6 +172,7 @@ impl Verdict {
             speedup_low: None,
             speedup_high: None,
             pairs: 0,
+            denominator: String::new(),
             isolation: String::new(),
             hidden_passed: 0,
             hidden_total: 0,
@@ -276,6 +279,7 @@ impl From<&Verdict> for pb::Verdict {
             speedup_high: v.speedup_high.unwrap_or(0.0),
             pairs: v.pairs,
             isolation: v.isolation.clone(),
+            denominator: v.denominator.clone(),
             hidden_passed: v.hidden_passed,
             hidden_total: v.hidden_total,
             deterministic: v.deterministic.unwrap_or(false),
@@ -316,6 +320,7 @@ impl From<pb::Verdict> for Verdict {
             speedup_high: (v.speedup_high != 0.0).then_some(v.speedup_high),
             pairs: v.pairs,
             isolation: v.isolation,
+            denominator: v.denominator,
             hidden_passed: v.hidden_passed,
             hidden_total: v.hidden_total,
             deterministic: (v.hidden_total > 0 || v.deterministic).then_some(v.deterministic),

@@ -89,8 +89,9 @@ impl Draw {
             match self.dtype {
                 DType::F64 => element.copy_from_slice(&v.to_le_bytes()),
                 DType::F32 => element.copy_from_slice(&(v as f32).to_le_bytes()),
-                DType::I64 => element.copy_from_slice(&(v as i64).to_le_bytes()),
-                DType::I32 => element.copy_from_slice(&(v as i32).to_le_bytes()),
+                DType::Bool => element[0] = u8::from(v != 0.0),
+                // The other integers: the low bytes of the value.
+                _ => element.copy_from_slice(&(v as i64).to_le_bytes()[..element.len()]),
             }
         }
     }

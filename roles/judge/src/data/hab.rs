@@ -2,14 +2,22 @@
 //! `hab_inputs.py` from the manifest's `init` block ([`InputPlan`]), as
 //! HPCAgent-Bench makes them: for one seed, the same arrays to the bit; and
 //! its NumPy reference's outputs for them, called as HPCAgent-Bench calls it.
+//!
+//! For a grade, a case is made once per judge cache ([`DataCache::hab_case`]):
+//! the arguments in ABI order, each array's bytes as the submission takes
+//! them (beside the kernel's own cases, readable by the runner), and the
+//! reference's outputs and its times (in the private reference directory).
 
-use std::collections::BTreeSet;
-use std::path::Path;
+use std::collections::{BTreeMap, BTreeSet};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde::Deserialize;
 
+use super::{ArrayData, CaseInputs, DataCache, DataError, Reference, create_private_dir, io};
 use crate::corpus::hab::{InputPlan, Kernel};
+use crate::corpus::{self, ScalarValue, fingerprint};
 
 const SCRIPT: &str = include_str!("hab_inputs.py");
 
@@ -99,6 +107,22 @@ pub fn make_inputs(
     out: &Path,
     reference: bool,
 ) -> Result<MadeCase, String> {
+    let flags: &[&str] = if reference { &["--reference"] } else { &[] };
+    run_script(python, plan, out, flags)?;
+    let listing = |name: &str| -> Result<Vec<Made>, String> {
+        let listed = out.join(name);
+        let text =
+            std::fs::read_to_string(&listed).map_err(|e| format!("{}: {e}", listed.display()))?;
+        serde_json::from_str(&text).map_err(|e| format!("{}: {e}", listed.display()))
+    };
+    Ok(MadeCase {
+        inputs: listing("inputs.json")?,
+        expected: reference.then(|| listing("expected.json")).transpose()?,
+    })
+}
+
+/// Runs `hab_inputs.py` on `plan` into `out` (created if absent).
+fn run_script(python: &str, plan: &InputPlan, out: &Path, flags: &[&str]) -> Result<(), String> {
     let io = |what: &Path| {
         let shown = what.display().to_string();
         move |e: std::io::Error| format!("{shown}: {e}")
@@ -116,7 +140,7 @@ pub fn make_inputs(
         .arg(&script)
         .arg(&plan_file)
         .arg(out)
-        .args(reference.then_some("--reference"))
+        .args(flags)
         .output()
         .map_err(|e| format!("cannot run {python}: {e}"))?;
     if !ran.status.success() {
@@ -129,13 +153,201 @@ pub fn make_inputs(
             tail.join("\n")
         ));
     }
-    let listing = |name: &str| -> Result<Vec<Made>, String> {
-        let listed = out.join(name);
-        let text = std::fs::read_to_string(&listed).map_err(io(&listed))?;
-        serde_json::from_str(&text).map_err(|e| format!("{}: {e}", listed.display()))
-    };
-    Ok(MadeCase {
-        inputs: listing("inputs.json")?,
-        expected: reference.then(|| listing("expected.json")).transpose()?,
+    Ok(())
+}
+
+/// How many times the reference is timed beside a case (after the call
+/// that makes its outputs, which warms it up), as HPCAgent-Bench times it.
+pub const REFERENCE_REPS: u32 = 20;
+
+/// A case of an HPCAgent-Bench task, ready for a grade.
+#[derive(Debug, Clone)]
+pub struct HabCase {
+    pub inputs: CaseInputs,
+    pub reference: Reference,
+    /// The NumPy reference's call times on these inputs.
+    pub reference_ns: Vec<u64>,
+}
+
+/// One argument of `case.json`.
+#[derive(Debug, Deserialize)]
+struct CaseArg {
+    name: String,
+    pointer: bool,
+    #[serde(default)]
+    shape: Vec<i64>,
+    #[serde(default)]
+    value: serde_json::Value,
+}
+
+#[derive(Debug, Deserialize)]
+struct Timed {
+    ns: Vec<u64>,
+}
+
+impl DataCache {
+    /// The case `plan` describes for `kernel` (the task as the judge
+    /// grades it), made on first use: inputs, reference outputs and the
+    /// reference's times.
+    pub async fn hab_case(
+        &self,
+        kernel: &corpus::Kernel,
+        plan: &InputPlan,
+    ) -> Result<HabCase, DataError> {
+        let plan_text = serde_json::to_string(plan).map_err(|e| DataError::Case(e.to_string()))?;
+        let hash = fingerprint(&[
+            kernel.fingerprint.as_bytes(),
+            plan_text.as_bytes(),
+            SCRIPT.as_bytes(),
+            &REFERENCE_REPS.to_le_bytes(),
+        ]);
+        let key = format!("{}-{}", kernel.symbol(corpus::Precision::Fp64), &hash[..24]);
+        let inputs_dir = self.root.join("inputs").join(&key);
+        let reference_dir = self.root.join("reference").join(&key);
+        let lock = self.lock(&key);
+        let _held = lock.lock().await;
+        if !(inputs_dir.is_dir() && reference_dir.is_dir()) {
+            let (python, plan, root) = (self.python.clone(), plan.clone(), self.root.clone());
+            let (to_inputs, to_reference) = (inputs_dir.clone(), reference_dir.clone());
+            tokio::task::spawn_blocking(move || {
+                make_case(&python, &plan, &root, &to_inputs, &to_reference)
+            })
+            .await
+            .map_err(|e| DataError::Case(format!("making the case panicked: {e}")))??;
+        }
+        read_case(kernel, key, &inputs_dir, &reference_dir)
+    }
+}
+
+/// Makes a case in a private directory, then publishes its arrays under
+/// `inputs` (readable by runners) and the rest under `reference`.
+fn make_case(
+    python: &str,
+    plan: &InputPlan,
+    root: &Path,
+    inputs: &Path,
+    reference: &Path,
+) -> Result<(), DataError> {
+    let private = root.join("reference");
+    create_private_dir(&private)?;
+    let made = tempfile::Builder::new()
+        .prefix(".tmp-")
+        .tempdir_in(&private)
+        .map_err(io(&private))?;
+    let reps = REFERENCE_REPS.to_string();
+    run_script(
+        python,
+        plan,
+        made.path(),
+        &["--reference", "--case", "--time", &reps],
+    )
+    .map_err(DataError::Reference)?;
+    let public = root.join("inputs");
+    std::fs::create_dir_all(&public).map_err(io(&public))?;
+    let arrays = tempfile::Builder::new()
+        .prefix(".tmp-")
+        .tempdir_in(&public)
+        .map_err(io(&public))?;
+    std::fs::set_permissions(arrays.path(), std::fs::Permissions::from_mode(0o755))
+        .map_err(io(arrays.path()))?;
+    for arg in case_args(made.path())?.iter().filter(|a| a.pointer) {
+        let file = format!("{}.bin", arg.name);
+        let to = arrays.path().join(&file);
+        std::fs::rename(made.path().join(&file), &to).map_err(io(&to))?;
+        std::fs::set_permissions(&to, std::fs::Permissions::from_mode(0o644)).map_err(io(&to))?;
+    }
+    publish(arrays.keep(), inputs)?;
+    publish(made.keep(), reference)
+}
+
+/// Renames a finished directory into place; another judge's identical one
+/// already there wins.
+fn publish(done: PathBuf, to: &Path) -> Result<(), DataError> {
+    if let Err(e) = std::fs::rename(&done, to) {
+        let _ = std::fs::remove_dir_all(&done);
+        if !to.is_dir() {
+            return Err(io(to)(e));
+        }
+    }
+    Ok(())
+}
+
+fn case_args(dir: &Path) -> Result<Vec<CaseArg>, DataError> {
+    let file = dir.join("case.json");
+    let text = std::fs::read_to_string(&file).map_err(io(&file))?;
+    serde_json::from_str(&text).map_err(|e| DataError::Case(format!("{}: {e}", file.display())))
+}
+
+/// The case as the grade passes it, from its published directories.
+fn read_case(
+    kernel: &corpus::Kernel,
+    key: String,
+    inputs: &Path,
+    reference: &Path,
+) -> Result<HabCase, DataError> {
+    let mut arrays = Vec::new();
+    let mut scalars = Vec::new();
+    for arg in case_args(reference)? {
+        if arg.pointer {
+            let spec = kernel
+                .arrays
+                .iter()
+                .find(|a| a.name == arg.name)
+                .ok_or_else(|| {
+                    DataError::Case(format!("{} is not an array of the task", arg.name))
+                })?;
+            let elements = arg.shape.iter().product::<i64>().max(0) as usize;
+            arrays.push(ArrayData {
+                name: arg.name.clone(),
+                dtype: spec.elem.resolve(corpus::Precision::Fp64),
+                role: spec.role,
+                shape: arg.shape,
+                elements,
+                input: Some(inputs.join(format!("{}.bin", arg.name))),
+            });
+        } else {
+            let spec = kernel.scalars.iter().find(|s| s.name == arg.name);
+            let dtype = spec
+                .map(|s| s.elem.resolve(corpus::Precision::Fp64))
+                .ok_or_else(|| {
+                    DataError::Case(format!("{} is not a scalar of the task", arg.name))
+                })?;
+            let value = match &arg.value {
+                serde_json::Value::Bool(b) => ScalarValue::Int(i64::from(*b)),
+                v => match (v.as_i64(), v.as_f64()) {
+                    (Some(i), _) => ScalarValue::Int(i),
+                    (None, Some(f)) => ScalarValue::Real(f),
+                    _ => return Err(DataError::Case(format!("{} has no value", arg.name))),
+                },
+            };
+            scalars.push((arg.name, value, dtype));
+        }
+    }
+    let outputs: BTreeMap<String, PathBuf> = arrays
+        .iter()
+        .filter(|a| a.role.is_output())
+        .map(|a| {
+            (
+                a.name.clone(),
+                reference.join("expected").join(format!("{}.bin", a.name)),
+            )
+        })
+        .collect();
+    let timed = reference.join("timing.json");
+    let reference_ns = std::fs::read_to_string(&timed)
+        .ok()
+        .and_then(|t| serde_json::from_str::<Timed>(&t).ok())
+        .map(|t| t.ns)
+        .unwrap_or_default();
+    Ok(HabCase {
+        inputs: CaseInputs {
+            key,
+            sizes: corpus::Sizes::new(),
+            arrays,
+            scalars,
+            workspace_bytes: 0,
+        },
+        reference: Reference { outputs },
+        reference_ns,
     })
 }

@@ -1,7 +1,7 @@
 """The inputs of an HPCAgent-Bench task, made as HPCAgent-Bench makes them, so
 that for a given seed a judge grades on the very arrays HPCAgent-Bench would.
 
-    python3 hab_inputs.py PLAN.json OUT_DIR [--reference]
+    python3 hab_inputs.py PLAN.json OUT_DIR [--reference] [--case] [--time N]
 
 PLAN (written by the judge from the manifest, hpcagent_corpus::hab::InputPlan):
   dir, module          the kernel directory and the module holding initialize()
@@ -12,6 +12,8 @@ PLAN (written by the judge from the manifest, hpcagent_corpus::hab::InputPlan):
   arrays               {name, shape, dtype, dist, domain}, in declaration order
   scalars, dtypes, symbols, seed, precision ("fp64" | "fp32")
   reference            {path, function, args, outputs}: how the NumPy reference is called
+  abi                  the symbol's arguments in order ({name, dtype, pointer})
+  rotation             null, or {dist, scale}: a held-out case's variant
 
 Writes OUT_DIR/<name>.npy for every output and OUT_DIR/inputs.json listing
 them ({name, dtype, shape}); with --reference, also the reference's outputs
@@ -24,6 +26,18 @@ integers below max(2, min(shape))); other arrays their own distribution, else
 uniform [-1000, 1000), drawn in float64 and cast to the run precision, then
 folded into their declared domain. Custom path: initialize(*args) with
 datatype, rng (default_rng(seed)) and dist passed where it accepts them.
+
+--case writes what a grade passes the submission: OUT_DIR/case.json, the
+ABI's arguments in order (pointers with their shape and file, by-value ones
+with their value), each pointer's bytes as OUT_DIR/<name>.bin in the ABI's
+dtype, and with --reference each output's expected bytes as
+OUT_DIR/expected/<name>.bin (floats as float64, the rest as the ABI's
+dtype). --time N times the reference N more times on fresh deep copies
+(stopping early once 30 s are spent) into OUT_DIR/timing.json.
+
+A rotation (a held-out case) replaces the distribution of every float
+array the declarative path draws by its own and scales it, except that an
+interval domain keeps its range; a custom initializer gets only its seed.
 """
 import ast
 import copy
@@ -32,6 +46,7 @@ import inspect
 import json
 import os
 import sys
+import time
 import types
 
 import numpy as np
@@ -134,6 +149,7 @@ def declarative(plan, run_type):
         else:
             made[name] = run_type(default)
     arrays = plan["arrays"]
+    rotation = plan.get("rotation")
     children = np.random.SeedSequence(plan["seed"]).spawn(len(arrays))
     for i, array in enumerate(arrays):
         name, expr, dist, domain = array["name"], array["shape"], array["dist"], array["domain"]
@@ -145,9 +161,15 @@ def declarative(plan, run_type):
         if pinned is not None and storage(pinned).kind in "iu":
             made[name] = index_fill(shape, pinned, rng)
         else:
+            scale = 1.0
+            if rotation is not None and (dist or "uniform") in ("uniform", "normal", "lognormal"):
+                dist = rotation["dist"]
+                scale = 1.0 if isinstance(domain, list) else rotation["scale"]
             values = draw(dist or "uniform", shape, rng, run_type)
             if isinstance(values, np.ndarray) and values.dtype.kind == "f":
                 values = fold(values, domain, run_type).astype(values.dtype, copy=False)
+                if scale != 1.0:
+                    values *= run_type(scale)
             made[name] = values
     return made
 
@@ -209,15 +231,24 @@ def shim_float_types(run_type):
     framework.np_float, framework.np_complex = run_type, complex_type
 
 
-def reference(plan, made, run_type):
+def reference_function(plan, run_type):
     call = plan["reference"]
     shim_float_types(run_type)
     spec = importlib.util.spec_from_file_location("hab_reference", call["path"])
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    return getattr(module, call["function"])
+
+
+def reference_args(plan, made):
     data = {**plan["symbols"], **plan["scalars"], **made}
-    args = [copy.deepcopy(data[name]) for name in call["args"]]
-    result = getattr(module, call["function"])(*args)
+    return [copy.deepcopy(data[name]) for name in plan["reference"]["args"]]
+
+
+def reference(plan, made, run_type):
+    call = plan["reference"]
+    args = reference_args(plan, made)
+    result = reference_function(plan, run_type)(*args)
     outputs = call["outputs"]
     if result is not None:
         values = result if isinstance(result, tuple) else (result,)
@@ -238,17 +269,76 @@ def save(out, values, names, listing):
     json.dump(listed, open(listing, "w"))
 
 
+def time_reference(plan, made, run_type, reps, budget_s=30.0):
+    """Nanoseconds of each call, on fresh deep copies made outside the bracket."""
+    function = reference_function(plan, run_type)
+    times, spent = [], time.monotonic()
+    for _ in range(reps):
+        args = reference_args(plan, made)
+        start = time.perf_counter_ns()
+        function(*args)
+        times.append(time.perf_counter_ns() - start)
+        if time.monotonic() - spent > budget_s:
+            break
+    return times
+
+
+def abi_storage(dtype):
+    return np.dtype("uint8" if dtype == "bool" else storage(dtype))
+
+
+def write_case(out, plan, made, outputs):
+    """The ABI's arguments in order, and the bytes behind each pointer."""
+    data = {**plan["symbols"], **plan["scalars"], **made}
+    listed = []
+    for arg in plan["abi"]:
+        name = arg["name"]
+        if name in ("workspace", "workspace_size"):
+            continue
+        if name not in data:
+            sys.exit(f"argument {name} is neither generated nor declared")
+        if arg["pointer"]:
+            value = np.ascontiguousarray(np.asarray(data[name]), dtype=abi_storage(arg["dtype"]))
+            value.tofile(os.path.join(out, name + ".bin"))
+            listed.append({"name": name, "pointer": True, "shape": list(value.shape)})
+        else:
+            value = data[name]
+            value = value.item() if isinstance(value, np.generic) else value
+            if arg["dtype"] == "bool":
+                value = bool(value)
+            elif arg["dtype"].startswith(("int", "uint")):
+                value = int(value)
+            else:
+                value = float(value)
+            listed.append({"name": name, "pointer": False, "value": value})
+    if outputs is not None:
+        os.makedirs(os.path.join(out, "expected"), exist_ok=True)
+        types = {arg["name"]: arg["dtype"] for arg in plan["abi"]}
+        for name, value in outputs.items():
+            value = np.asarray(value)
+            stored = np.float64 if value.dtype.kind == "f" else abi_storage(types.get(name, str(value.dtype)))
+            np.ascontiguousarray(value, dtype=stored).tofile(os.path.join(out, "expected", name + ".bin"))
+    json.dump(listed, open(os.path.join(out, "case.json"), "w"))
+
+
 def main():
     plan = json.load(open(sys.argv[1]))
     out = sys.argv[2]
+    flags = sys.argv[3:]
     run_type = float_type(plan["precision"])
     made = custom(plan, run_type) if plan["initializer"] else declarative(plan, run_type)
     save(out, made, plan["outputs"], os.path.join(out, "inputs.json"))
-    if "--reference" in sys.argv[3:]:
+    outputs = None
+    if "--reference" in flags:
         expected = os.path.join(out, "expected")
         os.makedirs(expected, exist_ok=True)
         outputs = reference(plan, made, run_type)
         save(expected, outputs, plan["reference"]["outputs"], os.path.join(out, "expected.json"))
+    if "--case" in flags:
+        write_case(out, plan, made, outputs)
+    if "--time" in flags:
+        reps = int(flags[flags.index("--time") + 1])
+        json.dump({"ns": time_reference(plan, made, run_type, reps)}, open(os.path.join(out, "timing.json"), "w"))
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@
 //! against the NumPy reference ([`plan`] says what runs in which order,
 //! [`outcome`] what it means). A grade holds one slot throughout.
 
+mod hab;
 mod outcome;
 mod plan;
 
@@ -80,6 +81,12 @@ impl Judge {
             Err(verdict) => return Ok(finish(verdict, start)),
         };
         verdict.status = Status::Ok;
+        if let Some(tasks) = &self.hab {
+            let verdict = self
+                .grade_hab(tasks, &prepared, mode, &held.slot, verdict)
+                .await;
+            return Ok(finish(verdict, start));
+        }
         let baseline = match self
             .build_baseline(prepared.kernel, prepared.precision, &held.slot)
             .await

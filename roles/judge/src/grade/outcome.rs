@@ -51,6 +51,7 @@ pub(crate) fn judge_outcome(
         verdict.speedup_low = Some(s.low);
         verdict.speedup_high = Some(s.high);
         verdict.pairs = s.pairs;
+        verdict.denominator = "baseline".into();
     }
 }
 

@@ -10,7 +10,7 @@
 
 use std::path::PathBuf;
 
-use crate::corpus::{Kernel, Precision, ScalarValue, Sizes, abi};
+use crate::corpus::{DType, Kernel, Precision, ScalarValue, Sizes, abi};
 use crate::data::CaseInputs;
 use crate::runner::protocol::{ArraySpec, RunArg, Step};
 use crate::timing::StopRule;
@@ -21,6 +21,9 @@ pub(crate) struct Planner<'a> {
     pub precision: Precision,
     pub calls: Vec<Vec<RunArg>>,
     pub steps: Vec<Step>,
+    /// Whether each case says its own shapes and scalar values (a corpus
+    /// whose generator decides them), rather than the kernel at its sizes.
+    pub per_case: bool,
 }
 
 impl<'a> Planner<'a> {
@@ -30,17 +33,53 @@ impl<'a> Planner<'a> {
             precision,
             calls: Vec::new(),
             steps: Vec::new(),
+            per_case: false,
+        }
+    }
+
+    /// A planner whose argument lists come from each case's own shapes
+    /// and values.
+    pub fn per_case(kernel: &'a Kernel, precision: Precision) -> Planner<'a> {
+        Planner {
+            per_case: true,
+            ..Planner::new(kernel, precision)
         }
     }
 
     /// The argument list for `sizes`, added once.
     pub fn call(&mut self, sizes: &Sizes) -> Result<usize, String> {
         let args = call_args(self.kernel, self.precision, sizes)?;
+        Ok(self.add(args))
+    }
+
+    /// The argument list of `case`, added once.
+    fn call_of(&mut self, case: &CaseInputs) -> Result<usize, String> {
+        if !self.per_case {
+            return self.call(&case.sizes);
+        }
+        let args = case_args(self.kernel, self.precision, case)?;
+        Ok(self.add(args))
+    }
+
+    fn add(&mut self, args: Vec<RunArg>) -> usize {
         if let Some(i) = self.calls.iter().position(|c| *c == args) {
-            return Ok(i);
+            return i;
         }
         self.calls.push(args);
-        Ok(self.calls.len() - 1)
+        self.calls.len() - 1
+    }
+
+    /// Timed pairs on fresh copies of `case`'s inputs.
+    pub fn pairs_on(&mut self, case: &CaseInputs, stop: StopRule) -> Result<(), String> {
+        let call = self.call_of(case)?;
+        self.steps.push(Step::Pairs {
+            call,
+            seed: [0; 32],
+            stop,
+            tolerance: self.kernel.tolerance(self.precision),
+            inputs: Some(input_files(self.kernel, case)),
+        });
+        Ok(())
     }
 
     /// Timed pairs at `sizes` on inputs drawn from `seed`.
@@ -51,6 +90,7 @@ impl<'a> Planner<'a> {
             seed,
             stop,
             tolerance: self.kernel.tolerance(self.precision),
+            inputs: None,
         });
         Ok(())
     }
@@ -63,12 +103,24 @@ impl<'a> Planner<'a> {
         outputs: bool,
         digest: bool,
     ) -> Result<usize, String> {
-        let call = self.call(&case.sizes)?;
+        self.check_calls(label, case, 1, outputs, digest)
+    }
+
+    /// As [`Self::check`], `calls` times on fresh copies of the inputs.
+    pub fn check_calls(
+        &mut self,
+        label: &str,
+        case: &CaseInputs,
+        calls: u32,
+        outputs: bool,
+        digest: bool,
+    ) -> Result<usize, String> {
+        let call = self.call_of(case)?;
         self.steps.push(Step::Check {
             label: label.to_string(),
             call,
             inputs: input_files(self.kernel, case),
-            calls: 1,
+            calls,
             outputs,
             digest,
         });
@@ -84,7 +136,7 @@ impl<'a> Planner<'a> {
         fewest: u32,
         most: u32,
     ) -> Result<(), String> {
-        let call = self.call(&case.sizes)?;
+        let call = self.call_of(case)?;
         self.steps.push(Step::Profile {
             call,
             inputs: input_files(self.kernel, case),
@@ -183,8 +235,52 @@ pub(crate) fn call_args(
         .collect()
 }
 
-fn float_arg(value: f64, dtype: crate::corpus::DType) -> RunArg {
-    if dtype == crate::corpus::DType::F32 {
+/// The arguments of `kernel` for `case`, in ABI order: each array's shape
+/// and each scalar's value as the case has them.
+fn case_args(
+    kernel: &Kernel,
+    precision: Precision,
+    case: &CaseInputs,
+) -> Result<Vec<RunArg>, String> {
+    abi::args(kernel, precision)
+        .into_iter()
+        .map(|arg| {
+            Ok(match arg {
+                abi::Arg::Array { name, .. } => {
+                    let index = kernel.arrays.iter().position(|a| a.name == name);
+                    let data = case.arrays.iter().find(|a| a.name == name);
+                    let (Some(index), Some(data)) = (index, data) else {
+                        return Err(format!("the case has no array {name}"));
+                    };
+                    RunArg::Array {
+                        index,
+                        shape: data.shape.clone(),
+                    }
+                }
+                abi::Arg::Scalar { name, dtype } => {
+                    let value = case
+                        .scalars
+                        .iter()
+                        .find(|(n, ..)| *n == name)
+                        .map(|(_, value, _)| *value)
+                        .ok_or_else(|| format!("the case has no value for {name}"))?;
+                    match (value, dtype) {
+                        (ScalarValue::Int(i), DType::Bool) => RunArg::Bool(i != 0),
+                        (ScalarValue::Int(i), d) if !d.is_float() => RunArg::Int(i),
+                        (ScalarValue::Int(i), d) => float_arg(i as f64, d),
+                        (ScalarValue::Real(f), d) if d.is_float() => float_arg(f, d),
+                        (ScalarValue::Real(f), _) => RunArg::Int(f as i64),
+                    }
+                }
+                abi::Arg::Workspace => RunArg::Workspace(case.workspace_bytes),
+                abi::Arg::WorkspaceSize => RunArg::Int(case.workspace_bytes as i64),
+            })
+        })
+        .collect()
+}
+
+fn float_arg(value: f64, dtype: DType) -> RunArg {
+    if dtype == DType::F32 {
         RunArg::F32(value as f32)
     } else {
         RunArg::F64(value)

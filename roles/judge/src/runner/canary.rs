@@ -19,6 +19,8 @@ pub fn fill(dtype: DType, elements: usize) -> Vec<u8> {
         DType::F32 => F32.to_le_bytes().to_vec(),
         DType::I64 => I64.to_le_bytes().to_vec(),
         DType::I32 => I32.to_le_bytes().to_vec(),
+        // Narrow integers and bools: any value is one a kernel could write.
+        narrow => vec![0x5E; narrow.size()],
     };
     one.repeat(elements)
 }
@@ -29,6 +31,6 @@ pub fn untouched(dtype: DType, bytes: &[u8]) -> bool {
     match dtype {
         DType::F64 => bytes.try_into().ok().map(u64::from_le_bytes) == Some(F64),
         DType::F32 => bytes.try_into().ok().map(u32::from_le_bytes) == Some(F32),
-        DType::I64 | DType::I32 => false,
+        _ => false,
     }
 }

@@ -205,6 +205,7 @@ enum Value {
     I64(i64),
     F64(f64),
     F32(f32),
+    U8(u8),
 }
 
 /// A device array: where it lies in the host buffers and on the device.
@@ -276,6 +277,10 @@ impl Calls {
                         values.push(Value::F32(*v));
                         types.push(Type::f32());
                     }
+                    RunArg::Bool(v) => {
+                        values.push(Value::U8(u8::from(*v)));
+                        types.push(Type::u8());
+                    }
                     RunArg::Workspace(bytes) => {
                         let region = setup.offsets.len() - 1;
                         used.push((region, *bytes as usize, false));
@@ -321,6 +326,7 @@ impl Calls {
                 Value::I64(i) => Arg::new(i),
                 Value::F64(f) => Arg::new(f),
                 Value::F32(f) => Arg::new(f),
+                Value::U8(b) => Arg::new(b),
             })
             .collect();
         // SAFETY: the argument types follow the ABI of the symbol; the

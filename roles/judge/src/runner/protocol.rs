@@ -77,6 +77,8 @@ pub enum RunArg {
     Int(i64),
     F64(f64),
     F32(f32),
+    /// C's `bool`, one byte.
+    Bool(bool),
     /// The scratch pointer (NULL when 0 bytes); its size is the next `Int`.
     Workspace(u64),
 }
@@ -108,12 +110,15 @@ pub enum Step {
     /// grade), in alternating order, until `stop` says so. The first pair
     /// warms both up and is not counted. Every pair's outputs are compared
     /// (within twice `tolerance`); the first that differ end the step (not
-    /// the run).
+    /// the run). With `inputs`, every pair runs on fresh copies of those
+    /// files instead (a corpus whose inputs only its own generator makes).
     Pairs {
         call: usize,
         seed: [u8; 32],
         stop: StopRule,
         tolerance: Tolerance,
+        #[serde(default)]
+        inputs: Option<Vec<Option<PathBuf>>>,
     },
     /// Profile: the submission on known inputs, as many calls as fit in
     /// `seconds` (between `fewest` and `most`).

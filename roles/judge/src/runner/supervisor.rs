@@ -268,7 +268,8 @@ impl<'a> Run<'a> {
                     seed,
                     stop,
                     tolerance,
-                } => self.pairs(index, *call, seed, *stop, *tolerance),
+                    inputs,
+                } => self.pairs(index, *call, seed, inputs.as_deref(), *stop, *tolerance),
                 Step::Profile {
                     call,
                     inputs,
@@ -367,18 +368,28 @@ impl<'a> Run<'a> {
         }
     }
 
-    /// Timed pairs on fresh inputs, until `stop`.
+    /// Timed pairs on fresh inputs (or on copies of `inputs`, when
+    /// given), until `stop`.
     fn pairs(
         &mut self,
         step: usize,
         call: usize,
         seed: &[u8; 32],
+        inputs: Option<&[Option<PathBuf>]>,
         stop: StopRule,
         tolerance: Tolerance,
     ) {
+        let fixed = match inputs {
+            Some(files) => match self.read_inputs(files) {
+                Some(values) => Some(values),
+                None => return,
+            },
+            None => None,
+        };
         let doubled = Tolerance {
             rtol: 2.0 * tolerance.rtol,
             atol: 2.0 * tolerance.atol,
+            ..tolerance
         };
         let mut pairs: Vec<(u64, u64)> = Vec::new();
         // The node's timing lock is held through all the pairs, not each
@@ -398,14 +409,20 @@ impl<'a> Run<'a> {
             if n > 0 && stop.enough(&pairs, started.elapsed().as_millis() as u64) {
                 return;
             }
-            self.fresh(call, seed, n, &mut values);
+            let values = match &fixed {
+                Some(fixed) => fixed,
+                None => {
+                    self.fresh(call, seed, n, &mut values);
+                    &values
+                }
+            };
             // Who goes first alternates: neither gains from the order.
             let first = if n % 2 == 0 {
                 Side::Baseline
             } else {
                 Side::Candidate
             };
-            if self.pair(step, call, &values, first, &mut pair).is_none() {
+            if self.pair(step, call, values, first, &mut pair).is_none() {
                 return;
             }
             if let Some(message) = self.compare(call, &pair.baseline.1, &pair.candidate.1, doubled)

@@ -1,0 +1,207 @@
+//! HPCAgent-Bench tasks graded by `hpcagent judge serve --corpus` over the
+//! project's own fixtures in that format (`tests/hab-corpus`): inputs made
+//! by its generator's rules in the judge's Python, its NumPy reference as
+//! the oracle, its tolerance rule, five held-out variants, and either
+//! denominator (the NumPy reference, or a C baseline from a `BASELINES`
+//! overlay, `tests/hab-baselines`, written as its translator emits C).
+
+mod common;
+
+use std::sync::OnceLock;
+
+use common::{JudgeServer, repo};
+use serde_json::Value;
+
+/// A judge over the fixtures with no overlay: every task is timed against
+/// its NumPy reference.
+fn numpy_judge() -> &'static JudgeServer {
+    static JUDGE: OnceLock<JudgeServer> = OnceLock::new();
+    JUDGE.get_or_init(|| JudgeServer::start(&corpus_args(false), &[], None))
+}
+
+/// The same with the overlay of C baselines.
+fn overlay_judge() -> &'static JudgeServer {
+    static JUDGE: OnceLock<JudgeServer> = OnceLock::new();
+    JUDGE.get_or_init(|| JudgeServer::start(&corpus_args(true), &[], None))
+}
+
+fn corpus_args(overlay: bool) -> Vec<&'static str> {
+    static CORPUS: OnceLock<String> = OnceLock::new();
+    static BASELINES: OnceLock<String> = OnceLock::new();
+    let corpus = CORPUS.get_or_init(|| repo().join("tests/hab-corpus").display().to_string());
+    let baselines =
+        BASELINES.get_or_init(|| repo().join("tests/hab-baselines").display().to_string());
+    let mut args = vec!["--corpus", corpus.as_str()];
+    if overlay {
+        args.extend(["--baselines", baselines.as_str()]);
+    }
+    args
+}
+
+fn summary(v: &Value) -> String {
+    format!("{} ({}): {}", v["status"], v["denominator"], v["message"])
+}
+
+#[test]
+fn honest_kernels_of_every_kind_are_ok_against_the_numpy_reference() {
+    // Declarative inputs with int64 and double scalars; a loop-track
+    // reference in Python loops; bool, int32 and uint8 arguments; a sparse
+    // configuration's buffers made by initialize().
+    for (task, file) in [
+        ("product", "hab/product_ok.c"),
+        ("shift", "hab/shift_ok.c"),
+        ("masked", "hab/masked_ok.c"),
+        ("spprod", "hab/spprod_ok.c"),
+    ] {
+        let v = numpy_judge().grade("score", task, "c", file, &[]);
+        assert_eq!(v["status"], "ok", "{task}: {}", summary(&v));
+        assert_eq!(v["denominator"], "numpy", "{task}");
+        // The submission's calls (one to warm up, 20 timed) and the
+        // reference's 20, on the same inputs.
+        assert_eq!(v["timing"]["reps"], 21, "{task}: {v}");
+        assert_eq!(v["baseline"]["reps"], 20, "{task}: {v}");
+        let speedup = v["speedup"].as_f64().unwrap();
+        let expected =
+            v["baseline"]["min_ns"].as_f64().unwrap() / v["timing"]["min_ns"].as_f64().unwrap();
+        assert!((speedup / expected - 1.0).abs() < 1e-9, "{task}: {v}");
+        assert_eq!(v["pairs"], 0);
+    }
+}
+
+#[test]
+fn tasks_are_named_by_path_key_or_by_an_unambiguous_stem() {
+    let by_key = numpy_judge().grade(
+        "score",
+        "scientific_computing/dense_linear_algebra/product/product",
+        "c",
+        "hab/product_ok.c",
+        &[],
+    );
+    assert_eq!(by_key["status"], "ok", "{}", summary(&by_key));
+    assert_eq!(
+        by_key["task_id"],
+        "scientific_computing/dense_linear_algebra/product/product"
+    );
+}
+
+#[test]
+fn hpcagent_bench_s_tolerance_is_plain_allclose() {
+    // Off by 1e-9·|e| + 1e-7: within 1e-9·|e| + 1e-11·max|e| (this
+    // corpus's own rule; max|e| is about 1.6e4), not 1e-9·|e| + 1e-11.
+    let v = numpy_judge().grade("score", "shift", "c", "hab/shift_offset.c", &[]);
+    assert_eq!(v["status"], "incorrect", "{}", summary(&v));
+    assert_eq!(v["first_mismatch"]["index"], serde_json::json!([1]), "{v}");
+}
+
+#[test]
+fn a_bool_argument_reaches_the_kernel() {
+    // `bias` is true in every preset: a kernel that ignores it is wrong.
+    let v = numpy_judge().grade("score", "masked", "c", "hab/masked_nobias.c", &[]);
+    assert_eq!(v["status"], "incorrect", "{}", summary(&v));
+    assert!(
+        v["message"].as_str().unwrap().contains("expected 1, got 0"),
+        "{}",
+        summary(&v)
+    );
+}
+
+#[test]
+fn submit_adds_five_held_out_variants_of_the_draw() {
+    let v = numpy_judge().grade("submit", "product", "c", "hab/product_ok.c", &[]);
+    assert_eq!(v["status"], "ok", "{}", summary(&v));
+    assert_eq!(
+        (v["hidden_passed"].as_u64(), v["hidden_total"].as_u64()),
+        (Some(5), Some(5))
+    );
+    assert_eq!(v["deterministic"], true);
+}
+
+#[test]
+fn an_answer_remembered_from_the_public_case_fails_the_held_out_ones() {
+    let v = numpy_judge().grade("submit", "product", "c", "hab/product_replay.c", &[]);
+    assert_eq!(v["status"], "overfit", "{}", summary(&v));
+    assert_eq!(v["hidden_passed"], 0, "{v}");
+}
+
+#[test]
+fn an_overlay_baseline_is_timed_in_pairs_and_named_as_the_denominator() {
+    // `masked`'s overlay baseline exports its translator's symbol
+    // (masked_fp64), not the task's (mgather_fp64), and takes no workspace
+    // pair: the judge builds it under the task's name.
+    for (task, file) in [
+        ("product", "hab/product_ok.c"),
+        ("masked", "hab/masked_ok.c"),
+    ] {
+        let v = overlay_judge().grade("submit", task, "c", file, &[]);
+        assert_eq!(v["status"], "ok", "{task}: {}", summary(&v));
+        assert_eq!(v["denominator"], "baselines overlay", "{task}");
+        assert!(v["pairs"].as_u64().unwrap() >= 10, "{task}: {v}");
+        assert_eq!(v["hidden_passed"], 5, "{task}: {v}");
+    }
+    // A task the overlay lacks falls back to the NumPy reference.
+    let v = overlay_judge().grade("score", "spprod", "c", "hab/spprod_ok.c", &[]);
+    assert_eq!(
+        (v["status"].as_str(), v["denominator"].as_str()),
+        (Some("ok"), Some("numpy")),
+        "{v}"
+    );
+}
+
+#[test]
+fn a_task_the_judge_cannot_grade_is_refused_with_why() {
+    for (task, why) in [
+        ("knobs", "argument z is complex128"),
+        (
+            "energy",
+            "its outputs total, peak are what the reference returns",
+        ),
+    ] {
+        let out = numpy_judge().ask(
+            "score",
+            &[
+                "--task",
+                task,
+                "--language",
+                "c",
+                &repo()
+                    .join("tests/submissions/hab/shift_ok.c")
+                    .display()
+                    .to_string(),
+            ],
+        );
+        assert!(!out.status.success(), "{task}");
+        let stderr = common::stderr(&out);
+        assert!(stderr.contains(why), "{task}: {stderr}");
+    }
+}
+
+#[test]
+fn the_task_shows_the_manifest_s_name_hints_and_level_budget() {
+    let out = numpy_judge().ask("task", &["spprod", "--language", "c", "--json"]);
+    assert!(out.status.success(), "{}", common::stderr(&out));
+    let task: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        task["c_prototype"]
+            .as_str()
+            .unwrap()
+            .starts_with("void spprod_coo_fp64(const int64_t *restrict S_cols"),
+        "{task}"
+    );
+    let notes = task["notes"].as_str().unwrap();
+    assert!(
+        notes.contains("Sparse product (level 3, microapp)"),
+        "{notes}"
+    );
+    assert!(notes.contains("600 s"), "{notes}");
+    // Hints from the root down, the subtrack's among them.
+    let sparse_hint =
+        std::fs::read_to_string(repo().join("tests/hab-corpus/subtracks/sparse/hints.j2")).unwrap();
+    assert!(notes.contains(sparse_hint.trim()), "{notes}");
+    assert!(
+        task["reference_source"]
+            .as_str()
+            .unwrap()
+            .contains("np.add.at"),
+        "{task}"
+    );
+}
