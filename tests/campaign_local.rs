@@ -4,8 +4,8 @@
 mod common;
 
 use common::{
-    assert_settled_exactly_once, attempt_log, example, hpcagent, only_run_dir, read_plan, stderr,
-    stdout,
+    assert_settled_exactly_once, attempt_log, example, hpcagent, only_run_dir, read_plan, repo,
+    stderr, stdout,
 };
 use serde_json::Value;
 
@@ -213,8 +213,7 @@ fn a_bad_kernel_selection_is_refused_before_anything_starts() {
     );
 }
 
-/// `CORPUS` names the corpus a campaign runs, wherever `up` runs from; an
-/// HPCAgent-Bench checkout is refused there, saying what reads one.
+/// `CORPUS` names the corpus a campaign runs, wherever `up` runs from.
 #[test]
 fn a_campaign_runs_the_corpus_its_env_file_names() {
     let corpus = tempfile::tempdir().unwrap();
@@ -256,18 +255,94 @@ fn a_campaign_runs_the_corpus_its_env_file_names() {
         read_plan(&run_dir)["corpus"],
         corpus.path().display().to_string()
     );
+}
 
-    let hab = up(&common::repo().join("tests/hab-corpus"));
-    assert!(!hab.status.success());
+/// An HPCAgent-Bench checkout as `CORPUS`, with a `BASELINES` overlay: the
+/// baseline policy submits each overlay baseline (task ids are path keys;
+/// stems select them), every one settles ok against itself, and the task
+/// the overlay lacks settles skipped, not failed. A task the judge cannot
+/// grade is refused before anything starts, with why.
+#[test]
+fn an_hpcagent_bench_campaign_settles_against_its_baselines_overlay() {
+    let root = tempfile::tempdir().unwrap();
+    let up = |kernels: &str| {
+        hpcagent()
+            .args(["up", "--env", example("local.env").to_str().unwrap()])
+            .arg("--set")
+            .arg(format!("RUN_ROOT={}", root.path().display()))
+            .arg("--set")
+            .arg(format!(
+                "CORPUS={}",
+                repo().join("tests/hab-corpus").display()
+            ))
+            .arg("--set")
+            .arg(format!(
+                "BASELINES={}",
+                repo().join("tests/hab-baselines").display()
+            ))
+            .arg("--set")
+            .arg(format!("KERNELS={kernels}"))
+            .output()
+            .unwrap()
+    };
+    let refused = up("product,knobs");
+    assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
     assert!(
-        stderr(&hab).contains("holds HPCAgent-Bench manifests")
-            && stderr(&hab).contains("hpcagent corpus list|check --corpus"),
+        stderr(&refused).contains("KERNELS")
+            && stderr(&refused).contains("machine_learning/knobs/knobs cannot be graded")
+            && stderr(&refused).contains("complex128"),
         "{}",
-        stderr(&hab)
+        stderr(&refused)
     );
     assert_eq!(
         std::fs::read_dir(root.path()).unwrap().count(),
-        1,
-        "nothing more written"
+        0,
+        "nothing written"
+    );
+
+    let out = up("product,shift,masked,spprod");
+    assert!(out.status.success(), "{}\n{}", stdout(&out), stderr(&out));
+    let run_dir = only_run_dir(root.path());
+    // Each ok task by exactly one Submit verdict; the skipped one by none.
+    let verdicts: Vec<u32> = hpcagent_orchestrator::store::Reader::open(&run_dir)
+        .unwrap()
+        .settlements()
+        .unwrap()
+        .into_iter()
+        .map(|(_, n)| n)
+        .collect();
+    assert_eq!(verdicts, [1, 1, 1, 0]);
+    let reader = hpcagent_orchestrator::store::Reader::open(&run_dir).unwrap();
+    let mut settled: Vec<(String, Option<String>)> = reader
+        .tasks()
+        .unwrap()
+        .into_iter()
+        .map(|t| {
+            assert_eq!(t.state, "settled", "{}", t.id);
+            (t.id, t.status)
+        })
+        .collect();
+    settled.sort();
+    let status = |s: &str| Some(s.to_string());
+    assert_eq!(
+        settled,
+        [
+            (
+                "loop_level_reasoning/shift/shift.c.fp64".to_string(),
+                status("ok")
+            ),
+            (
+                "machine_learning/masked/masked.c.fp64".to_string(),
+                status("ok")
+            ),
+            (
+                "scientific_computing/dense_linear_algebra/product/product.c.fp64".to_string(),
+                status("ok")
+            ),
+            (
+                "scientific_computing/sparse_linear_algebra/spprod/spprod.c.fp64".to_string(),
+                status("skipped")
+            ),
+        ]
     );
 }

@@ -105,6 +105,7 @@ async fn judge(args: Instance) -> anyhow::Result<()> {
     let mut config = JudgeConfig::new(corpus, std::env::current_exe()?);
     // Judges sharing a node (and a launcher rank) must not share a cache.
     config.cache_base = args.run_dir.join("cache").join(&args.instance);
+    config.baselines = settings.baselines.as_ref().map(|dir| dir.0.clone());
     config.preset = settings.preset;
     config.reps = settings.judge_reps.max(1);
     config.interval = settings.judge_interval.0 / 100.0;

@@ -73,7 +73,6 @@ pub fn run(args: UpArgs) -> anyhow::Result<ExitCode> {
     };
     preflight(&config)?;
     let corpus_root = super::corpus_root(&config)?;
-    refuse_unreadable_corpus(&corpus_root)?;
     // Judges on this machine run their oracle here: without NumPy the
     // campaign stops now, before a task is leased, not after 42 harness
     // errors.
@@ -222,19 +221,6 @@ fn preflight(config: &hpcagent_orchestrator::config::Config) -> anyhow::Result<(
     hpcagent_agent::prompt::load(&skills)
         .map_err(|e| anyhow::anyhow!("the agents' skills pages: {e}"))?;
     hpcagent_agent::search::Search::from_settings(&config.settings).map_err(anyhow::Error::msg)?;
-    Ok(())
-}
-
-/// A campaign cannot grade an HPCAgent-Bench checkout yet: refused here, with
-/// what can be done with one, rather than as "no kernel matches".
-fn refuse_unreadable_corpus(root: &std::path::Path) -> anyhow::Result<()> {
-    if hpcagent_judge::corpus::hab::is_checkout(root) {
-        anyhow::bail!(
-            "CORPUS={} holds HPCAgent-Bench manifests: `hpcagent corpus list|check --corpus` and \
-             `hpcagent judge task|inputs --corpus` read them, but a campaign cannot grade them yet",
-            root.display()
-        );
-    }
     Ok(())
 }
 

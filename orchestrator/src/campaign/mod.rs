@@ -18,7 +18,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use hpcagent_corpus::Corpus;
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::{mpsc, watch};
 
@@ -105,11 +104,13 @@ pub async fn up(up: Up) -> anyhow::Result<Outcome> {
     if let ExecutorKind::Slurm { .. } = up.executor {
         crate::slurm::edf::check_plan(&up.config, &plan)?;
     }
-    let corpus = Corpus::load(&up.corpus_root).map_err(|errors| {
+    // An HPCAgent-Bench checkout's manifests that cannot be graded are
+    // named where a task selects them (`KERNELS`), not here.
+    let (corpus, refused) = hpcagent_corpus::load_any(&up.corpus_root).map_err(|errors| {
         let lines: Vec<String> = errors.iter().map(ToString::to_string).collect();
         anyhow::anyhow!("the corpus is invalid:\n{}", lines.join("\n"))
     })?;
-    let specs = tasks::task_set(&up.config, &corpus)?;
+    let specs = tasks::task_set(&up.config, &corpus, &refused)?;
     std::fs::create_dir_all(&up.run_dir)
         .with_context(|| format!("cannot create {}", up.run_dir.display()))?;
     let _lock = lock_run_dir(&up.run_dir)?;

@@ -6,6 +6,12 @@
 //! `PRESET` for those tasks; `PROBLEMS_FILE` instead lists problems as a JSON
 //! array of `"kernel[@preset]"`, `"kernel[@preset]:language"` or
 //! `{"kernel": …, "language": …, "precision": …, "preset": …}`.
+//!
+//! An HPCAgent-Bench checkout's tasks are named by path key; a bare stem
+//! (the key's last part) names them too, and one the judge cannot grade is
+//! refused with why.
+
+use std::collections::BTreeMap;
 
 use hpcagent_corpus::{Corpus, Kernel, Precision, Preset};
 use serde::Deserialize;
@@ -29,12 +35,16 @@ enum Problem {
 }
 
 /// Every task of the campaign, in a stable order.
-pub fn task_set(config: &Config, corpus: &Corpus) -> Result<Vec<TaskSpec>, ConfigError> {
+pub fn task_set(
+    config: &Config,
+    corpus: &Corpus,
+    refused: &BTreeMap<String, String>,
+) -> Result<Vec<TaskSpec>, ConfigError> {
     let s = &config.settings;
     let languages: Vec<String> = s.languages.0.iter().map(|l| l.to_string()).collect();
     let problems: Vec<Selected> = match &s.problems_file {
-        Some(path) => read_problems(config, corpus, &path.0, &languages)?,
-        None => select_kernels(config, corpus)?
+        Some(path) => read_problems(config, corpus, refused, &path.0, &languages)?,
+        None => select_kernels(config, corpus, refused)?
             .into_iter()
             .map(|(k, preset)| (k, languages.clone(), None, preset))
             .collect(),
@@ -87,6 +97,7 @@ fn split_preset(entry: &str) -> Result<(&str, Option<Preset>), String> {
 fn select_kernels<'a>(
     config: &Config,
     corpus: &'a Corpus,
+    refused: &BTreeMap<String, String>,
 ) -> Result<Vec<(&'a Kernel, Option<Preset>)>, ConfigError> {
     let entries = &config.settings.kernels.0;
     if entries.is_empty() {
@@ -105,10 +116,16 @@ fn select_kernels<'a>(
         let matches: Vec<&Kernel> = corpus
             .kernels
             .iter()
-            .filter(|k| k.name == name || k.track == name || k.tags.iter().any(|t| t == name))
+            .filter(|k| {
+                k.name == name
+                    || stem(k) == name
+                    || k.track == name
+                    || k.tags.iter().any(|t| t == name)
+            })
             .collect();
         if matches.is_empty() {
-            errors.push(config.diagnostic("KERNELS", unknown_kernel(corpus, name)));
+            let why = unknown_kernel(corpus, refused, name);
+            errors.push(config.diagnostic("KERNELS", why));
         }
         for k in matches {
             if !selected.iter().any(|(s, _)| s.name == k.name) {
@@ -123,7 +140,18 @@ fn select_kernels<'a>(
     }
 }
 
-fn unknown_kernel(corpus: &Corpus, name: &str) -> String {
+/// The last part of a kernel's path: an HPCAgent-Bench manifest's stem.
+fn stem(kernel: &Kernel) -> &str {
+    kernel.id.rsplit('/').next().unwrap_or(&kernel.id)
+}
+
+fn unknown_kernel(corpus: &Corpus, refused: &BTreeMap<String, String>, name: &str) -> String {
+    let named = refused
+        .iter()
+        .find(|(key, _)| *key == name || key.rsplit('/').next() == Some(name));
+    if let Some((key, why)) = named {
+        return format!("{key} cannot be graded: {why}");
+    }
     let nearest = corpus
         .kernels
         .iter()
@@ -141,6 +169,7 @@ fn unknown_kernel(corpus: &Corpus, name: &str) -> String {
 fn read_problems<'a>(
     config: &Config,
     corpus: &'a Corpus,
+    refused: &BTreeMap<String, String>,
     path: &std::path::Path,
     languages: &[String],
 ) -> Result<Vec<Selected<'a>>, ConfigError> {
@@ -178,7 +207,8 @@ fn read_problems<'a>(
             };
             let k = corpus
                 .find(name)
-                .ok_or_else(|| fail(unknown_kernel(corpus, name)))?;
+                .or_else(|| corpus.kernels.iter().find(|k| stem(k) == name))
+                .ok_or_else(|| fail(unknown_kernel(corpus, refused, name)))?;
             let langs = language
                 .map(|l| vec![l])
                 .unwrap_or_else(|| languages.to_vec());
@@ -203,7 +233,7 @@ mod tests {
         .unwrap();
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../benchmarks");
         let corpus = Corpus::load(&root).unwrap_or_else(|e| panic!("{e:?}"));
-        task_set(&config, &corpus)
+        task_set(&config, &corpus, &BTreeMap::new())
     }
 
     #[test]

@@ -187,10 +187,15 @@ config_keys! {
     ["Roles"] orchestrator_port / ORCHESTRATOR_PORT: Port = "8700";
 
     /// The task corpus: a directory of `kernel.toml` kernels (empty:
-    /// `HPCAGENT_BENCHMARKS`, else `benchmarks/` here). An HPCAgent-Bench
-    /// checkout is read by `corpus` and `judge task|inputs`, but a campaign
-    /// cannot grade it yet and refuses it.
+    /// `HPCAGENT_BENCHMARKS`, else `benchmarks/` here), or an HPCAgent-Bench
+    /// checkout's `hpcagent_bench/benchmarks`, whose task ids are the
+    /// manifests' path keys.
     ["Campaign"] corpus / CORPUS: Option<AbsPath> = "";
+    /// For an HPCAgent-Bench corpus: C baselines, `<path key>/baseline.c`
+    /// (e.g. emitted once by its translator). A task with one is timed
+    /// against it, one without against its NumPy reference; the baseline
+    /// policy skips a task without one.
+    ["Campaign"] baselines / BASELINES: Option<AbsPath> = "";
     /// Kernels to run (names from the corpus). Empty with no
     /// `PROBLEMS_FILE`: the whole corpus.
     ["Campaign"] kernels / KERNELS: List = "";

@@ -385,6 +385,13 @@ fn validate(config: &Config) -> Vec<Diagnostic> {
             format!("{} is not a directory", path.0.display()),
         );
     }
+    if let Some(path) = &s.baselines {
+        require(
+            path.0.is_dir(),
+            "BASELINES",
+            format!("{} is not a directory", path.0.display()),
+        );
+    }
     if let Some(path) = &s.problems_file {
         require(
             path.0.is_file(),

@@ -328,8 +328,11 @@ fn refusal(status: Status) -> Option<pb::Refusal> {
 
 /// A verdict must be for the task of the lease it is recorded under.
 fn check_verdict_matches(verdict: &pb::Verdict, spec: &TaskSpec) -> Result<(), Status> {
+    // A corpus's task id is its path (`dense_linear_algebra/gemm`) where
+    // tasks are named by the kernel (`gemm`), and the path itself where
+    // they are named by path (an HPCAgent-Bench checkout's keys).
     let kernel_of_verdict = verdict.task_id.rsplit('/').next().unwrap_or("");
-    if kernel_of_verdict == spec.kernel
+    if (kernel_of_verdict == spec.kernel || verdict.task_id == spec.kernel)
         && verdict.language == spec.language
         && verdict.precision == spec.precision
         && spec.preset.as_ref().is_none_or(|p| *p == verdict.preset)
@@ -706,6 +709,32 @@ pub fn snapshot(campaign: &Campaign) -> pb::StatusSnapshot {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_verdict_matches_its_lease_s_kernel_by_name_or_by_path() {
+        let verdict = |task_id: &str| pb::Verdict {
+            task_id: task_id.into(),
+            language: "c".into(),
+            precision: "fp64".into(),
+            preset: "S".into(),
+            ..pb::Verdict::default()
+        };
+        let spec = |kernel: &str| TaskSpec {
+            id: format!("{kernel}.c.fp64"),
+            kernel: kernel.into(),
+            language: "c".into(),
+            precision: "fp64".into(),
+            preset: None,
+        };
+        let key = "loop_level_reasoning/shift/shift";
+        assert!(
+            check_verdict_matches(&verdict("dense_linear_algebra/gemm"), &spec("gemm")).is_ok()
+        );
+        assert!(check_verdict_matches(&verdict(key), &spec(key)).is_ok());
+        // Another manifest with the same stem is another task.
+        let other = check_verdict_matches(&verdict("machine_learning/shift/shift"), &spec(key));
+        assert!(other.is_err());
+    }
 
     fn graded(verdict: pb::Verdict) -> Graded {
         let judge = Principal::Instance {

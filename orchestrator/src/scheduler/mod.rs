@@ -43,11 +43,15 @@ pub struct TaskSpec {
     pub preset: Option<String>,
 }
 
+/// The outcome of an attempt that had nothing to do, and the status its
+/// task settles with.
+pub const SKIPPED: &str = "skipped";
+
 #[derive(Debug, Clone, PartialEq)]
 pub enum TaskState {
     Pending,
     Leased(String),
-    /// Settled by a Submit verdict: (status, speedup).
+    /// Settled by a Submit verdict, or skipped ([`SKIPPED`]): (status, speedup).
     Settled(String, Option<f64>),
     /// Out of attempts or budget: why.
     Failed(String),
@@ -484,6 +488,12 @@ impl Scheduler {
     /// task, the attempt failed.
     pub fn complete(&mut self, lease_id: &str, outcome: &str, now: Instant) -> Option<Completion> {
         if let Some(lease) = self.leases.remove(lease_id) {
+            if outcome == SKIPPED {
+                // Nothing to attempt (the baseline policy on a task with no
+                // baseline): settled as such, neither failed nor retried.
+                let state = TaskState::Settled(SKIPPED.into(), None);
+                return Some(Completion::Ended(self.end(lease, outcome, state, now)));
+            }
             return Some(Completion::Ended(self.fail_attempt(lease, outcome, now)));
         }
         self.unreported.remove(lease_id);

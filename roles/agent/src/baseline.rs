@@ -4,7 +4,9 @@
 //! a cluster, since its speedup should be about 1. The baseline is C written
 //! with `real` and `SYMBOL` macros; the policy defines them for the task's
 //! precision, and wraps it for C++. Other languages it cannot write: it says
-//! so and the attempt ends unsupported.
+//! so and the attempt ends unsupported. A task with no baseline (an
+//! HPCAgent-Bench task its `BASELINES` overlay lacks) is skipped: the task
+//! settles `skipped`, not failed.
 
 use hpcagent_orchestrator::store::speedup::Speedup;
 use hpcagent_proto::v1 as pb;
@@ -37,6 +39,14 @@ async fn submit(
             async move { j.task(request).await }
         })
         .await?;
+    if task.baseline_source.is_empty() {
+        // An HPCAgent-Bench task whose BASELINES overlay has none: nothing
+        // to submit, and nothing wrong with the task.
+        return Ok(Attempt::ended(
+            "skipped",
+            format!("{} has no baseline to submit", lease.kernel),
+        ));
+    }
     let Some(source) = starter::baseline(&task, &lease.precision) else {
         return Ok(Attempt::ended(
             "unsupported",
