@@ -700,11 +700,13 @@ fn hpcagent_bench_manifests_are_listed_checked_and_described() {
             "loop_level_reasoning/energy/energy",
             "loop_level_reasoning/shift/shift",
             "machine_learning/knobs/knobs",
+            "machine_learning/masked/masked",
+            "machine_learning/narrow/narrow",
             "scientific_computing/dense_linear_algebra/product/product",
             "scientific_computing/sparse_linear_algebra/spprod/spprod"
         ]
     );
-    let spprod = &listed[4];
+    let spprod = &listed[6];
     assert_eq!(
         (&spprod["track"], &spprod["level"], &spprod["kind"]),
         (

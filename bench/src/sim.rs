@@ -60,6 +60,7 @@ fn task(i: usize) -> Task {
         language: "c".into(),
         precision: "fp64".into(),
         preset: None,
+        budget: None,
     })
 }
 

@@ -373,6 +373,9 @@ pub struct Kernel {
     /// The exported symbol where the corpus fixes it whole (HPCAgent-Bench
     /// names every variant `_fp64`); else `<ident>_<precision>`.
     pub symbol: Option<String>,
+    /// Seconds an agent has for the task where the corpus sets them (an
+    /// HPCAgent-Bench level's); else the campaign's `TASK_BUDGET`.
+    pub budget_seconds: Option<u32>,
 }
 
 impl Kernel {

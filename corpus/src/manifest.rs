@@ -280,6 +280,7 @@ fn build(
         notes: raw.notes.trim().to_string(),
         fingerprint: fingerprint(&[manifest, reference, baseline]),
         symbol: None,
+        budget_seconds: None,
     };
     for preset in Preset::ALL {
         for &precision in &kernel.precisions {

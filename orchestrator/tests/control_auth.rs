@@ -52,6 +52,7 @@ async fn start() -> Running {
         language: "c".into(),
         precision: "fp64".into(),
         preset: None,
+        budget: None,
     });
     let scheduler = Scheduler::new(
         Settings {

@@ -89,6 +89,7 @@ impl Manifested {
             notes: String::new(),
             fingerprint: self.fingerprint(),
             symbol: Some(self.abi.symbol.clone()),
+            budget_seconds: Some(super::level_budget_seconds(self.level)),
         })
     }
 

@@ -12,11 +12,12 @@
 //! refused with why.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use hpcagent_corpus::{Corpus, Kernel, Precision, Preset};
 use serde::Deserialize;
 
-use crate::config::{Config, ConfigError};
+use crate::config::{Config, ConfigError, Origin};
 use crate::scheduler::TaskSpec;
 
 /// A kernel with the languages (and optional precision and preset) to run it in.
@@ -49,6 +50,9 @@ pub fn task_set(
             .map(|(k, preset)| (k, languages.clone(), None, preset))
             .collect(),
     };
+    // A kernel's own budget (an HPCAgent-Bench level's) holds unless the
+    // operator set `TASK_BUDGET`.
+    let own_budget = config.origin("TASK_BUDGET") == Origin::Default;
     let mut tasks = Vec::new();
     for (kernel, languages, precision, preset) in problems {
         let precision = precision.unwrap_or_else(|| precision_for(kernel, s.precision.as_str()));
@@ -67,6 +71,10 @@ pub fn task_set(
                     language: language.clone(),
                     precision: precision.clone(),
                     preset: preset.map(|p| p.to_string()),
+                    budget: kernel
+                        .budget_seconds
+                        .filter(|_| own_budget)
+                        .map(|s| Duration::from_secs(s.into())),
                 });
             }
         }
@@ -254,6 +262,51 @@ mod tests {
         assert_eq!(
             (atax.id.as_str(), atax.preset.as_deref()),
             ("atax.c.fp64", None)
+        );
+    }
+
+    /// The task set of `env` over the HPCAgent-Bench fixtures.
+    fn hab_tasks(env: &str) -> Result<Vec<TaskSpec>, ConfigError> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.env");
+        std::fs::write(&path, format!("LANGUAGES=c\n{env}")).unwrap();
+        let config = resolve(&Sources {
+            env_file: Some(path),
+            ..Sources::default()
+        })
+        .unwrap();
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/hab-corpus");
+        let (corpus, refused) =
+            hpcagent_corpus::load_any(&root).unwrap_or_else(|e| panic!("{e:?}"));
+        task_set(&config, &corpus, &refused)
+    }
+
+    #[test]
+    fn hpcagent_bench_tasks_are_path_keys_with_their_level_s_budget() {
+        let set = hab_tasks("KERNELS=product,spprod\n").unwrap();
+        let budgets: Vec<(&str, Option<Duration>)> =
+            set.iter().map(|t| (t.id.as_str(), t.budget)).collect();
+        assert_eq!(
+            budgets,
+            [
+                (
+                    "scientific_computing/dense_linear_algebra/product/product.c.fp64",
+                    Some(Duration::from_secs(180))
+                ),
+                (
+                    "scientific_computing/sparse_linear_algebra/spprod/spprod.c.fp64",
+                    Some(Duration::from_secs(600))
+                ),
+            ]
+        );
+        // The operator's TASK_BUDGET wins.
+        let set = hab_tasks("KERNELS=product\nTASK_BUDGET=00:20:00\n").unwrap();
+        assert_eq!(set[0].budget, None);
+        // A manifest the judge cannot grade is refused at the key, with why.
+        let err = hab_tasks("KERNELS=knobs\n").unwrap_err().to_string();
+        assert!(
+            err.contains("KERNELS") && err.contains("complex128"),
+            "{err}"
         );
     }
 

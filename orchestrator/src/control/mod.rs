@@ -725,6 +725,7 @@ mod tests {
             language: "c".into(),
             precision: "fp64".into(),
             preset: None,
+            budget: None,
         };
         let key = "loop_level_reasoning/shift/shift";
         assert!(

@@ -41,6 +41,9 @@ pub struct TaskSpec {
     pub precision: String,
     /// The preset of the task's public case; `None`: the judges' own.
     pub preset: Option<String>,
+    /// The task's time for its attempts where the corpus sets one (an
+    /// HPCAgent-Bench level's); `None`: `TASK_BUDGET`.
+    pub budget: Option<Duration>,
 }
 
 /// The outcome of an attempt that had nothing to do, and the status its
@@ -81,6 +84,11 @@ pub struct Task {
 }
 
 impl Task {
+    /// The time its attempts may take in all: its own, else `TASK_BUDGET`.
+    pub fn budget(&self, settings: &Settings) -> Duration {
+        self.spec.budget.unwrap_or(settings.task_budget)
+    }
+
     /// A task nothing has happened to yet.
     pub fn pending(spec: TaskSpec) -> Task {
         Task {
@@ -212,10 +220,10 @@ impl Scheduler {
                     "interrupted on attempt {} of {}",
                     t.attempts, settings.max_attempts
                 ))
-            } else if t.budget_used >= settings.task_budget {
+            } else if t.budget_used >= t.budget(&settings) {
                 TaskState::Failed(format!(
                     "interrupted; the task's budget of {:?} is spent",
-                    settings.task_budget
+                    t.budget(&settings)
                 ))
             } else {
                 TaskState::Pending
@@ -334,7 +342,7 @@ impl Scheduler {
         let task = &mut self.tasks[index];
         task.attempts += 1;
         task.state = TaskState::Leased(lease_id.clone());
-        let budget_left = self.settings.task_budget.saturating_sub(task.budget_used);
+        let budget_left = task.budget(&self.settings).saturating_sub(task.budget_used);
         let lease = Lease {
             id: lease_id.clone(),
             task: index,
@@ -540,10 +548,10 @@ impl Scheduler {
                 "{outcome} on attempt {} of {}",
                 task.attempts, self.settings.max_attempts
             ))
-        } else if used >= self.settings.task_budget {
+        } else if used >= task.budget(&self.settings) {
             TaskState::Failed(format!(
                 "{outcome}; the task's budget of {:?} is spent",
-                self.settings.task_budget
+                task.budget(&self.settings)
             ))
         } else {
             TaskState::Pending

@@ -9,6 +9,7 @@ fn tasks(n: usize) -> Vec<Task> {
                 language: "c".into(),
                 precision: "fp64".into(),
                 preset: None,
+                budget: None,
             })
         })
         .collect()

@@ -1045,6 +1045,7 @@ mod tests {
             language: "c".into(),
             precision: "fp64".into(),
             preset: None,
+            budget: None,
         })]);
         store.attempt_ended(AttemptRecord {
             task: "atax.c".into(),

@@ -27,7 +27,9 @@ uniform [-1000, 1000), drawn in float64 and cast to the run precision, then
 folded into their declared domain. Custom path: initialize(*args) with
 datatype, rng (default_rng(seed)) and dist passed where it accepts them.
 
---case writes what a grade passes the submission: OUT_DIR/case.json, the
+--case writes what a grade passes the submission (float arrays made at
+another precision than the ABI declares first cast to it, for the
+reference too): OUT_DIR/case.json, the
 ABI's arguments in order (pointers with their shape and file, by-value ones
 with their value), each pointer's bytes as OUT_DIR/<name>.bin in the ABI's
 dtype, and with --reference each output's expected bytes as
@@ -287,6 +289,19 @@ def abi_storage(dtype):
     return np.dtype("uint8" if dtype == "bool" else storage(dtype))
 
 
+def as_declared(plan, made):
+    """A float array made at another precision than its ABI declares (a
+    float32-pinned array the declarative path draws in float64) becomes the
+    declared type before anything sees it, so that the reference computes
+    on the very values the kernel is given."""
+    for arg in plan["abi"]:
+        value = made.get(arg["name"])
+        if arg["pointer"] and isinstance(value, np.ndarray) and value.dtype.kind == "f":
+            declared = abi_storage(arg["dtype"])
+            if declared.kind == "f" and declared != value.dtype:
+                made[arg["name"]] = value.astype(declared)
+
+
 def write_case(out, plan, made, outputs):
     """The ABI's arguments in order, and the bytes behind each pointer."""
     data = {**plan["symbols"], **plan["scalars"], **made}
@@ -327,6 +342,8 @@ def main():
     flags = sys.argv[3:]
     run_type = float_type(plan["precision"])
     made = custom(plan, run_type) if plan["initializer"] else declarative(plan, run_type)
+    if "--case" in flags:
+        as_declared(plan, made)
     save(out, made, plan["outputs"], os.path.join(out, "inputs.json"))
     outputs = None
     if "--reference" in flags:
