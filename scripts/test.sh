@@ -21,8 +21,9 @@ if [ -n "$need" ]; then
       as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $need >/dev/null; }
 fi
 
-# NumPy for the judge's reference oracle, in the python3 the judge will run.
-python3 -c 'import numpy' 2>/dev/null || python3 -m pip install --quiet numpy
+# NumPy for the judge's reference oracle, in the python3 the judge will run;
+# SciPy too, which an HPCAgent-Bench fixture's sparse initializer imports.
+python3 -c 'import numpy, scipy' 2>/dev/null || python3 -m pip install --quiet numpy scipy
 
 # A real vLLM (the CPU build) and a tiny model made locally, for the LLM
 # agents' tests: about 1.5 min and 6 GB the first time, skipped afterwards.

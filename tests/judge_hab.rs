@@ -47,13 +47,14 @@ fn honest_kernels_of_every_kind_are_ok_against_the_numpy_reference() {
     // Declarative inputs with int64 and double scalars; a loop-track
     // reference in Python loops; bool, int32 and uint8 arguments; float32,
     // int4, int8 and uint16 arrays; a sparse configuration's buffers made
-    // by initialize().
+    // by initialize(), and a SciPy matrix it makes taken apart into them.
     for (task, file) in [
         ("product", "hab/product_ok.c"),
         ("shift", "hab/shift_ok.c"),
         ("masked", "hab/masked_ok.c"),
         ("narrow", "hab/narrow_ok.c"),
         ("spprod", "hab/spprod_ok.c"),
+        ("spcsr", "hab/spcsr_ok.c"),
     ] {
         let v = numpy_judge().grade("score", task, "c", file, &[]);
         assert_eq!(v["status"], "ok", "{task}: {}", summary(&v));

@@ -349,25 +349,13 @@ fn pointers(
     arrays: &Arrays<'_>,
     outputs: &BTreeSet<&str>,
 ) -> Result<Vec<Arg>, String> {
-    let active = m
-        .configurations
-        .as_ref()
-        .and_then(|c| c.values().next())
-        .and_then(Value::as_mapping);
     let dtypes = m.init.dtypes.clone().unwrap_or_default();
     let mut out = Vec::new();
     for name in array_args {
         if matches!(name.as_str(), "np" | "numpy") {
             continue;
         }
-        let format = active
-            .and_then(|a| a.get(name.as_str()))
-            .and_then(Value::as_str);
-        let layout = m.sparse_layouts.as_ref().and_then(|l| l.get(name));
-        if let (Some(format), Some(layout)) = (format, layout)
-            && format != "dense"
-            && let Some(variant) = layout.variants.get(format)
-        {
+        if let Some((_, layout, variant)) = active_layout(m, name) {
             for buffer in &variant.buffers {
                 let dtype = buffer
                     .dtype
@@ -396,6 +384,30 @@ fn pointers(
         });
     }
     Ok(out)
+}
+
+/// The layout of sparse array `name` in the active (first) configuration,
+/// where that configuration stores it in a format with buffers: (format,
+/// layout, variant).
+fn active_layout<'a>(
+    m: &'a Manifest,
+    name: &str,
+) -> Option<(
+    &'a str,
+    &'a manifest::SparseLayout,
+    &'a manifest::SparseVariant,
+)> {
+    let format = m
+        .configurations
+        .as_ref()?
+        .values()
+        .next()?
+        .as_mapping()?
+        .get(name)?
+        .as_str()?;
+    let layout = m.sparse_layouts.as_ref()?.get(name)?;
+    let variant = layout.variants.get(format).filter(|_| format != "dense")?;
+    Some((format, layout, variant))
 }
 
 /// The preset symbols (every preset but `fuzzed`) and the config knobs.
@@ -569,6 +581,19 @@ pub struct InputPlan {
     pub abi: Vec<Arg>,
     /// A held-out case's variant of the draw; `None` for HPCAgent-Bench's own.
     pub rotation: Option<Rotation>,
+    /// The sparse arrays the active configuration passes as buffers: an
+    /// initializer that makes a SciPy matrix has it taken apart into them.
+    pub sparse: Vec<SparseArray>,
+}
+
+/// A sparse array as the symbol takes it: its format and, by role
+/// (`indptr`, `indices`, `data`, `row`, `col`, `offsets` …), its buffers.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SparseArray {
+    pub name: String,
+    pub format: String,
+    /// (role, buffer name), in the layout's order.
+    pub buffers: Vec<(String, String)>,
 }
 
 /// A held-out case's variant: every float array the declarative path
@@ -834,6 +859,23 @@ impl Kernel {
             },
             abi: self.abi.args.clone(),
             rotation: None,
+            sparse: m
+                .sparse_layouts
+                .iter()
+                .flat_map(|layouts| layouts.keys())
+                .filter_map(|name| {
+                    let (format, _, variant) = active_layout(m, name)?;
+                    Some(SparseArray {
+                        name: name.clone(),
+                        format: format.to_string(),
+                        buffers: variant
+                            .buffers
+                            .iter()
+                            .map(|b| (b.role.clone(), b.name.clone()))
+                            .collect(),
+                    })
+                })
+                .collect(),
         })
     }
 }

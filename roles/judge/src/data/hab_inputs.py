@@ -14,6 +14,8 @@ PLAN (written by the judge from the manifest, hpcagent_corpus::hab::InputPlan):
   reference            {path, function, args, outputs}: how the NumPy reference is called
   abi                  the symbol's arguments in order ({name, dtype, pointer})
   rotation             null, or {dist, scale}: a held-out case's variant
+  sparse               [{name, format, buffers: [[role, buffer name]]}]: the
+                       sparse arrays the symbol takes as buffers
 
 Writes OUT_DIR/<name>.npy for every output and OUT_DIR/inputs.json listing
 them ({name, dtype, shape}); with --reference, also the reference's outputs
@@ -259,9 +261,36 @@ def reference(plan, made, run_type):
     return {name: args[call["args"].index(name)] for name in outputs}
 
 
+# HPCAgent-Bench's format names where SciPy's differ.
+SCIPY_FORMATS = {"bcsr": "bsr"}
+# The buffer roles a SciPy matrix has as attributes.
+SCIPY_ROLES = ("indptr", "indices", "data", "row", "col", "offsets")
+
+
+def is_sparse_matrix(value):
+    return hasattr(value, "tocoo") and hasattr(value, "nnz")
+
+
+def take_apart(plan, made):
+    """Each sparse array an initializer made as a SciPy matrix, also as the
+    buffers of the format the symbol takes it in."""
+    for sparse in plan.get("sparse", []):
+        matrix = made.get(sparse["name"])
+        if not is_sparse_matrix(matrix):
+            continue
+        converted = matrix.asformat(SCIPY_FORMATS.get(sparse["format"], sparse["format"]))
+        for role, buffer in sparse["buffers"]:
+            if role not in SCIPY_ROLES:
+                sys.exit(f"{sparse['name']}: the {sparse['format']} format's {role} buffer "
+                         "is not one a SciPy matrix has")
+            made[buffer] = np.asarray(getattr(converted, role))
+
+
 def save(out, values, names, listing):
     listed = []
     for name in names:
+        if is_sparse_matrix(values[name]) and "--case" in sys.argv:
+            continue  # Passed as its buffers (take_apart).
         value = np.asarray(values[name])
         if value.dtype == object:
             sys.exit(f"{name} is a {type(values[name]).__name__}, not an array: "
@@ -343,6 +372,7 @@ def main():
     run_type = float_type(plan["precision"])
     made = custom(plan, run_type) if plan["initializer"] else declarative(plan, run_type)
     if "--case" in flags:
+        take_apart(plan, made)
         as_declared(plan, made)
     save(out, made, plan["outputs"], os.path.join(out, "inputs.json"))
     outputs = None

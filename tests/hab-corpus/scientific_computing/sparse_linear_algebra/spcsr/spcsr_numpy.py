@@ -1,0 +1,2 @@
+def spcsr(A, v, r):
+    r[:] = A @ v
