@@ -285,12 +285,12 @@ fn an_hpcagent_bench_campaign_settles_against_its_baselines_overlay() {
             .output()
             .unwrap()
     };
-    let refused = up("product,knobs");
+    let refused = up("product,energy");
     assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
     assert!(
         stderr(&refused).contains("KERNELS")
-            && stderr(&refused).contains("machine_learning/knobs/knobs cannot be graded")
-            && stderr(&refused).contains("complex128"),
+            && stderr(&refused).contains("loop_level_reasoning/energy/energy cannot be graded")
+            && stderr(&refused).contains("what the reference returns"),
         "{}",
         stderr(&refused)
     );

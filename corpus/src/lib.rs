@@ -177,6 +177,8 @@ pub enum DType {
     U8,
     /// C's `bool`, one byte.
     Bool,
+    /// `double _Complex`: the real part, then the imaginary.
+    C128,
 }
 
 impl DType {
@@ -186,6 +188,7 @@ impl DType {
             DType::F32 | DType::I32 => 4,
             DType::I16 | DType::U16 => 2,
             DType::I8 | DType::U8 | DType::Bool => 1,
+            DType::C128 => 16,
         }
     }
 
@@ -202,6 +205,7 @@ impl DType {
             "uint16" => DType::U16,
             "uint8" => DType::U8,
             "bool" => DType::Bool,
+            "complex128" => DType::C128,
             _ => return None,
         })
     }
@@ -210,7 +214,8 @@ impl DType {
         matches!(self, DType::F64 | DType::F32)
     }
 
-    /// An integer (or `bool`) element from its little-endian bytes.
+    /// An integer (or `bool`) element from its little-endian bytes (not
+    /// for floats or complex numbers).
     pub fn int_le(self, raw: &[u8]) -> i64 {
         let mut wide = [0u8; 8];
         wide[..raw.len()].copy_from_slice(raw);
@@ -236,6 +241,7 @@ impl DType {
             DType::U16 => "uint16_t",
             DType::U8 => "uint8_t",
             DType::Bool => "bool",
+            DType::C128 => "double _Complex",
         }
     }
 
@@ -248,6 +254,7 @@ impl DType {
             DType::I16 | DType::U16 => "integer(c_int16_t)",
             DType::I8 | DType::U8 => "integer(c_int8_t)",
             DType::Bool => "logical(c_bool)",
+            DType::C128 => "complex(c_double_complex)",
         }
     }
 
@@ -262,6 +269,7 @@ impl DType {
             DType::U16 => "uint16",
             DType::U8 => "uint8",
             DType::Bool => "bool",
+            DType::C128 => "complex128",
         }
     }
 }
@@ -624,6 +632,7 @@ mod tests {
         assert_eq!(DType::I32.int_le(&(-5i32).to_le_bytes()), -5);
         assert_eq!(DType::Bool.int_le(&[1]), 1);
         assert_eq!(DType::from_numpy("int4"), Some(DType::I8));
-        assert_eq!(DType::from_numpy("complex128"), None);
+        assert_eq!(DType::from_numpy("complex128"), Some(DType::C128));
+        assert_eq!(DType::from_numpy("float16"), None);
     }
 }

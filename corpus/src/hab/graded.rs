@@ -46,6 +46,12 @@ impl Manifested {
                     arg.name, arg.dtype
                 )
             })?;
+            if dtype == DType::C128 && !arg.pointer {
+                return Err(format!(
+                    "argument {} is a complex128 scalar, which the judge does not pass",
+                    arg.name
+                ));
+            }
             if arg.pointer {
                 arrays.push(ArraySpec {
                     name: arg.name.clone(),

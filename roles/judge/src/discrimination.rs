@@ -127,6 +127,7 @@ fn largest_output(inputs: &CaseInputs, reference: &Reference) -> Result<f64, Dat
                     .chunks_exact(8)
                     .map(|c| f64::from_le_bytes(c.try_into().expect("8 bytes"))),
             ),
+            DType::C128 => Box::new(bytes.chunks_exact(16).map(complex_modulus)),
             int => Box::new(
                 bytes
                     .chunks_exact(int.size())
@@ -138,6 +139,12 @@ fn largest_output(inputs: &CaseInputs, reference: &Reference) -> Result<f64, Dat
             .fold(largest, |m, v| m.max(v.abs()));
     }
     Ok(largest)
+}
+
+/// |z| of a complex128 element.
+fn complex_modulus(c: &[u8]) -> f64 {
+    let part = |b: &[u8]| f64::from_le_bytes(b.try_into().expect("8 bytes"));
+    part(&c[..8]).hypot(part(&c[8..]))
 }
 
 fn read(path: &Path) -> Result<Vec<u8>, DataError> {

@@ -135,7 +135,9 @@ pub fn compare(out: &Output<'_>, tolerance: Tolerance) -> Comparison {
             );
             continue;
         }
-        if out.dtype.is_float() {
+        if out.dtype == DType::C128 {
+            compare_complex(out, i, raw, tolerance, &mut result, mismatch);
+        } else if out.dtype.is_float() {
             compare_float(out, i, raw, tolerance, &mut result, mismatch);
         } else {
             let a = int_at(out.dtype, raw);
@@ -183,6 +185,52 @@ fn compare_float(
     }
 }
 
+/// A complex element against the reference's: NaN and infinite parts
+/// where the reference has them, else |a − e| ≤ atol + rtol·|e| with
+/// complex moduli. The mismatch names the real parts; the message both.
+fn compare_complex(
+    out: &Output<'_>,
+    i: usize,
+    raw: &[u8],
+    tolerance: Tolerance,
+    result: &mut Comparison,
+    mismatch: impl Fn(f64, f64) -> Mismatch,
+) {
+    let parts = |b: &[u8]| {
+        let part = |b: &[u8]| f64::from_le_bytes(b.try_into().expect("8 bytes"));
+        (part(&b[..8]), part(&b[8..16]))
+    };
+    let (a, e) = (parts(raw), parts(&out.expected[i * 16..i * 16 + 16]));
+    let special = |x: f64| !x.is_finite();
+    let ok = if special(e.0) || special(e.1) {
+        let same = |e: f64, a: f64| if e.is_nan() { a.is_nan() } else { a == e };
+        same(e.0, a.0) && same(e.1, a.1)
+    } else if special(a.0) || special(a.1) {
+        result.max_abs_error = f64::INFINITY;
+        result.max_rel_error = f64::INFINITY;
+        false
+    } else {
+        let diff = (e.0 - a.0).hypot(e.1 - a.1);
+        let magnitude = e.0.hypot(e.1);
+        result.max_abs_error = result.max_abs_error.max(diff);
+        let rel = diff / magnitude.max(tolerance.atol).max(f64::MIN_POSITIVE);
+        result.max_rel_error = result.max_rel_error.max(rel);
+        diff <= tolerance.atol + tolerance.rtol * magnitude
+    };
+    if !ok {
+        let message = format!(
+            "output {}{}: expected {}{:+}i, got {}{:+}i",
+            out.name,
+            format_index(&unravel(i, out.shape)),
+            e.0,
+            e.1,
+            a.0,
+            a.1
+        );
+        result.fail(mismatch(e.0, a.0), message);
+    }
+}
+
 /// Whether `out` has the reference's very bits (a submission against the
 /// baseline whose arithmetic it kept), none of them a canary: right, with
 /// no error, before any tolerance is worked out.
@@ -205,10 +253,16 @@ fn exact(out: &Output<'_>) -> bool {
 /// same conditions, the same errors.
 fn all_within(out: &Output<'_>, tolerance: Tolerance) -> Option<(f64, f64)> {
     match out.dtype {
-        // Integers are exact: `exact` has said they are not.
-        DType::I64 | DType::I32 | DType::I16 | DType::I8 | DType::U16 | DType::U8 | DType::Bool => {
-            None
-        }
+        // Integers are exact: `exact` has said they are not; complex
+        // numbers go element by element.
+        DType::I64
+        | DType::I32
+        | DType::I16
+        | DType::I8
+        | DType::U16
+        | DType::U8
+        | DType::Bool
+        | DType::C128 => None,
         DType::F32 => floats_within(
             out.actual.chunks_exact(4).map(|b| {
                 let bits = u32::from_le_bytes(b.try_into().expect("4 bytes"));
@@ -365,6 +419,39 @@ mod tests {
         // ... but not next to elements of order one, and zeros never pass for order-one data.
         assert!(!check(&[1.0, 1e-9, 3.0, 4.0], &[1.0, 0.0, 3.0, 4.0]).correct);
         assert!(!check(&[0.0, 0.0, 0.0, 0.0], &[1.0, 0.5, 3.0, 4.0]).correct);
+    }
+
+    #[test]
+    fn complex_outputs_compare_by_modulus() {
+        let complex = |v: &[(f64, f64)]| -> Vec<u8> {
+            v.iter()
+                .flat_map(|(re, im)| re.to_le_bytes().into_iter().chain(im.to_le_bytes()))
+                .collect()
+        };
+        let expected = complex(&[(3.0, 4.0), (f64::NAN, 1.0)]);
+        let check = |actual: &[(f64, f64)]| {
+            let actual = complex(actual);
+            compare(
+                &Output {
+                    name: "z",
+                    dtype: DType::C128,
+                    shape: &[2],
+                    actual: &actual,
+                    expected: &expected,
+                },
+                Tolerance::plain(1e-9, 1e-11),
+            )
+        };
+        // 5e-9 off on |z| = 5 is within 1e-9·5 + 1e-11.
+        assert!(check(&[(3.0 + 3e-9, 4.0 + 4e-9), (f64::NAN, 1.0)]).correct);
+        let wrong = check(&[(3.0, 4.1), (f64::NAN, 1.0)]);
+        assert!(!wrong.correct);
+        assert_eq!(
+            wrong.message.unwrap(),
+            "output z[0]: expected 3+4i, got 3+4.1i"
+        );
+        // A NaN part must be NaN where the reference's is.
+        assert!(!check(&[(3.0, 4.0), (0.0, 1.0)]).correct);
     }
 
     #[test]

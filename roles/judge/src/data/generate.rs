@@ -90,6 +90,10 @@ impl Draw {
                 DType::F64 => element.copy_from_slice(&v.to_le_bytes()),
                 DType::F32 => element.copy_from_slice(&(v as f32).to_le_bytes()),
                 DType::Bool => element[0] = u8::from(v != 0.0),
+                DType::C128 => {
+                    element[..8].copy_from_slice(&v.to_le_bytes());
+                    element[8..].fill(0);
+                }
                 // The other integers: the low bytes of the value.
                 _ => element.copy_from_slice(&(v as i64).to_le_bytes()[..element.len()]),
             }
