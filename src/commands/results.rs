@@ -54,8 +54,15 @@ pub fn run(args: ResultsArgs) -> anyhow::Result<()> {
 /// The results as a table, with a summary line. The speedup, last since
 /// its width varies, comes with its 95% interval, or as "no change".
 pub fn print_table(results: &[TaskResult]) {
+    // HPCAgent-Bench's path keys run to 80 characters and more.
+    let width = results
+        .iter()
+        .map(|r| r.kernel.chars().count())
+        .max()
+        .unwrap_or(0)
+        .max(28);
     println!(
-        "{:28} {:8} {:9} {:>8}  {:10} SPEEDUP",
+        "{:width$} {:8} {:9} {:>8}  {:10} SPEEDUP",
         "TASK", "LANGUAGE", "PRECISION", "ATTEMPTS", "STATUS"
     );
     for r in results {
@@ -70,7 +77,7 @@ pub fn print_table(results: &[TaskResult]) {
             |s| Speedup::new(s, r.speedup_low, r.speedup_high).to_string(),
         );
         println!(
-            "{:28} {:8} {:9} {:>8}  {:10} {}",
+            "{:width$} {:8} {:9} {:>8}  {:10} {}",
             r.kernel, r.language, r.precision, r.attempts, status, speedup
         );
     }
