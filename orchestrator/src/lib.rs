@@ -23,5 +23,4 @@ pub mod scheduler;
 pub mod slurm;
 pub mod store;
 pub mod supervisor;
-pub mod utc;
 pub mod words;

@@ -2,9 +2,10 @@
 
 /// `2026-11-30 09:00:42 UTC`.
 pub fn utc(unix: f64) -> String {
-    let (year, month, day, hour, min, sec) =
-        hpcagent_orchestrator::utc::date_time(unix.floor() as i64);
-    format!("{year:04}-{month:02}-{day:02} {hour:02}:{min:02}:{sec:02} UTC")
+    match chrono::DateTime::from_timestamp(unix.floor() as i64, 0) {
+        Some(time) => time.format("%Y-%m-%d %H:%M:%S UTC").to_string(),
+        None => format!("{unix} s after 1970"),
+    }
 }
 
 /// `1 h 02 min 05 s`, `3 min 07 s`, `12 s`.

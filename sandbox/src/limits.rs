@@ -52,6 +52,7 @@ impl Limits {
             // SAFETY: a zeroed cpu_set_t is an empty set; CPU_SET bounds-checks.
             let mut cpuset: libc::cpu_set_t = unsafe { std::mem::zeroed() };
             for &cpu in &self.cpus {
+                // SAFETY: CPU_SET writes one bit of the set it is given, in bounds.
                 unsafe { libc::CPU_SET(cpu, &mut cpuset) };
             }
             // SAFETY: a stack value of the size passed.

@@ -50,11 +50,12 @@ pub fn own_pid_namespace() -> Result<(), String> {
             std::io::Error::last_os_error()
         ));
     }
+    // SAFETY: as above, this process is single-threaded.
     match unsafe { libc::fork() } {
         -1 => Err(format!("fork: {}", std::io::Error::last_os_error())),
         0 => {
-            // SAFETY: prctl only: it dies with the original.
-            unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) };
+            // It dies with the original.
+            crate::reap::die_with_parent(libc::SIGKILL);
             Ok(())
         }
         child => {
@@ -230,9 +231,9 @@ fn clone_with(
 /// A PID namespace's init: it waits to be killed (its parent's death kills
 /// it too), and every process left in the namespace dies with it.
 extern "C" fn keep_namespace(_: *mut libc::c_void) -> libc::c_int {
+    crate::reap::die_with_parent(libc::SIGKILL);
     // SAFETY: prctl, close_range, setsid and pause take no pointers.
     unsafe {
-        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
         // The program shares its namespace with it, and may share its user.
         libc::prctl(libc::PR_SET_DUMPABLE, 0);
         // It holds nothing open: a pipe end it kept would hide the
@@ -276,7 +277,7 @@ extern "C" fn enter(arg: *mut libc::c_void) -> libc::c_int {
                 libc::_exit(121);
             }
         }
-        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+        crate::reap::die_with_parent(libc::SIGKILL);
         if spawn.same_layout {
             libc::personality(libc::ADDR_NO_RANDOMIZE as libc::c_ulong);
         }

@@ -14,6 +14,15 @@
 use std::collections::{HashMap, HashSet};
 
 /// Makes this process the reaper of its orphaned descendants.
+/// Asks the kernel to send `signal` to this process when its parent dies,
+/// so that nothing outlives the process that started it, however that one
+/// ends. A raw system call: safe between fork and exec, and in a clone's
+/// child. Changing user clears it: ask again after.
+pub fn die_with_parent(signal: libc::c_int) {
+    // SAFETY: prctl with integer arguments.
+    unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, signal) };
+}
+
 pub fn become_subreaper() {
     // SAFETY: prctl with integer arguments.
     unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };

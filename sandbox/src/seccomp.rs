@@ -263,10 +263,12 @@ mod tests {
                 } else {
                     99
                 };
+                // SAFETY: the forked child ends without unwinding into the test harness.
                 unsafe { libc::_exit(code) }
             }
             pid => {
                 let mut status = 0;
+                // SAFETY: waits for the child forked above; `status` outlives the call.
                 unsafe { libc::waitpid(pid, &mut status, 0) };
                 assert!(libc::WIFEXITED(status), "status {status}");
                 libc::WEXITSTATUS(status)

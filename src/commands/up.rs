@@ -234,10 +234,5 @@ fn find_oracle() -> anyhow::Result<String> {
 
 /// `local-<YYYYmmdd-HHMMSS>` in UTC.
 fn local_name() -> String {
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0) as i64;
-    let (y, m, d, hour, min, sec) = hpcagent_orchestrator::utc::date_time(secs);
-    format!("local-{y:04}{m:02}{d:02}-{hour:02}{min:02}{sec:02}")
+    chrono::Utc::now().format("local-%Y%m%d-%H%M%S").to_string()
 }

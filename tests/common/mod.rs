@@ -179,7 +179,7 @@ impl JudgeServer {
             // SAFETY: prctl and dup2 only.
             unsafe {
                 cmd.pre_exec(move || {
-                    libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                    hpcagent_sandbox::reap::die_with_parent(libc::SIGKILL);
                     if let Some(fd) = inherited {
                         libc::dup2(fd, 200);
                     }

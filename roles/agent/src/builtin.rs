@@ -15,7 +15,7 @@ use std::time::Duration;
 use hpcagent_proto::v1 as pb;
 use serde_json::{Value, json};
 
-use crate::lease::LeaseWatch;
+use crate::lease::{LeaseWatch, MoveError};
 use crate::llm::{InferenceLink, LlmError, Reply};
 use crate::pool::Attempt;
 use crate::prompt::Skill;
@@ -93,23 +93,10 @@ async fn finish(tools: &mut Toolbox, outcome: String, message: String) -> (Strin
         outcome.as_str(),
         "finished" | "turn budget" | "token budget" | "time budget" | "context overflow"
     );
-    if tools.submitted().is_some() || !model_had_its_chance {
+    if !model_had_its_chance {
         return (outcome, message);
     }
-    match tools.final_submit().await {
-        Some(reply) if reply.ends.as_deref() == Some("submitted") => {
-            let status = tools.submitted().unwrap_or("unknown").to_string();
-            (
-                outcome,
-                format!("{message}; the solution file was submitted: {status}"),
-            )
-        }
-        Some(reply) => (
-            outcome,
-            format!("{message}; the final submit failed: {}", reply.text),
-        ),
-        None => (outcome, message),
-    }
+    (outcome, tools.submit_what_is_left(message).await)
 }
 
 struct Session<'a> {
@@ -307,8 +294,8 @@ fn llm_ended(e: LlmError) -> (String, String) {
         LlmError::Refused(_) => "inference refused",
         LlmError::ServerError(_) => "inference error",
         LlmError::Unavailable(_) => "inference unavailable",
-        LlmError::OutOfBudget => "time budget",
-        LlmError::LeaseGone(_) => "lease lost",
+        LlmError::OutOfBudget | LlmError::Moved(MoveError::OutOfBudget) => "time budget",
+        LlmError::Moved(MoveError::LeaseGone(_)) => "lease lost",
     };
     (outcome.to_string(), e.to_string())
 }

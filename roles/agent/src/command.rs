@@ -86,20 +86,9 @@ pub async fn attempt(
         ),
         (Some(status), _) => (outcome, format!("{message}; submitted: {status}")),
         // The CLI had its chance: what it left in the workspace is graded.
-        (None, "finished" | "crashed" | "time budget") => match tools.final_submit().await {
-            Some(reply) if reply.ends.as_deref() == Some("submitted") => {
-                let status = tools.submitted().unwrap_or("unknown");
-                (
-                    outcome,
-                    format!("{message}; the solution file was submitted: {status}"),
-                )
-            }
-            Some(reply) => (
-                outcome,
-                format!("{message}; the final submit failed: {}", reply.text),
-            ),
-            None => (outcome, message),
-        },
+        (None, "finished" | "crashed" | "time budget") => {
+            (outcome, tools.submit_what_is_left(message).await)
+        }
         (None, _) => (outcome, message),
     };
     Attempt {

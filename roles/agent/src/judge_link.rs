@@ -32,8 +32,9 @@ pub enum LinkError {
     Refused(Status),
     #[error("the lease's budget ran out before the judge answered")]
     OutOfBudget,
-    #[error("the lease is gone: {0}")]
-    LeaseGone(String),
+    /// Moving to another judge ended the lease.
+    #[error(transparent)]
+    Moved(#[from] MoveError),
     #[error("no judge answered after {MAX_MOVES} moves; the last said: {0}")]
     NoJudge(String),
 }
@@ -125,11 +126,7 @@ impl JudgeLink {
             &self.url,
             self.budget_end,
         )
-        .await
-        .map_err(|e| match e {
-            MoveError::LeaseGone(why) => LinkError::LeaseGone(why),
-            MoveError::OutOfBudget => LinkError::OutOfBudget,
-        })?;
+        .await?;
         Ok(())
     }
 }

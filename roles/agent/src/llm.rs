@@ -60,8 +60,9 @@ pub enum LlmError {
     Unavailable(String),
     #[error("the lease's budget ran out waiting for the model")]
     OutOfBudget,
-    #[error("the lease is gone: {0}")]
-    LeaseGone(String),
+    /// Moving to another replica ended the lease.
+    #[error(transparent)]
+    Moved(#[from] MoveError),
 }
 
 /// How one request went.
@@ -149,11 +150,7 @@ impl InferenceLink {
                 &self.url,
                 self.budget_end,
             )
-            .await
-            .map_err(|e| match e {
-                MoveError::LeaseGone(why) => LlmError::LeaseGone(why),
-                MoveError::OutOfBudget => LlmError::OutOfBudget,
-            })?;
+            .await?;
             tracing::info!(replica = %self.url, "moved to another inference replica");
         }
     }

@@ -109,11 +109,10 @@ pub fn check(weak_allowed: bool) -> anyhow::Result<()> {
 /// Runs the supervisor: the spec from stdin; its exit code (the CLI's).
 pub fn main() -> i32 {
     // SAFETY: prctl with integer arguments: no other process of this user
-    // (the CLI) may read this one's memory; the worker's death is a TERM.
-    unsafe {
-        libc::prctl(libc::PR_SET_DUMPABLE, 0);
-        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
-    }
+    // (the CLI) may read this one's memory.
+    unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0) };
+    // The worker's death is a TERM.
+    reap::die_with_parent(libc::SIGTERM);
     reap::become_subreaper();
     let mut text = String::new();
     let spec: Spec = match std::io::stdin()
@@ -187,6 +186,8 @@ fn start(spec: &Spec) -> Result<libc::pid_t, String> {
     // on values prepared above and leaves by execve or _exit.
     match unsafe { libc::fork() } {
         -1 => Err(std::io::Error::last_os_error().to_string()),
+        // SAFETY: the child: system calls on the C strings prepared above
+        // (alive until execve), then execve or _exit.
         0 => unsafe {
             block_signals(false);
             let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDONLY);

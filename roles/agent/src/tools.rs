@@ -297,12 +297,20 @@ impl Toolbox {
         }
     }
 
-    /// Submits the solution file if the attempt has not submitted yet.
-    pub async fn final_submit(&mut self) -> Option<ToolReply> {
+    /// Submits the solution file as the agent left it, when the attempt
+    /// has not submitted yet (the agent had its chance), and says how that
+    /// went after `message`.
+    pub async fn submit_what_is_left(&mut self, message: String) -> String {
         if self.submitted.is_some() {
-            return None;
+            return message;
         }
-        Some(self.grade("submit", &json!({})).await)
+        let reply = self.grade("submit", &json!({})).await;
+        if reply.ends.as_deref() == Some("submitted") {
+            let status = self.submitted().unwrap_or("unknown");
+            format!("{message}; the solution file was submitted: {status}")
+        } else {
+            format!("{message}; the final submit failed: {}", reply.text)
+        }
     }
 
     async fn grade(&mut self, kind: &str, args: &Value) -> ToolReply {

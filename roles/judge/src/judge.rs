@@ -85,19 +85,9 @@ impl JudgeConfig {
     }
 }
 
+/// A held-out secret of this judge's own, from the OS's random source.
 fn random_secret() -> u64 {
-    let mut bytes = [0u8; 8];
-    if std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut bytes))
-        .is_err()
-    {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0);
-        bytes = (nanos as u64 ^ std::process::id() as u64).to_le_bytes();
-    }
-    u64::from_le_bytes(bytes)
+    rand::random()
 }
 
 /// A request the judge will not grade.
@@ -121,6 +111,21 @@ pub struct Submission {
     pub preset: Option<Preset>,
     pub code: Code,
     pub flags: Vec<String>,
+}
+
+impl Submission {
+    /// C source for a task at the judge's preset, with no extra flags: a
+    /// baseline, built as a submission is.
+    pub fn baseline(task_id: &str, precision: Precision, source: String) -> Submission {
+        Submission {
+            task_id: task_id.to_string(),
+            language: Language::C,
+            precision: Some(precision),
+            preset: None,
+            code: Code::Source(source),
+            flags: Vec::new(),
+        }
+    }
 }
 
 #[derive(Debug, Clone)]

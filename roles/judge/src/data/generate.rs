@@ -22,14 +22,7 @@ use crate::corpus::{DType, Init, Kernel};
 /// sibling directory renamed into place).
 pub fn write_inputs(kernel: &Kernel, case: &Case, dir: &Path) -> Result<(), DataError> {
     let parent = dir.parent().expect("inputs dir has a parent");
-    std::fs::create_dir_all(parent).map_err(io(parent))?;
-    let tmp = tempfile::Builder::new()
-        .prefix(".tmp-")
-        .tempdir_in(parent)
-        .map_err(io(parent))?;
-    // Readable by the runner, which may run as another user.
-    std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o755))
-        .map_err(io(tmp.path()))?;
+    let tmp = super::readable_tempdir(parent)?;
     for spec in kernel.arrays.iter().filter(|a| a.role.is_input()) {
         let n = kernel
             .elements(spec, &case.sizes)
@@ -54,15 +47,7 @@ pub fn write_inputs(kernel: &Kernel, case: &Case, dir: &Path) -> Result<(), Data
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644))
             .map_err(io(&path))?;
     }
-    let done = tmp.keep();
-    if let Err(e) = std::fs::rename(&done, dir) {
-        // Another process got there first: its copy is identical.
-        let _ = std::fs::remove_dir_all(&done);
-        if !dir.is_dir() {
-            return Err(io(dir)(e));
-        }
-    }
-    Ok(())
+    super::publish(tmp.keep(), dir)
 }
 
 /// Values of one distribution as one element type, drawn in order from a

@@ -15,7 +15,10 @@ use std::process::Command;
 
 use serde::Deserialize;
 
-use super::{ArrayData, CaseInputs, DataCache, DataError, Reference, create_private_dir, io};
+use super::{
+    ArrayData, CaseInputs, DataCache, DataError, Reference, create_private_dir, io, publish,
+    readable_tempdir,
+};
 use crate::corpus::hab::{InputPlan, Kernel};
 use crate::corpus::{self, ScalarValue, fingerprint};
 
@@ -242,14 +245,7 @@ fn make_case(
         &["--reference", "--case", "--time", &reps],
     )
     .map_err(DataError::Reference)?;
-    let public = root.join("inputs");
-    std::fs::create_dir_all(&public).map_err(io(&public))?;
-    let arrays = tempfile::Builder::new()
-        .prefix(".tmp-")
-        .tempdir_in(&public)
-        .map_err(io(&public))?;
-    std::fs::set_permissions(arrays.path(), std::fs::Permissions::from_mode(0o755))
-        .map_err(io(arrays.path()))?;
+    let arrays = readable_tempdir(&root.join("inputs"))?;
     for arg in case_args(made.path())?.iter().filter(|a| a.pointer) {
         let file = format!("{}.bin", arg.name);
         let to = arrays.path().join(&file);
@@ -258,18 +254,6 @@ fn make_case(
     }
     publish(arrays.keep(), inputs)?;
     publish(made.keep(), reference)
-}
-
-/// Renames a finished directory into place; another judge's identical one
-/// already there wins.
-fn publish(done: PathBuf, to: &Path) -> Result<(), DataError> {
-    if let Err(e) = std::fs::rename(&done, to) {
-        let _ = std::fs::remove_dir_all(&done);
-        if !to.is_dir() {
-            return Err(io(to)(e));
-        }
-    }
-    Ok(())
 }
 
 fn case_args(dir: &Path) -> Result<Vec<CaseArg>, DataError> {

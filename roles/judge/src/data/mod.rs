@@ -245,16 +245,33 @@ impl DataCache {
                 tail(&stderr, 2000)
             )));
         }
-        let done = tmp.keep();
-        if let Err(e) = std::fs::rename(&done, dir) {
-            // Another judge process published the same reference first.
-            let _ = std::fs::remove_dir_all(&done);
-            if !dir.is_dir() {
-                return Err(io(dir)(e));
-            }
-        }
-        Ok(())
+        publish(tmp.keep(), dir)
     }
+}
+
+/// A temporary directory in `parent` (made if absent) that a runner of
+/// another user can read: where inputs are written before [`publish`].
+fn readable_tempdir(parent: &Path) -> Result<tempfile::TempDir, DataError> {
+    std::fs::create_dir_all(parent).map_err(io(parent))?;
+    let tmp = tempfile::Builder::new()
+        .prefix(".tmp-")
+        .tempdir_in(parent)
+        .map_err(io(parent))?;
+    std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o755))
+        .map_err(io(tmp.path()))?;
+    Ok(tmp)
+}
+
+/// Renames a finished directory into place; another judge process's
+/// identical one already there (it published the same entry first) wins.
+fn publish(done: PathBuf, to: &Path) -> Result<(), DataError> {
+    if let Err(e) = std::fs::rename(&done, to) {
+        let _ = std::fs::remove_dir_all(&done);
+        if !to.is_dir() {
+            return Err(io(to)(e));
+        }
+    }
+    Ok(())
 }
 
 /// Scalars and sizes by name, as the reference function takes them.

@@ -12,12 +12,11 @@ use crate::corpus::hab::{ROTATIONS, Rotation};
 use crate::data::hab::{HabCase, check_fits, missing_modules};
 use crate::data::{CaseInputs, Reference, seeded_rng};
 use crate::hab_tasks::{HabTasks, translator_symbol};
-use crate::judge::{Code, Judge, Submission};
-use crate::language::Language;
+use crate::judge::{Judge, Submission};
 use crate::slots::Slot;
 use crate::verdict::{Status, Verdict};
 
-use super::{Extras, Marks, Mode, Planner, Prepared, fail, judge_outcome};
+use super::{Extras, Marks, Mode, Planner, Prepared, checks_after_public, fail, judge_outcome};
 use rand_core::RngCore;
 
 /// Calls of the submission timed against the NumPy reference (after one
@@ -174,24 +173,7 @@ impl Judge {
         } else {
             planner.check_calls("public", &data[0].0, 1 + TIMED_CALLS, true, submit)?
         };
-        let mut held_out = Vec::new();
-        for (i, (inputs, _)) in data.iter().enumerate().skip(1) {
-            held_out.push(planner.check(&format!("held-out {i}"), inputs, true, false)?);
-        }
-        let mut repeats = Vec::new();
-        if submit {
-            for _ in 0..2 {
-                repeats.push(planner.check("public again", &data[0].0, false, true)?);
-            }
-        }
-        Ok((
-            planner,
-            Marks {
-                public,
-                held_out,
-                repeats,
-            },
-        ))
+        checks_after_public(planner, public, data, submit)
     }
 
     /// The overlay's baseline for the task, built like a submission; one
@@ -211,14 +193,7 @@ impl Judge {
             .map(|emitted| format!("-D{emitted}={}", manifested.abi.symbol))
             .into_iter()
             .collect();
-        let submission = Submission {
-            task_id: prepared.kernel.id.clone(),
-            language: Language::C,
-            precision: Some(prepared.precision),
-            preset: None,
-            code: Code::Source(source),
-            flags: Vec::new(),
-        };
+        let submission = Submission::baseline(&prepared.kernel.id, prepared.precision, source);
         match self.prepare(&submission, &defines, slot).await {
             Ok(Ok((built, _))) => Ok(built.built),
             Ok(Err(v)) => Err(format!(

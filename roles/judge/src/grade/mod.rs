@@ -179,6 +179,7 @@ impl Judge {
     /// A GPU language needs its runtime on this node.
     fn check_device(&self, language: Language) -> Result<(), JudgeError> {
         let present = match language {
+            // SAFETY: loading the CUDA driver to see that it exists.
             Language::Cuda => unsafe { cudarc::driver::sys::is_culib_present() },
             // SAFETY: loading the vendor runtime to see that it exists.
             Language::Hip => unsafe { libloading::Library::new("libamdhip64.so") }.is_ok(),
@@ -208,14 +209,7 @@ impl Judge {
     ) -> Result<Built, String> {
         let source = std::fs::read_to_string(kernel.baseline_path())
             .map_err(|e| format!("baseline.c: {e}"))?;
-        let submission = Submission {
-            task_id: kernel.id.clone(),
-            language: Language::C,
-            precision: Some(precision),
-            preset: None,
-            code: Code::Source(source),
-            flags: Vec::new(),
-        };
+        let submission = Submission::baseline(&kernel.id, precision, source);
         match self
             .prepare(&submission, &baseline_defines(kernel, precision), slot)
             .await
@@ -316,24 +310,7 @@ impl Judge {
             planner.pairs(&sizes, seed, self.stop_rule())?;
         }
         let public = planner.check("public", &data[0].0, true, submit)?;
-        let mut held_out = Vec::new();
-        for (i, (inputs, _)) in data.iter().enumerate().skip(1) {
-            held_out.push(planner.check(&format!("held-out {i}"), inputs, true, false)?);
-        }
-        let mut repeats = Vec::new();
-        if submit {
-            for _ in 0..2 {
-                repeats.push(planner.check("public again", &data[0].0, false, true)?);
-            }
-        }
-        Ok((
-            planner,
-            Marks {
-                public,
-                held_out,
-                repeats,
-            },
-        ))
+        checks_after_public(planner, public, data, submit)
     }
 
     /// When a grade's timed pairs stop.
@@ -439,14 +416,7 @@ impl Judge {
         let source = std::fs::read_to_string(kernel.baseline_path()).map_err(|e| {
             JudgeError::Internal(format!("{}: {e}", kernel.baseline_path().display()))
         })?;
-        let submission = Submission {
-            task_id: kernel.id.clone(),
-            language: Language::C,
-            precision: Some(precision),
-            preset: None,
-            code: Code::Source(source),
-            flags: Vec::new(),
-        };
+        let submission = Submission::baseline(&kernel.id, precision, source);
         let (prepared, mut verdict) = match self
             .prepare(
                 &submission,
@@ -464,6 +434,35 @@ impl Judge {
             .await;
         Ok(finish(verdict, start))
     }
+}
+
+/// The checks after the public one (step `public`): each held-out case,
+/// and for `Submit` the public case twice more, whose answers must agree
+/// with its first to the bit.
+pub(crate) fn checks_after_public<'a>(
+    mut planner: Planner<'a>,
+    public: usize,
+    data: &[(CaseInputs, Reference)],
+    submit: bool,
+) -> Result<(Planner<'a>, Marks), String> {
+    let mut held_out = Vec::new();
+    for (i, (inputs, _)) in data.iter().enumerate().skip(1) {
+        held_out.push(planner.check(&format!("held-out {i}"), inputs, true, false)?);
+    }
+    let mut repeats = Vec::new();
+    if submit {
+        for _ in 0..2 {
+            repeats.push(planner.check("public again", &data[0].0, false, true)?);
+        }
+    }
+    Ok((
+        planner,
+        Marks {
+            public,
+            held_out,
+            repeats,
+        },
+    ))
 }
 
 /// Where the verdict's steps are, before the data they read is at hand.

@@ -103,6 +103,7 @@ impl Hip {
             "the HIP runtime (libamdhip64.so) is not installed on this node".to_string()
         })?;
         let hip = Hip { lib };
+        // SAFETY: hipSetDevice takes a device number.
         hip.call::<unsafe extern "C" fn(i32) -> HipStatus>("hipSetDevice", |f| unsafe { f(0) })?;
         Ok(hip)
     }
@@ -129,6 +130,7 @@ impl Device for Hip {
         if bytes > 0 {
             self.call::<unsafe extern "C" fn(*mut *mut c_void, usize) -> HipStatus>(
                 "hipMalloc",
+                // SAFETY: hipMalloc writes one pointer to `ptr`, which outlives the call.
                 |f| unsafe { f(&mut ptr, bytes) },
             )?;
         }
@@ -136,6 +138,8 @@ impl Device for Hip {
     }
 
     fn upload(&mut self, dst: Buffer, src: &[u8]) -> Result<(), String> {
+        // SAFETY: `dst` is a device buffer of at least `src.len()` bytes (one
+        // per region, as large as its largest use); `src` is borrowed throughout.
         self.call::<HipMemcpy>("hipMemcpy", |f| unsafe {
             f(
                 dst.ptr,
@@ -147,6 +151,8 @@ impl Device for Hip {
     }
 
     fn download(&mut self, src: Buffer, dst: &mut [u8]) -> Result<(), String> {
+        // SAFETY: as in `upload`, the other way: `src` holds `dst.len()` bytes,
+        // and `dst` is borrowed mutably throughout.
         self.call::<HipMemcpy>("hipMemcpy", |f| unsafe {
             f(
                 dst.as_mut_ptr() as *mut c_void,
@@ -158,6 +164,7 @@ impl Device for Hip {
     }
 
     fn sync(&mut self) -> Result<(), String> {
+        // SAFETY: hipDeviceSynchronize takes no arguments.
         self.call::<unsafe extern "C" fn() -> HipStatus>("hipDeviceSynchronize", |f| unsafe { f() })
     }
 }

@@ -100,6 +100,7 @@ impl Papi {
             .map(|f| unsafe { f(code) })
             .filter(|p| !p.is_null())
             .map(|p| {
+                // SAFETY: not NULL (filtered above), so PAPI's static string.
                 unsafe { std::ffi::CStr::from_ptr(p) }
                     .to_string_lossy()
                     .into_owned()

@@ -82,8 +82,7 @@ fn run(calls_in: &mut impl BufRead, report: &mut File) -> Result<(), Failure> {
     if let Some(id) = setup.run_as {
         become_user(id).map_err(|e| ("privileges", e))?;
         // Changing user clears the parent-death signal: ask for it again.
-        // SAFETY: prctl with integer arguments.
-        unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) };
+        hpcagent_sandbox::reap::die_with_parent(libc::SIGKILL);
     }
     // Only stdio and its two channels stay: nothing the judge or the
     // supervisor held reaches the submission.
@@ -373,6 +372,7 @@ fn region_bytes(setup: &RunnerSetup, region: usize) -> usize {
 fn pin_this_thread(cpu: usize) {
     // SAFETY: a zeroed cpu_set_t is empty; CPU_SET bounds-checks.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: CPU_SET writes one bit of the set it is given, in bounds.
     unsafe { libc::CPU_SET(cpu, &mut set) };
     // SAFETY: a stack value of the size passed; 0 is this thread.
     unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) };

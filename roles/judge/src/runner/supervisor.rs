@@ -52,8 +52,8 @@ const STARTUP: Duration = Duration::from_secs(30);
 
 /// Runs the supervisor: the request from `stdin`; its exit code.
 pub fn main(stdin: &mut impl Read) -> i32 {
-    // SAFETY: prctl only: the supervisor dies with the judge that started it.
-    unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) };
+    // The supervisor dies with the judge that started it.
+    hpcagent_sandbox::reap::die_with_parent(libc::SIGKILL);
     // SAFETY: the judge opened this descriptor for this process.
     let mut channel = unsafe { File::from_raw_fd(CHANNEL_FD) };
     // Taken before this process opens anything: descriptor 4 is the lock
