@@ -38,13 +38,7 @@ const SLOW_LAUNCH: Duration = Duration::from_secs(10);
 /// How often slow launches are looked up: one `squeue` for all of them.
 const SLOW_LAUNCH_EVERY: Duration = Duration::from_secs(5);
 
-/// The exit code of a role that refuses to run where it was started.
-pub const REFUSED_EXIT: u8 = 78;
-
-/// Why a role refuses to run here (its process exits [`REFUSED_EXIT`]).
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct Refused(pub String);
+pub use hpcagent_client::{REFUSED_EXIT, Refused};
 
 /// A role the campaign cannot do without has failed for good.
 #[derive(Debug, Clone)]

@@ -19,8 +19,7 @@ use tonic::{Request, Status};
 
 use crate::plan::Role;
 
-/// Environment variable with the token the campaign's judges accept.
-pub const JUDGE_TOKEN_VAR: &str = "HPCAGENT_JUDGE_TOKEN";
+pub use hpcagent_client::{JUDGE_TOKEN_VAR, bearer, constant_time_eq};
 
 /// Who a caller is, as its token says.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -132,21 +131,6 @@ fn digest(token: &str) -> [u8; 32] {
     Sha256::digest(token.as_bytes()).into()
 }
 
-/// Whether two tokens are equal, in a time that does not depend on where
-/// they first differ.
-pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    subtle::ConstantTimeEq::ct_eq(a, b).into()
-}
-
-/// The bearer token of a request's metadata.
-pub fn bearer<T>(request: &Request<T>) -> Option<&str> {
-    request
-        .metadata()
-        .get("authorization")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-}
-
 /// Checks the bearer token and attaches the caller's [`Principal`] to the request.
 pub fn interceptor(
     tokens: Tokens,
@@ -163,18 +147,6 @@ pub fn interceptor(
             .ok_or_else(|| Status::unauthenticated("unknown role token"))?;
         request.extensions_mut().insert(principal);
         Ok(request)
-    }
-}
-
-/// Accepts only requests bearing `token` (a judge's service in a campaign).
-pub fn require_token(
-    token: String,
-) -> impl FnMut(Request<()>) -> Result<Request<()>, Status> + Clone {
-    move |request: Request<()>| match bearer(&request) {
-        Some(presented) if constant_time_eq(presented.as_bytes(), token.as_bytes()) => Ok(request),
-        _ => Err(Status::unauthenticated(
-            "this judge serves its campaign's agents only (authorization: Bearer <judge token>)",
-        )),
     }
 }
 

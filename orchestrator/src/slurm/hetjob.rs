@@ -13,28 +13,9 @@
 //! placement into node pools. With one partition there is one component and
 //! an ordinary job.
 
-use serde::{Deserialize, Serialize};
-
 use crate::config::Config;
+pub use crate::plan::Component;
 use crate::plan::Role;
-
-/// One component of the job.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Component {
-    pub partition: Option<String>,
-    /// The roles whose nodes it holds, in placement order.
-    pub roles: Vec<Role>,
-    pub nodes: u32,
-}
-
-impl Component {
-    /// GPUs are asked for where something uses them: inference, and judges
-    /// (GPU kernels time on the judge's node). A component of agents alone
-    /// asks for none, so a CPU partition can hold it.
-    pub fn wants_gpus(&self) -> bool {
-        self.roles.iter().any(|r| *r != Role::Agent)
-    }
-}
 
 /// The components the configuration asks for: one, or one per partition.
 pub fn components(config: &Config) -> Vec<Component> {

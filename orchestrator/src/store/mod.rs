@@ -28,8 +28,8 @@ use rusqlite::{Connection, OptionalExtension, params};
 use serde::{Deserialize, Serialize};
 
 pub mod attempt_log;
-pub mod speedup;
 use attempt_log::AttemptLog;
+pub use hpcagent_client::speedup;
 
 pub const FILE_NAME: &str = "results.sqlite";
 

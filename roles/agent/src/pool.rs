@@ -13,10 +13,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use hpcagent_orchestrator::client::{self, Client, Leases, Pulled, RoleContext, start_heartbeats};
-use hpcagent_orchestrator::config::{Config, Isolation, Policy};
-use hpcagent_orchestrator::control::auth::JUDGE_TOKEN_VAR;
-use hpcagent_orchestrator::supervisor::Refused;
+use hpcagent_client::JUDGE_TOKEN_VAR;
+use hpcagent_client::Refused;
+use hpcagent_client::config::{Config, Isolation, Policy};
+use hpcagent_client::{self as client, Client, Leases, Pulled, RoleContext, start_heartbeats};
 use hpcagent_proto::v1 as pb;
 
 use crate::baseline;
@@ -169,7 +169,7 @@ pub async fn run(run_dir: &Path, instance: &str) -> anyhow::Result<()> {
 struct Worker {
     client: Client,
     leases: Leases,
-    heartbeat: hpcagent_orchestrator::client::Heartbeat,
+    heartbeat: hpcagent_client::Heartbeat,
     instance: String,
     judge_token: String,
     index: u32,

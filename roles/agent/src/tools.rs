@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use hpcagent_orchestrator::store::speedup::Speedup;
+use hpcagent_client::speedup::Speedup;
 use hpcagent_proto::v1 as pb;
 use serde_json::{Value, json};
 

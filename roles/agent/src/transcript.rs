@@ -37,10 +37,9 @@ impl Transcript {
         let Some(file) = &mut self.file else { return };
         if let Value::Object(map) = &mut event {
             map.insert("kind".into(), Value::from(kind));
-            map.insert(
-                "at".into(),
-                Value::from(hpcagent_orchestrator::store::now()),
-            );
+            // Unix seconds, as the store keeps its times.
+            let at = chrono::Utc::now().timestamp_micros() as f64 / 1e6;
+            map.insert("at".into(), Value::from(at));
         }
         if let Err(e) = writeln!(file, "{event}") {
             tracing::warn!("{}: {e}", self.path.display());

@@ -11,7 +11,7 @@
 //!
 //! Owns nothing of vLLM's lifecycle (the role does) or of the plan.
 //!
-//! [`VllmLaunch::rendezvous_ifname`]: hpcagent_orchestrator::plan::VllmLaunch
+//! [`VllmLaunch::rendezvous_ifname`]: hpcagent_client::plan::VllmLaunch
 
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};

@@ -5,8 +5,9 @@
 //! runs get their directories ([`sandbox_dir`]), out-of-process runs timed
 //! from outside ([`runner`], [`timing`]), verification ([`verify`]),
 //! verdicts ([`verdict`]), an HPCAgent-Bench checkout's tasks
-//! ([`hab_tasks`]), grading slots ([`slots`]), profilers ([`profile`])
-//! and the gRPC Judge service ([`service`]). [`judge::Judge`] ties them
+//! ([`hab_tasks`]), grading slots ([`slots`]), profilers ([`profile`]),
+//! the gRPC Judge service ([`service`]) and the judge as a campaign's role
+//! ([`role`]). [`judge::Judge`] ties them
 //! together. It does not own scheduling or the results store: a judge answers
 //! requests, the orchestrator decides what is asked and records the answers.
 
@@ -19,6 +20,7 @@ pub mod hab_tasks;
 pub mod judge;
 pub mod oracle;
 pub mod profile;
+pub mod role;
 pub mod runner;
 pub mod sandbox_dir;
 pub mod service;

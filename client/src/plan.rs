@@ -2,15 +2,13 @@
 //!
 //! A plan is a value (written as `plan.json` in the run directory) that the
 //! executors carry out and the roles read their assignment from. It is made by
-//! [`crate::placement`]; this module only describes and prints it.
+//! the orchestrator's placement; this module only describes and prints it.
 
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
-
-use crate::slurm::hetjob::Component;
 
 use crate::words;
 
@@ -267,4 +265,23 @@ fn table(rows: &[[String; 7]]) -> String {
             format!("{}\n", cells.join("  ").trim_end())
         })
         .collect()
+}
+
+/// One component of the job (a heterogeneous job has several: see the
+/// orchestrator's `slurm::hetjob`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Component {
+    pub partition: Option<String>,
+    /// The roles whose nodes it holds, in placement order.
+    pub roles: Vec<Role>,
+    pub nodes: u32,
+}
+
+impl Component {
+    /// GPUs are asked for where something uses them: inference, and judges
+    /// (GPU kernels time on the judge's node). A component of agents alone
+    /// asks for none, so a CPU partition can hold it.
+    pub fn wants_gpus(&self) -> bool {
+        self.roles.iter().any(|r| *r != Role::Agent)
+    }
 }

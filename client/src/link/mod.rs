@@ -1,5 +1,5 @@
-//! The role side of the control plane: what every role process does to be
-//! part of a campaign.
+//! The link to the orchestrator: what every role process does to be part
+//! of a campaign.
 //!
 //! A role finds its campaign in its environment (`HPCAGENT_ORCHESTRATOR`,
 //! `HPCAGENT_TOKEN`, set by the executor) and its assignment in the run
@@ -30,6 +30,35 @@ use crate::plan::{Plan, RoleInstance};
 pub const ORCHESTRATOR_VAR: &str = "HPCAGENT_ORCHESTRATOR";
 /// Environment variable with the role's token.
 pub const TOKEN_VAR: &str = "HPCAGENT_TOKEN";
+/// Environment variable with the token the campaign's judges accept.
+pub const JUDGE_TOKEN_VAR: &str = "HPCAGENT_JUDGE_TOKEN";
+
+/// Whether two tokens are equal, in a time that does not depend on where
+/// they first differ.
+pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    subtle::ConstantTimeEq::ct_eq(a, b).into()
+}
+
+/// The bearer token of a request's metadata.
+pub fn bearer<T>(request: &tonic::Request<T>) -> Option<&str> {
+    request
+        .metadata()
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+}
+
+/// Accepts only requests bearing `token` (a judge's service in a campaign).
+pub fn require_token(
+    token: String,
+) -> impl FnMut(tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> + Clone {
+    move |request: tonic::Request<()>| match bearer(&request) {
+        Some(presented) if constant_time_eq(presented.as_bytes(), token.as_bytes()) => Ok(request),
+        _ => Err(tonic::Status::unauthenticated(
+            "this judge serves its campaign's agents only (authorization: Bearer <judge token>)",
+        )),
+    }
+}
 /// How long a role keeps going without reaching its orchestrator.
 const ORPHAN_AFTER: Duration = Duration::from_secs(30);
 const HEARTBEAT_TIMEOUT: Duration = Duration::from_secs(10);

@@ -26,7 +26,7 @@ use tonic::{Code, Status};
 use super::Client;
 
 /// The most requests one call carries (the orchestrator takes up to
-/// [`crate::control::MAX_BATCH`]).
+/// its `control::MAX_BATCH`).
 const MAX_BATCH: usize = 256;
 
 /// Yields in a row that must bring no new request before a call goes out.
