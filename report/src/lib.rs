@@ -29,8 +29,8 @@ pub enum ReportError {
     NoStore(PathBuf),
     #[error(transparent)]
     Store(#[from] StoreError),
-    #[error("reading the results store: {0}")]
-    Query(#[from] rusqlite::Error),
+    #[error(transparent)]
+    Query(#[from] hpcagent_orchestrator::store::ReadError),
     #[error(
         "no font for the figures' text: none of {searched} exists; install DejaVu Sans \
          (Debian: apt-get install {}) or pass --font FILE",

@@ -1,0 +1,265 @@
+//! Reading a campaign's store, finished or running, read-only: what
+//! `results`, `status` and the report show. Its errors are [`ReadError`],
+//! not SQLite's.
+
+use std::path::Path;
+
+use rusqlite::{Connection, OptionalExtension};
+use serde::Serialize;
+
+use super::schema::has_column;
+use super::{FILE_NAME, StoreError, TaskRow};
+
+/// A query of the store that failed.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot read the results store: {0}")]
+pub struct ReadError(#[from] rusqlite::Error);
+
+/// Reads a finished (or running) campaign's store.
+pub struct Reader {
+    conn: Connection,
+    /// What the queries select for each table's interval columns: the
+    /// columns, or NULLs in a store made before them (read-only here, so
+    /// they cannot be added).
+    tasks_interval: &'static str,
+    verdicts_interval: &'static str,
+}
+
+/// The campaign row: what it is and when it ran.
+#[derive(Debug, Clone)]
+pub struct CampaignRow {
+    pub id: String,
+    /// running | finished | drained | interrupted | failed
+    pub state: String,
+    pub started_at: f64,
+    pub ended_at: Option<f64>,
+    /// The resolved configuration it ran with, as an env file.
+    pub config: String,
+}
+
+/// One grade's verdict: a Submit that settled its task, or one that did not
+/// (a Score, a Profile, a refused Submit).
+#[derive(Debug, Clone)]
+pub struct VerdictRow {
+    pub task: String,
+    pub attempt: u32,
+    pub kind: String,
+    pub judge: String,
+    pub status: String,
+    pub speedup: Option<f64>,
+    pub speedup_low: Option<f64>,
+    pub speedup_high: Option<f64>,
+    pub settled: bool,
+    pub at: f64,
+}
+
+/// One event of a role instance (launched, ready, dead, …) or of the campaign
+/// ("" instance: a drain).
+#[derive(Debug, Clone)]
+pub struct EventRow {
+    pub at: f64,
+    pub instance: String,
+    pub kind: String,
+    pub message: String,
+}
+
+/// One attempt as the store keeps it ("" outcome: still running).
+#[derive(Debug, Clone, Serialize)]
+pub struct AttemptRow {
+    pub task: String,
+    pub attempt: u32,
+    pub agent: String,
+    pub judge: String,
+    pub outcome: String,
+    pub tokens: u64,
+    pub transcript: String,
+    pub message: String,
+}
+
+/// A task's outcome, for `hpcagent results`.
+#[derive(Debug, Clone, Serialize)]
+pub struct TaskResult {
+    pub task: String,
+    pub kernel: String,
+    pub language: String,
+    pub precision: String,
+    pub attempts: u32,
+    pub state: String,
+    pub status: Option<String>,
+    pub speedup: Option<f64>,
+    /// The speedup's 95% confidence interval (none from older judges).
+    pub speedup_low: Option<f64>,
+    pub speedup_high: Option<f64>,
+}
+
+impl Reader {
+    pub fn open(run_dir: &Path) -> Result<Reader, StoreError> {
+        let path = run_dir.join(FILE_NAME);
+        let conn = Connection::open_with_flags(&path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .map_err(|source| StoreError::Sqlite {
+            path: path.clone(),
+            source,
+        })?;
+        let sqlite = |source| StoreError::Sqlite {
+            path: path.clone(),
+            source,
+        };
+        conn.busy_timeout(std::time::Duration::from_secs(10))
+            .map_err(sqlite)?;
+        let interval = |table| {
+            has_column(&conn, table, "speedup_low").map(|has| {
+                if has {
+                    "speedup_low, speedup_high"
+                } else {
+                    "NULL, NULL"
+                }
+            })
+        };
+        Ok(Reader {
+            tasks_interval: interval("tasks").map_err(sqlite)?,
+            verdicts_interval: interval("verdicts").map_err(sqlite)?,
+            conn,
+        })
+    }
+
+    pub fn tasks(&self) -> Result<Vec<TaskRow>, ReadError> {
+        let mut stmt = self.conn.prepare(&format!(
+            "SELECT id, kernel, language, precision, repeat, state, attempts, budget_used_s, status,
+             speedup, {} FROM tasks ORDER BY kernel, language, precision, repeat",
+            self.tasks_interval
+        ))?;
+        stmt.query_map([], |r| {
+            Ok(TaskRow {
+                id: r.get(0)?,
+                kernel: r.get(1)?,
+                language: r.get(2)?,
+                precision: r.get(3)?,
+                repeat: r.get(4)?,
+                state: r.get(5)?,
+                attempts: r.get(6)?,
+                budget_used_s: r.get(7)?,
+                status: r.get(8)?,
+                speedup: r.get(9)?,
+                speedup_low: r.get(10)?,
+                speedup_high: r.get(11)?,
+            })
+        })?
+        .collect::<rusqlite::Result<_>>()
+        .map_err(ReadError::from)
+    }
+
+    pub fn results(&self) -> Result<Vec<TaskResult>, ReadError> {
+        Ok(self
+            .tasks()?
+            .into_iter()
+            .map(|t| TaskResult {
+                task: t.id,
+                kernel: t.kernel,
+                language: t.language,
+                precision: t.precision,
+                attempts: t.attempts,
+                state: t.state,
+                status: t.status,
+                speedup: t.speedup,
+                speedup_low: t.speedup_low,
+                speedup_high: t.speedup_high,
+            })
+            .collect())
+    }
+
+    pub fn campaign(&self) -> Result<Option<CampaignRow>, ReadError> {
+        self.conn
+            .query_row(
+                "SELECT id, state, started_at, ended_at, COALESCE(config, '') FROM campaign LIMIT 1",
+                [],
+                |r| {
+                    Ok(CampaignRow {
+                        id: r.get(0)?,
+                        state: r.get(1)?,
+                        started_at: r.get(2)?,
+                        ended_at: r.get(3)?,
+                        config: r.get(4)?,
+                    })
+                },
+            )
+            .optional()
+            .map_err(ReadError::from)
+    }
+
+    /// Every attempt that has begun, in task and attempt order.
+    pub fn attempts(&self) -> Result<Vec<AttemptRow>, ReadError> {
+        let mut stmt = self.conn.prepare(
+            "SELECT task_id, attempt, agent, judge, COALESCE(outcome, ''), COALESCE(tokens, 0),
+             COALESCE(transcript, ''), COALESCE(message, '') FROM attempts ORDER BY task_id, attempt",
+        )?;
+        stmt.query_map([], |r| {
+            Ok(AttemptRow {
+                task: r.get(0)?,
+                attempt: r.get(1)?,
+                agent: r.get(2)?,
+                judge: r.get(3)?,
+                outcome: r.get(4)?,
+                tokens: r.get::<_, i64>(5)? as u64,
+                transcript: r.get(6)?,
+                message: r.get(7)?,
+            })
+        })?
+        .collect::<rusqlite::Result<_>>()
+        .map_err(ReadError::from)
+    }
+
+    /// How many Submit verdicts settled each task (exactly one for a settled task).
+    pub fn settlements(&self) -> Result<Vec<(String, u32)>, ReadError> {
+        let mut stmt = self.conn.prepare(
+            "SELECT t.id, COALESCE(SUM(v.settled), 0) FROM tasks t
+             LEFT JOIN verdicts v ON v.task_id = t.id GROUP BY t.id ORDER BY t.id",
+        )?;
+        stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+            .collect::<rusqlite::Result<_>>()
+            .map_err(ReadError::from)
+    }
+
+    /// Every verdict, in the order the judges reported them.
+    pub fn verdicts(&self) -> Result<Vec<VerdictRow>, ReadError> {
+        let mut stmt = self.conn.prepare(&format!(
+            "SELECT task_id, attempt, COALESCE(kind, ''), COALESCE(judge, ''),
+             COALESCE(status, ''), speedup, COALESCE(settled, 0), at, {}
+             FROM verdicts ORDER BY id",
+            self.verdicts_interval
+        ))?;
+        stmt.query_map([], |r| {
+            Ok(VerdictRow {
+                task: r.get(0)?,
+                attempt: r.get(1)?,
+                kind: r.get(2)?,
+                judge: r.get(3)?,
+                status: r.get(4)?,
+                speedup: r.get(5)?,
+                settled: r.get::<_, i64>(6)? != 0,
+                at: r.get(7)?,
+                speedup_low: r.get(8)?,
+                speedup_high: r.get(9)?,
+            })
+        })?
+        .collect::<rusqlite::Result<_>>()
+        .map_err(ReadError::from)
+    }
+
+    /// Every event, in the order they happened.
+    pub fn events(&self) -> Result<Vec<EventRow>, ReadError> {
+        let mut stmt = self.conn.prepare(
+            "SELECT at, COALESCE(instance, ''), COALESCE(kind, ''), COALESCE(message, '')
+             FROM events ORDER BY id",
+        )?;
+        stmt.query_map([], |r| {
+            Ok(EventRow {
+                at: r.get(0)?,
+                instance: r.get(1)?,
+                kind: r.get(2)?,
+                message: r.get(3)?,
+            })
+        })?
+        .collect::<rusqlite::Result<_>>()
+        .map_err(ReadError::from)
+    }
+}
