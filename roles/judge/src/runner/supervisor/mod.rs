@@ -21,7 +21,6 @@
 //! ([`super::buffers`]). Before every call the inputs are fresh, the outputs
 //! hold canaries and the workspace zeros.
 
-use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::Read;
@@ -31,16 +30,18 @@ use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
 
+mod arrays;
+
+use arrays::region_sizes;
+
 use super::buffers::{Layout, Mapping};
 use super::canary;
 use super::child::{Child, Gone, Start};
 use super::protocol::{
-    CallBudget, Event, Isolation, Report, Request, RunArg, RunnerSetup, Side, Step, write_frame,
+    CallBudget, Event, Isolation, Report, Request, RunnerSetup, Side, Step, write_frame,
 };
-use crate::corpus::{DType, Role, Tolerance};
-use crate::data::{Draw, seeded_rng};
+use crate::corpus::Tolerance;
 use crate::timing::StopRule;
-use crate::verify::{self, Output};
 
 /// The channel to the judge.
 pub const CHANNEL_FD: i32 = 3;
@@ -543,174 +544,6 @@ impl<'a> Run<'a> {
         let median = times[times.len() / 2] as f64;
         Duration::from_nanos((factor * median) as u64).max(Duration::from_millis(floor_ms))
     }
-
-    /// Writes a call's inputs, canaries and a zeroed workspace into the buffers.
-    fn load(&mut self, call: usize, values: &[Option<Vec<u8>>]) {
-        let request = self.request;
-        for arg in &request.calls[call] {
-            match arg {
-                RunArg::Array { index, shape } => {
-                    let spec = &request.arrays[*index];
-                    let bytes = RunArg::elements(shape) * spec.dtype.size();
-                    let at = self.layout.offsets[*index];
-                    let region = self.buffers.bytes_mut(at, bytes);
-                    match &values[*index] {
-                        Some(input) => region.copy_from_slice(input),
-                        None => region.copy_from_slice(&self.canaries[*index][..bytes]),
-                    }
-                }
-                RunArg::Workspace(bytes) => {
-                    let at = *self.layout.offsets.last().expect("a workspace region");
-                    self.buffers.bytes_mut(at, *bytes as usize).fill(0);
-                }
-                _ => {}
-            }
-        }
-    }
-
-    /// The output arrays after the last call: (name, bytes).
-    fn outputs(&self, call: usize) -> Vec<(String, Vec<u8>)> {
-        let mut outputs = Vec::new();
-        self.read_outputs(call, &mut outputs);
-        outputs
-    }
-
-    /// `outputs` into `into`, reusing its memory.
-    fn read_outputs(&self, call: usize, into: &mut Vec<(String, Vec<u8>)>) {
-        let regions = self.output_regions(call);
-        into.resize_with(regions.len(), Default::default);
-        for ((name, bytes), (array, region)) in into.iter_mut().zip(regions) {
-            name.clone_from(array);
-            bytes.clear();
-            bytes.extend_from_slice(region);
-        }
-    }
-
-    /// Each output array of the last call, (name, its bytes in the buffers).
-    fn output_regions(&self, call: usize) -> Vec<(&String, &[u8])> {
-        self.request.calls[call]
-            .iter()
-            .filter_map(|arg| match arg {
-                RunArg::Array { index, shape } => Some((*index, shape)),
-                _ => None,
-            })
-            .filter(|(index, _)| self.request.arrays[*index].role.is_output())
-            .map(|(index, shape)| {
-                let spec = &self.request.arrays[index];
-                let bytes = RunArg::elements(shape) * spec.dtype.size();
-                (
-                    &spec.name,
-                    self.buffers.bytes(self.layout.offsets[index], bytes),
-                )
-            })
-            .collect()
-    }
-
-    /// The first input array the last call changed.
-    fn modified_input(&self, call: usize, values: &[Option<Vec<u8>>]) -> Option<String> {
-        self.request.calls[call].iter().find_map(|arg| {
-            let RunArg::Array { index, shape } = arg else {
-                return None;
-            };
-            let spec = &self.request.arrays[*index];
-            if spec.role != Role::In {
-                return None;
-            }
-            let bytes = RunArg::elements(shape) * spec.dtype.size();
-            let region = self.buffers.bytes(self.layout.offsets[*index], bytes);
-            (Some(region) != values[*index].as_deref()).then(|| spec.name.clone())
-        })
-    }
-
-    /// Where the submission's outputs (`theirs`) differ from the baseline's
-    /// (`ours`) on the same inputs beyond `tolerance`, if they do.
-    fn compare(
-        &self,
-        call: usize,
-        ours: &[(String, Vec<u8>)],
-        theirs: &[(String, Vec<u8>)],
-        tolerance: Tolerance,
-    ) -> Option<String> {
-        let shapes = self.request.calls[call].iter().filter_map(|arg| match arg {
-            RunArg::Array { index, shape } if self.request.arrays[*index].role.is_output() => {
-                Some((self.request.arrays[*index].dtype, shape))
-            }
-            _ => None,
-        });
-        for (((name, expected), (_, actual)), (dtype, shape)) in ours.iter().zip(theirs).zip(shapes)
-        {
-            let expected = widened(dtype, expected);
-            let comparison = verify::compare(
-                &Output {
-                    name,
-                    dtype,
-                    shape,
-                    actual,
-                    expected: &expected,
-                },
-                tolerance,
-            );
-            if !comparison.correct {
-                let why = comparison
-                    .message
-                    .unwrap_or_else(|| "a wrong result".into());
-                return Some(format!(
-                    "on a timed call with fresh inputs, against the baseline's answer: {why}"
-                ));
-            }
-        }
-        None
-    }
-
-    /// Fresh inputs of argument list `call` for pair `n` into `values`
-    /// (reusing its memory): every input array drawn anew from the grade's
-    /// secret seed, as its kernel draws it.
-    fn fresh(&self, call: usize, seed: &[u8; 32], n: u32, values: &mut Vec<Option<Vec<u8>>>) {
-        values.resize(self.request.arrays.len(), None);
-        for arg in &self.request.calls[call] {
-            let RunArg::Array { index, shape } = arg else {
-                continue;
-            };
-            let spec = &self.request.arrays[*index];
-            if !spec.role.is_input() {
-                continue;
-            }
-            let rng = seeded_rng(&[b"timed pair", seed, &n.to_le_bytes(), spec.name.as_bytes()]);
-            let bytes = values[*index].get_or_insert_with(Vec::new);
-            bytes.resize(RunArg::elements(shape) * spec.dtype.size(), 0);
-            Draw::new(spec.init, spec.dtype, rng).fill(bytes);
-        }
-    }
-
-    /// A check's inputs, from the judge's cache (each file read once).
-    fn read_inputs(&mut self, inputs: &[Option<PathBuf>]) -> Option<Vec<Option<Vec<u8>>>> {
-        let mut values = Vec::with_capacity(inputs.len());
-        for path in inputs {
-            let Some(path) = path else {
-                values.push(None);
-                continue;
-            };
-            if !self.files.contains_key(path) {
-                match std::fs::read(path) {
-                    Ok(bytes) => {
-                        self.files.insert(path.clone(), bytes);
-                    }
-                    Err(e) => {
-                        self.over = true;
-                        fail(
-                            self.channel,
-                            Side::Candidate,
-                            "inputs",
-                            format!("{}: {e}", path.display()),
-                        );
-                        return None;
-                    }
-                }
-            }
-            values.push(self.files.get(path).cloned());
-        }
-        Some(values)
-    }
 }
 
 /// One pair's calls: (time, outputs) of each side.
@@ -738,41 +571,6 @@ impl Drop for Exclusive {
     fn drop(&mut self) {
         // SAFETY: releases the lock taken in `take`.
         unsafe { libc::flock(self.0, libc::LOCK_UN) };
-    }
-}
-
-/// Bytes each region needs: every array as large as its largest use, then
-/// the workspace.
-fn region_sizes(request: &Request) -> Vec<usize> {
-    let mut sizes = vec![0usize; request.arrays.len() + 1];
-    for arg in request.calls.iter().flatten() {
-        match arg {
-            RunArg::Array { index, shape } => {
-                let bytes = RunArg::elements(shape) * request.arrays[*index].dtype.size();
-                sizes[*index] = sizes[*index].max(bytes);
-            }
-            RunArg::Workspace(bytes) => {
-                let last = sizes.len() - 1;
-                sizes[last] = sizes[last].max(*bytes as usize);
-            }
-            _ => {}
-        }
-    }
-    sizes
-}
-
-/// Output bytes as a reference holds them: floats as float64.
-fn widened(dtype: DType, bytes: &[u8]) -> Cow<'_, [u8]> {
-    match dtype {
-        DType::F32 => Cow::Owned(
-            bytes
-                .chunks_exact(4)
-                .flat_map(|e| {
-                    (f32::from_le_bytes(e.try_into().expect("4 bytes")) as f64).to_le_bytes()
-                })
-                .collect(),
-        ),
-        _ => Cow::Borrowed(bytes),
     }
 }
 
