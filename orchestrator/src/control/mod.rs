@@ -14,6 +14,7 @@
 //! is answered, or refused, on its own.
 
 pub mod auth;
+mod graded;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -25,12 +26,10 @@ use tonic::{Request, Response, Status};
 
 use crate::campaign::state::{Campaign, RoleState, service_of};
 use crate::plan::Role;
-use crate::scheduler::{
-    AttemptEnd, Completion, Grant, Pull, RecordError, Scheduler, Service, TaskSpec,
-};
-use crate::store::speedup::Speedup;
-use crate::store::{AgentReport, AttemptStart, VerdictRecord};
+use crate::scheduler::{AttemptEnd, Completion, Grant, Pull, RecordError, Scheduler, Service};
+use crate::store::{AgentReport, AttemptStart};
 use auth::Principal;
+use graded::{Graded, check_verdict_matches};
 
 /// The most items one batch may carry.
 pub const MAX_BATCH: usize = 1024;
@@ -262,51 +261,6 @@ impl Control {
     }
 }
 
-/// A judge's record, read into what the store keeps before the scheduler
-/// lock is taken (the verdict's JSON is made here).
-struct Graded {
-    kind: pb::GradeKind,
-    verdict: pb::Verdict,
-    record: VerdictRecord,
-}
-
-impl Graded {
-    fn read(judge: &Principal, r: pb::GradeRecord) -> Result<Graded, Status> {
-        let verdict = r
-            .verdict
-            .ok_or_else(|| Status::invalid_argument("no verdict"))?;
-        let kind = pb::GradeKind::try_from(r.kind).unwrap_or(pb::GradeKind::Unspecified);
-        let status = pb::Status::try_from(verdict.status).unwrap_or(pb::Status::Unspecified);
-        let status = status
-            .as_str_name()
-            .trim_start_matches("STATUS_")
-            .to_ascii_lowercase();
-        let speedup = Speedup::of_verdict(&verdict);
-        let interval = speedup.and_then(|s| s.interval);
-        let record = VerdictRecord {
-            kind: kind
-                .as_str_name()
-                .trim_start_matches("GRADE_KIND_")
-                .to_ascii_lowercase(),
-            judge: judge.name().to_string(),
-            speedup: speedup.map(|s| s.value),
-            speedup_low: interval.map(|(low, _)| low),
-            speedup_high: interval.map(|(_, high)| high),
-            median_ns: verdict.timing.as_ref().map(|t| t.median_ns),
-            message: verdict.message.clone(),
-            verdict: verdict_json(&verdict, &status),
-            lease_id: r.lease_id,
-            status,
-            ..VerdictRecord::default()
-        };
-        Ok(Graded {
-            kind,
-            verdict,
-            record,
-        })
-    }
-}
-
 /// A batch (a `Leases` request, a `RecordResults` call) carries at most
 /// [`MAX_BATCH`] items.
 fn check_batch(items: usize, what: &str) -> Result<(), Status> {
@@ -324,32 +278,6 @@ fn refusal(status: Status) -> Option<pb::Refusal> {
         code: status.code() as i32,
         message: status.message().to_string(),
     })
-}
-
-/// A verdict must be for the task of the lease it is recorded under.
-fn check_verdict_matches(verdict: &pb::Verdict, spec: &TaskSpec) -> Result<(), Status> {
-    // A corpus's task id is its path (`dense_linear_algebra/gemm`) where
-    // tasks are named by the kernel (`gemm`), and the path itself where
-    // they are named by path (an HPCAgent-Bench checkout's keys).
-    let kernel_of_verdict = verdict.task_id.rsplit('/').next().unwrap_or("");
-    if (kernel_of_verdict == spec.kernel || verdict.task_id == spec.kernel)
-        && verdict.language == spec.language
-        && verdict.precision == spec.precision
-        && spec.preset.as_ref().is_none_or(|p| *p == verdict.preset)
-    {
-        return Ok(());
-    }
-    Err(Status::invalid_argument(format!(
-        "the verdict is for {} {} {} at {}, the lease for {} {} {} at {}",
-        verdict.task_id,
-        verdict.language,
-        verdict.precision,
-        verdict.preset,
-        spec.kernel,
-        spec.language,
-        spec.precision,
-        spec.preset.as_deref().unwrap_or("the judges' preset")
-    )))
 }
 
 fn pb_role(role: Role) -> pb::Role {
@@ -630,48 +558,6 @@ impl Orchestrator for Control {
     }
 }
 
-/// The verdict as the store keeps it (JSON). A struct, not a `json!` map:
-/// one is made for every grade, and the map's allocations showed in the
-/// lease traffic's profile.
-#[derive(serde::Serialize)]
-struct StoredVerdict<'a> {
-    status: &'a str,
-    message: &'a str,
-    speedup: f64,
-    speedup_low: Option<f64>,
-    speedup_high: Option<f64>,
-    pairs: u32,
-    isolation: &'a str,
-    median_ns: Option<f64>,
-    baseline_ns: Option<f64>,
-    max_abs_error: f64,
-    max_rel_error: f64,
-    hidden_passed: u32,
-    hidden_total: u32,
-    deterministic: bool,
-}
-
-fn verdict_json(v: &pb::Verdict, status: &str) -> String {
-    let interval = Speedup::of_verdict(v).and_then(|s| s.interval);
-    let stored = StoredVerdict {
-        status,
-        message: &v.message,
-        speedup: v.speedup,
-        speedup_low: interval.map(|(low, _)| low),
-        speedup_high: interval.map(|(_, high)| high),
-        pairs: v.pairs,
-        isolation: &v.isolation,
-        median_ns: v.timing.as_ref().map(|t| t.median_ns),
-        baseline_ns: v.baseline.as_ref().map(|t| t.median_ns),
-        max_abs_error: v.max_abs_error,
-        max_rel_error: v.max_rel_error,
-        hidden_passed: v.hidden_passed,
-        hidden_total: v.hidden_total,
-        deterministic: v.deterministic,
-    };
-    serde_json::to_string(&stored).expect("a verdict serializes")
-}
-
 /// The campaign now, for status watchers and the progress line.
 pub fn snapshot(campaign: &Campaign) -> pb::StatusSnapshot {
     let (counts, draining) = {
@@ -707,83 +593,4 @@ pub fn snapshot(campaign: &Campaign) -> pb::StatusSnapshot {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_verdict_matches_its_lease_s_kernel_by_name_or_by_path() {
-        let verdict = |task_id: &str| pb::Verdict {
-            task_id: task_id.into(),
-            language: "c".into(),
-            precision: "fp64".into(),
-            preset: "S".into(),
-            ..pb::Verdict::default()
-        };
-        let spec = |kernel: &str| TaskSpec {
-            id: format!("{kernel}.c.fp64"),
-            kernel: kernel.into(),
-            language: "c".into(),
-            precision: "fp64".into(),
-            preset: None,
-            budget: None,
-        };
-        let key = "loop_level_reasoning/shift/shift";
-        assert!(
-            check_verdict_matches(&verdict("dense_linear_algebra/gemm"), &spec("gemm")).is_ok()
-        );
-        assert!(check_verdict_matches(&verdict(key), &spec(key)).is_ok());
-        // Another manifest with the same stem is another task.
-        let other = check_verdict_matches(&verdict("machine_learning/shift/shift"), &spec(key));
-        assert!(other.is_err());
-    }
-
-    fn graded(verdict: pb::Verdict) -> Graded {
-        let judge = Principal::Instance {
-            role: Role::Judge,
-            name: "judge-0".into(),
-        };
-        let record = pb::GradeRecord {
-            lease_id: "l1".into(),
-            kind: pb::GradeKind::Submit as i32,
-            verdict: Some(verdict),
-            ..Default::default()
-        };
-        Graded::read(&judge, record).unwrap()
-    }
-
-    #[test]
-    fn a_verdict_keeps_its_interval_pairs_and_isolation() {
-        let g = graded(pb::Verdict {
-            status: pb::Status::Ok as i32,
-            speedup: 1.01,
-            speedup_low: 0.99,
-            speedup_high: 1.03,
-            pairs: 300,
-            isolation: "no network namespace".into(),
-            ..Default::default()
-        });
-        assert_eq!(g.record.status, "ok");
-        assert_eq!(g.record.speedup, Some(1.01));
-        assert_eq!(
-            (g.record.speedup_low, g.record.speedup_high),
-            (Some(0.99), Some(1.03))
-        );
-        let stored: serde_json::Value = serde_json::from_str(&g.record.verdict).unwrap();
-        assert_eq!(stored["speedup_low"], 0.99);
-        assert_eq!(stored["speedup_high"], 1.03);
-        assert_eq!(stored["pairs"], 300);
-        assert_eq!(stored["isolation"], "no network namespace");
-    }
-
-    #[test]
-    fn a_verdict_without_a_speedup_has_no_interval() {
-        let g = graded(pb::Verdict {
-            status: pb::Status::Incorrect as i32,
-            ..Default::default()
-        });
-        assert_eq!(g.record.speedup, None);
-        assert_eq!((g.record.speedup_low, g.record.speedup_high), (None, None));
-        let stored: serde_json::Value = serde_json::from_str(&g.record.verdict).unwrap();
-        assert!(stored["speedup_low"].is_null(), "{stored}");
-    }
-}
+mod tests;

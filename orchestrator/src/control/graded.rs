@@ -1,0 +1,126 @@
+//! A judge's verdict as the control plane takes it: read into the row the
+//! store keeps (with the verdict's JSON), and checked against the task of
+//! the lease it is recorded under.
+
+use hpcagent_proto::v1 as pb;
+use tonic::Status;
+
+use super::auth::Principal;
+use crate::scheduler::TaskSpec;
+use crate::store::VerdictRecord;
+use crate::store::speedup::Speedup;
+
+/// A judge's record, read into what the store keeps before the scheduler
+/// lock is taken (the verdict's JSON is made here).
+pub(super) struct Graded {
+    pub kind: pb::GradeKind,
+    pub verdict: pb::Verdict,
+    pub record: VerdictRecord,
+}
+
+impl Graded {
+    pub fn read(judge: &Principal, r: pb::GradeRecord) -> Result<Graded, Status> {
+        let verdict = r
+            .verdict
+            .ok_or_else(|| Status::invalid_argument("no verdict"))?;
+        let kind = pb::GradeKind::try_from(r.kind).unwrap_or(pb::GradeKind::Unspecified);
+        let status = pb::Status::try_from(verdict.status).unwrap_or(pb::Status::Unspecified);
+        let status = status
+            .as_str_name()
+            .trim_start_matches("STATUS_")
+            .to_ascii_lowercase();
+        let speedup = Speedup::of_verdict(&verdict);
+        let interval = speedup.and_then(|s| s.interval);
+        let record = VerdictRecord {
+            kind: kind
+                .as_str_name()
+                .trim_start_matches("GRADE_KIND_")
+                .to_ascii_lowercase(),
+            judge: judge.name().to_string(),
+            speedup: speedup.map(|s| s.value),
+            speedup_low: interval.map(|(low, _)| low),
+            speedup_high: interval.map(|(_, high)| high),
+            median_ns: verdict.timing.as_ref().map(|t| t.median_ns),
+            message: verdict.message.clone(),
+            verdict: verdict_json(&verdict, &status),
+            lease_id: r.lease_id,
+            status,
+            ..VerdictRecord::default()
+        };
+        Ok(Graded {
+            kind,
+            verdict,
+            record,
+        })
+    }
+}
+
+/// A verdict must be for the task of the lease it is recorded under.
+pub(super) fn check_verdict_matches(verdict: &pb::Verdict, spec: &TaskSpec) -> Result<(), Status> {
+    // A corpus's task id is its path (`dense_linear_algebra/gemm`) where
+    // tasks are named by the kernel (`gemm`), and the path itself where
+    // they are named by path (an HPCAgent-Bench checkout's keys).
+    let kernel_of_verdict = verdict.task_id.rsplit('/').next().unwrap_or("");
+    if (kernel_of_verdict == spec.kernel || verdict.task_id == spec.kernel)
+        && verdict.language == spec.language
+        && verdict.precision == spec.precision
+        && spec.preset.as_ref().is_none_or(|p| *p == verdict.preset)
+    {
+        return Ok(());
+    }
+    Err(Status::invalid_argument(format!(
+        "the verdict is for {} {} {} at {}, the lease for {} {} {} at {}",
+        verdict.task_id,
+        verdict.language,
+        verdict.precision,
+        verdict.preset,
+        spec.kernel,
+        spec.language,
+        spec.precision,
+        spec.preset.as_deref().unwrap_or("the judges' preset")
+    )))
+}
+
+/// The verdict as the store keeps it (JSON). A struct, not a `json!` map:
+/// one is made for every grade, and the map's allocations showed in the
+/// lease traffic's profile.
+#[derive(serde::Serialize)]
+struct StoredVerdict<'a> {
+    status: &'a str,
+    message: &'a str,
+    speedup: f64,
+    speedup_low: Option<f64>,
+    speedup_high: Option<f64>,
+    pairs: u32,
+    isolation: &'a str,
+    denominator: &'a str,
+    median_ns: Option<f64>,
+    baseline_ns: Option<f64>,
+    max_abs_error: f64,
+    max_rel_error: f64,
+    hidden_passed: u32,
+    hidden_total: u32,
+    deterministic: bool,
+}
+
+fn verdict_json(v: &pb::Verdict, status: &str) -> String {
+    let interval = Speedup::of_verdict(v).and_then(|s| s.interval);
+    let stored = StoredVerdict {
+        status,
+        message: &v.message,
+        speedup: v.speedup,
+        speedup_low: interval.map(|(low, _)| low),
+        speedup_high: interval.map(|(_, high)| high),
+        pairs: v.pairs,
+        isolation: &v.isolation,
+        denominator: &v.denominator,
+        median_ns: v.timing.as_ref().map(|t| t.median_ns),
+        baseline_ns: v.baseline.as_ref().map(|t| t.median_ns),
+        max_abs_error: v.max_abs_error,
+        max_rel_error: v.max_rel_error,
+        hidden_passed: v.hidden_passed,
+        hidden_total: v.hidden_total,
+        deterministic: v.deterministic,
+    };
+    serde_json::to_string(&stored).expect("a verdict serializes")
+}

@@ -1,0 +1,79 @@
+use super::*;
+use crate::scheduler::TaskSpec;
+
+#[test]
+fn a_verdict_matches_its_lease_s_kernel_by_name_or_by_path() {
+    let verdict = |task_id: &str| pb::Verdict {
+        task_id: task_id.into(),
+        language: "c".into(),
+        precision: "fp64".into(),
+        preset: "S".into(),
+        ..pb::Verdict::default()
+    };
+    let spec = |kernel: &str| TaskSpec {
+        id: format!("{kernel}.c.fp64"),
+        kernel: kernel.into(),
+        language: "c".into(),
+        precision: "fp64".into(),
+        preset: None,
+        budget: None,
+    };
+    let key = "loop_level_reasoning/shift/shift";
+    assert!(check_verdict_matches(&verdict("dense_linear_algebra/gemm"), &spec("gemm")).is_ok());
+    assert!(check_verdict_matches(&verdict(key), &spec(key)).is_ok());
+    // Another manifest with the same stem is another task.
+    let other = check_verdict_matches(&verdict("machine_learning/shift/shift"), &spec(key));
+    assert!(other.is_err());
+}
+
+fn graded(verdict: pb::Verdict) -> Graded {
+    let judge = Principal::Instance {
+        role: Role::Judge,
+        name: "judge-0".into(),
+    };
+    let record = pb::GradeRecord {
+        lease_id: "l1".into(),
+        kind: pb::GradeKind::Submit as i32,
+        verdict: Some(verdict),
+        ..Default::default()
+    };
+    Graded::read(&judge, record).unwrap()
+}
+
+#[test]
+fn a_verdict_keeps_its_interval_pairs_isolation_and_denominator() {
+    let g = graded(pb::Verdict {
+        status: pb::Status::Ok as i32,
+        speedup: 1.01,
+        speedup_low: 0.99,
+        speedup_high: 1.03,
+        pairs: 300,
+        isolation: "no network namespace".into(),
+        denominator: "numpy".into(),
+        ..Default::default()
+    });
+    assert_eq!(g.record.status, "ok");
+    assert_eq!(g.record.speedup, Some(1.01));
+    assert_eq!(
+        (g.record.speedup_low, g.record.speedup_high),
+        (Some(0.99), Some(1.03))
+    );
+    let stored: serde_json::Value = serde_json::from_str(&g.record.verdict).unwrap();
+    assert_eq!(stored["speedup_low"], 0.99);
+    assert_eq!(stored["speedup_high"], 1.03);
+    assert_eq!(stored["pairs"], 300);
+    assert_eq!(stored["isolation"], "no network namespace");
+    assert_eq!(stored["denominator"], "numpy");
+}
+
+#[test]
+fn a_verdict_without_a_speedup_has_no_interval() {
+    let g = graded(pb::Verdict {
+        status: pb::Status::Incorrect as i32,
+        ..Default::default()
+    });
+    assert_eq!(g.record.speedup, None);
+    assert_eq!((g.record.speedup_low, g.record.speedup_high), (None, None));
+    let stored: serde_json::Value = serde_json::from_str(&g.record.verdict).unwrap();
+    assert!(stored["speedup_low"].is_null(), "{stored}");
+}
