@@ -591,22 +591,7 @@ pub fn load_any(root: &Path) -> Result<(Corpus, BTreeMap<String, String>), Vec<C
             message: format!("cannot read the corpus: {e}"),
         }]
     })?;
-    let mut refused: BTreeMap<String, String> =
-        refusals.into_iter().map(|r| (r.key, r.reason)).collect();
-    let mut graded = Vec::new();
-    for kernel in &kernels {
-        match kernel.graded() {
-            Ok(k) => graded.push(k),
-            Err(why) => {
-                refused.insert(kernel.key.clone(), why);
-            }
-        }
-    }
-    let corpus = Corpus {
-        root: root.to_path_buf(),
-        kernels: graded,
-    };
-    Ok((corpus, refused))
+    Ok(hab::graded_corpus(root, &kernels, refusals))
 }
 
 /// A stable hash of byte strings (hex).

@@ -7,12 +7,39 @@
 //! initializer may decide both), never from shape expressions here.
 
 use std::collections::BTreeMap;
+use std::path::Path;
 
 use super::Kernel as Manifested;
 use crate::{
-    ArraySpec, DType, ElemType, Init, Kernel, Precision, Preset, Role, ScalarSpec, ScalarValue,
-    Sizes, Tolerance, fingerprint,
+    ArraySpec, Corpus, DType, ElemType, Init, Kernel, Precision, Preset, Role, ScalarSpec,
+    ScalarValue, Sizes, Tolerance, fingerprint,
 };
+
+/// The corpus of `kernels` (read from `root`) in their graded form, and
+/// those that cannot be graded with why (path key → reason), the manifests
+/// `load` refused among them.
+pub fn graded_corpus(
+    root: &Path,
+    kernels: &[Manifested],
+    refusals: Vec<super::Refusal>,
+) -> (Corpus, BTreeMap<String, String>) {
+    let mut refused: BTreeMap<String, String> =
+        refusals.into_iter().map(|r| (r.key, r.reason)).collect();
+    let mut graded = Vec::new();
+    for kernel in kernels {
+        match kernel.graded() {
+            Ok(k) => graded.push(k),
+            Err(why) => {
+                refused.insert(kernel.key.clone(), why);
+            }
+        }
+    }
+    let corpus = Corpus {
+        root: root.to_path_buf(),
+        kernels: graded,
+    };
+    (corpus, refused)
+}
 
 /// HPCAgent-Bench's tolerances: by precision only, `atol` as given.
 pub const FP64_TOLERANCE: Tolerance = Tolerance::plain(1e-9, 1e-11);

@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 pub use abi::{Abi, Arg, c_type, derive_abi};
-pub use graded::FP64_TOLERANCE;
+pub use graded::{FP64_TOLERANCE, graded_corpus};
 pub use inputs::{InputPlan, PlannedArray, ROTATIONS, ReferenceCall, Rotation, SparseArray};
 pub use manifest::Manifest;
 

@@ -24,12 +24,9 @@ pub struct HabTasks {
 impl HabTasks {
     /// The checkout's tasks, and the corpus of those the judge can grade.
     pub fn load(root: &Path, baselines: Option<PathBuf>) -> Result<(HabTasks, Corpus), String> {
-        let (kernels, _) =
+        let (kernels, refusals) =
             hab::load(root).map_err(|e| format!("cannot read {}: {e}", root.display()))?;
-        let (corpus, refused) = crate::corpus::load_any(root).map_err(|errors| {
-            let lines: Vec<String> = errors.iter().map(ToString::to_string).collect();
-            lines.join("\n")
-        })?;
+        let (corpus, refused) = hab::graded_corpus(root, &kernels, refusals);
         let tasks = HabTasks {
             root: root.to_path_buf(),
             kernels,

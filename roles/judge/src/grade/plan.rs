@@ -221,12 +221,7 @@ pub(crate) fn call_args(
                             *sizes.get(&name).ok_or_else(|| format!("no size {name}"))?,
                         ),
                     };
-                    match (value, dtype.is_float()) {
-                        (ScalarValue::Int(i), false) => RunArg::Int(i),
-                        (ScalarValue::Int(i), true) => float_arg(i as f64, dtype),
-                        (ScalarValue::Real(f), true) => float_arg(f, dtype),
-                        (ScalarValue::Real(f), false) => RunArg::Int(f as i64),
-                    }
+                    scalar_arg(value, dtype)
                 }
                 abi::Arg::Workspace => RunArg::Workspace(workspace),
                 abi::Arg::WorkspaceSize => RunArg::Int(workspace as i64),
@@ -264,19 +259,24 @@ fn case_args(
                         .find(|(n, ..)| *n == name)
                         .map(|(_, value, _)| *value)
                         .ok_or_else(|| format!("the case has no value for {name}"))?;
-                    match (value, dtype) {
-                        (ScalarValue::Int(i), DType::Bool) => RunArg::Bool(i != 0),
-                        (ScalarValue::Int(i), d) if !d.is_float() => RunArg::Int(i),
-                        (ScalarValue::Int(i), d) => float_arg(i as f64, d),
-                        (ScalarValue::Real(f), d) if d.is_float() => float_arg(f, d),
-                        (ScalarValue::Real(f), _) => RunArg::Int(f as i64),
-                    }
+                    scalar_arg(value, dtype)
                 }
                 abi::Arg::Workspace => RunArg::Workspace(case.workspace_bytes),
                 abi::Arg::WorkspaceSize => RunArg::Int(case.workspace_bytes as i64),
             })
         })
         .collect()
+}
+
+/// A by-value argument of `dtype` holding `value`.
+fn scalar_arg(value: ScalarValue, dtype: DType) -> RunArg {
+    match (value, dtype) {
+        (ScalarValue::Int(i), DType::Bool) => RunArg::Bool(i != 0),
+        (ScalarValue::Int(i), d) if !d.is_float() => RunArg::Int(i),
+        (ScalarValue::Int(i), d) => float_arg(i as f64, d),
+        (ScalarValue::Real(f), d) if d.is_float() => float_arg(f, d),
+        (ScalarValue::Real(f), _) => RunArg::Int(f as i64),
+    }
 }
 
 fn float_arg(value: f64, dtype: DType) -> RunArg {
