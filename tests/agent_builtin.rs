@@ -19,7 +19,7 @@ use hpcagent_agent::pool::Attempt;
 use hpcagent_agent::prompt;
 use hpcagent_agent::tools::Toolbox;
 use hpcagent_agent::workspace::Workspace;
-use hpcagent_orchestrator::client;
+use hpcagent_orchestrator::client::{self, AttemptOutcome};
 use hpcagent_proto::v1 as pb;
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -202,7 +202,12 @@ async fn the_loop_survives_what_models_do_and_submits() {
     .await;
     let dir = tempfile::tempdir().unwrap();
     let attempt = run(&stand_in, &judge, dir.path(), 20).await;
-    assert_eq!(attempt.outcome, "submitted", "{}", attempt.message);
+    assert_eq!(
+        attempt.outcome,
+        AttemptOutcome::Submitted,
+        "{}",
+        attempt.message
+    );
     assert!(
         attempt.message.contains("\"status\":\"ok\""),
         "{}",
@@ -284,7 +289,12 @@ async fn a_context_overflow_ends_the_attempt_and_the_workspace_is_submitted() {
     let stand_in = StandIn::start(vec![overflow.clone(); 4]).await;
     let dir = tempfile::tempdir().unwrap();
     let attempt = run(&stand_in, &judge, dir.path(), 20).await;
-    assert_eq!(attempt.outcome, "context overflow", "{}", attempt.message);
+    assert_eq!(
+        attempt.outcome,
+        AttemptOutcome::ContextOverflow,
+        "{}",
+        attempt.message
+    );
     assert!(
         attempt
             .message
@@ -315,7 +325,7 @@ async fn prose_forever_ends_at_the_turn_budget() {
     .await;
     let dir = tempfile::tempdir().unwrap();
     let attempt = run(&stand_in, &judge, dir.path(), 2).await;
-    assert_eq!(attempt.outcome, "turn budget");
+    assert_eq!(attempt.outcome, AttemptOutcome::TurnBudget);
     assert_eq!(stand_in.requests().len(), 2);
     assert!(attempt.transcript.ends_with("transcript.jsonl"));
 }

@@ -25,7 +25,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use hpcagent_orchestrator::client::{self, Leases, Pulled, Records};
+use hpcagent_orchestrator::client::{self, AttemptOutcome, Leases, Pulled, Records};
 use hpcagent_orchestrator::store::{self, Reader};
 use hpcagent_proto::v1 as pb;
 use tokio::task::JoinSet;
@@ -166,7 +166,7 @@ async fn agent(
         let next_began = Instant::now();
         let completion = pb::Completion {
             lease_id: lease.lease_id.clone(),
-            outcome: "submitted".into(),
+            outcome: AttemptOutcome::Submitted.to_wire(),
             ..Default::default()
         };
         let (completed, next) = tokio::join!(leases.complete(completion), leases.pull(worker));

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use hpcagent_orchestrator::allocation::Allocation;
-use hpcagent_orchestrator::client::{Client, Leases, Pulled, Records};
+use hpcagent_orchestrator::client::{AttemptOutcome, Client, Leases, Pulled, Records};
 use hpcagent_orchestrator::config::{self, Override};
 use hpcagent_orchestrator::placement::{self, Layout};
 use hpcagent_orchestrator::plan::Role;
@@ -405,7 +405,7 @@ async fn worker_loop(
         }
         let completion = pb::Completion {
             lease_id: lease.lease_id.clone(),
-            outcome: "submitted".into(),
+            outcome: AttemptOutcome::Submitted.to_wire(),
             ..Default::default()
         };
         let (completed, next) = tokio::join!(leases.complete(completion), leases.pull(worker));

@@ -3,7 +3,8 @@
 //! with, the link to the orchestrator (registration, heartbeats, batched
 //! lease traffic: [`Client`], [`RoleContext`], [`Leases`], [`Records`]),
 //! the names of the variables and tokens it is given, the exit it refuses
-//! with ([`Refused`]), and how a verdict's speedup reads ([`speedup`]).
+//! with ([`Refused`]), how an attempt ended ([`AttemptOutcome`]) and how a
+//! verdict's speedup reads ([`speedup`]).
 //!
 //! The roles (judge, agent, inference) and the orchestrator depend on it;
 //! it depends on neither. It does not own the control plane's server, the
@@ -11,11 +12,13 @@
 
 pub mod config;
 mod link;
+mod outcome;
 pub mod plan;
 pub mod speedup;
 pub mod words;
 
 pub use link::*;
+pub use outcome::{AttemptOutcome, NoOutcome};
 
 /// The exit code of a role that refuses to run where it was started.
 pub const REFUSED_EXIT: u8 = 78;

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hpcagent_orchestrator::campaign::state::{Campaign, RoleEntry};
-use hpcagent_orchestrator::client::{self, Leases, Pulled, Records};
+use hpcagent_orchestrator::client::{self, AttemptOutcome, Leases, Pulled, Records};
 use hpcagent_orchestrator::control::{Control, auth::Tokens};
 use hpcagent_orchestrator::plan::Role;
 use hpcagent_orchestrator::scheduler::{Scheduler, Settings, Task, TaskSpec};
@@ -119,10 +119,10 @@ async fn lease_of(leases: &Leases) -> pb::Lease {
     }
 }
 
-fn completion(lease: &str, outcome: &str) -> pb::Completion {
+fn completion(lease: &str, outcome: AttemptOutcome) -> pb::Completion {
     pb::Completion {
         lease_id: lease.into(),
-        outcome: outcome.into(),
+        outcome: outcome.to_wire(),
         ..Default::default()
     }
 }
@@ -222,8 +222,18 @@ async fn only_judges_record_results_and_every_call_needs_a_token() {
         tonic::Code::FailedPrecondition,
         "no task settles twice"
     );
+    let unspecified = pb::Completion {
+        lease_id: lease.lease_id.clone(),
+        ..Default::default()
+    };
+    let err = leases.complete(unspecified).await.unwrap_err();
+    assert_eq!(
+        err.code(),
+        tonic::Code::InvalidArgument,
+        "a completion says how the attempt ended"
+    );
     let settled = leases
-        .complete(completion(&lease.lease_id, "submitted"))
+        .complete(completion(&lease.lease_id, AttemptOutcome::Submitted))
         .await
         .unwrap();
     assert!(settled);
@@ -278,7 +288,7 @@ async fn an_instance_acts_only_as_itself() {
     }
     let lease = lease_of(&agent).await;
     let err = Leases::new(other_agent.clone(), "agent-1")
-        .complete(completion(&lease.lease_id, "gave_up"))
+        .complete(completion(&lease.lease_id, AttemptOutcome::Finished))
         .await
         .unwrap_err();
     assert_eq!(
@@ -366,8 +376,8 @@ async fn a_refused_item_refuses_only_itself() {
         pb::LeasesRequest {
             instance: "agent-0".into(),
             completions: vec![
-                completion("no-such-lease", "gave_up"),
-                completion(lease, "submitted"),
+                completion("no-such-lease", AttemptOutcome::Finished),
+                completion(lease, AttemptOutcome::Submitted),
             ],
             pulls: vec![4],
         }

@@ -457,7 +457,7 @@ fn expire_leases(campaign: &Campaign) {
         let ended = sched.expire(Instant::now());
         for end in &ended {
             let report = AgentReport {
-                outcome: end.outcome.clone(),
+                outcome: end.outcome.to_string(),
                 message: "the lease ran out: no heartbeat from its agent, or its budget is spent"
                     .into(),
                 ..AgentReport::default()

@@ -210,7 +210,7 @@ impl Campaign {
         self.store.attempt_ended(AttemptRecord {
             task: end.task.clone(),
             attempt: end.attempt,
-            outcome: end.outcome.clone(),
+            outcome: end.outcome.to_string(),
             state: end.state.name().to_string(),
             attempts: end.attempts,
             budget_used_s: end.budget_used.as_secs_f64(),

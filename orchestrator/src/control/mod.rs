@@ -19,6 +19,7 @@ mod graded;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use hpcagent_client::AttemptOutcome;
 use hpcagent_proto::v1 as pb;
 use hpcagent_proto::v1::orchestrator_server::{Orchestrator, OrchestratorServer};
 use tokio_stream::wrappers::ReceiverStream;
@@ -194,11 +195,13 @@ impl Control {
         now: Instant,
     ) -> Result<bool, Status> {
         must_hold(sched, &c.lease_id, agent)?;
+        let outcome = AttemptOutcome::from_wire(c.outcome)
+            .map_err(|e| Status::invalid_argument(e.to_string()))?;
         let completion = sched
-            .complete(&c.lease_id, &c.outcome, now)
+            .complete(&c.lease_id, outcome, now)
             .ok_or_else(|| Status::not_found(format!("no lease {}", c.lease_id)))?;
         let report = AgentReport {
-            outcome: c.outcome,
+            outcome: outcome.to_string(),
             tokens: c.tokens,
             transcript: c.transcript_path,
             message: c.message,

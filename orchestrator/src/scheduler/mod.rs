@@ -21,6 +21,8 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::{Duration, Instant};
 
+use hpcagent_client::AttemptOutcome;
+
 mod pool;
 
 pub use pool::{Pool, SET_ASIDE};
@@ -46,15 +48,13 @@ pub struct TaskSpec {
     pub budget: Option<Duration>,
 }
 
-/// The outcome of an attempt that had nothing to do, and the status its
-/// task settles with.
-pub const SKIPPED: &str = "skipped";
-
 #[derive(Debug, Clone, PartialEq)]
 pub enum TaskState {
     Pending,
     Leased(String),
-    /// Settled by a Submit verdict, or skipped ([`SKIPPED`]): (status, speedup).
+    /// Settled by a Submit verdict, or skipped (an attempt that had nothing
+    /// to do, [`AttemptOutcome::Skipped`], settles with its word): (status,
+    /// speedup).
     Settled(String, Option<f64>),
     /// Out of attempts or budget: why.
     Failed(String),
@@ -168,7 +168,7 @@ pub enum Completion {
 pub struct AttemptEnd {
     pub task: String,
     pub attempt: u32,
-    pub outcome: String,
+    pub outcome: AttemptOutcome,
     /// The task's state after it.
     pub state: TaskState,
     pub attempts: u32,
@@ -481,7 +481,7 @@ impl Scheduler {
         let lease = self.leases.remove(lease_id).expect("checked");
         let end = self.end(
             lease,
-            "submitted",
+            AttemptOutcome::Submitted,
             TaskState::Settled(status.to_string(), speedup),
             now,
         );
@@ -494,12 +494,17 @@ impl Scheduler {
 
     /// The agent is done with a lease: if its verdict did not settle the
     /// task, the attempt failed.
-    pub fn complete(&mut self, lease_id: &str, outcome: &str, now: Instant) -> Option<Completion> {
+    pub fn complete(
+        &mut self,
+        lease_id: &str,
+        outcome: AttemptOutcome,
+        now: Instant,
+    ) -> Option<Completion> {
         if let Some(lease) = self.leases.remove(lease_id) {
-            if outcome == SKIPPED {
+            if outcome == AttemptOutcome::Skipped {
                 // Nothing to attempt (the baseline policy on a task with no
                 // baseline): settled as such, neither failed nor retried.
-                let state = TaskState::Settled(SKIPPED.into(), None);
+                let state = TaskState::Settled(outcome.to_string(), None);
                 return Some(Completion::Ended(self.end(lease, outcome, state, now)));
             }
             return Some(Completion::Ended(self.fail_attempt(lease, outcome, now)));
@@ -529,9 +534,9 @@ impl Scheduler {
             .map(|id| {
                 let lease = self.leases.remove(&id).expect("listed");
                 let outcome = if now >= lease.budget_end {
-                    "over budget"
+                    AttemptOutcome::OverBudget
                 } else {
-                    "expired"
+                    AttemptOutcome::Expired
                 };
                 self.fail_attempt(lease, outcome, now)
             })
@@ -540,7 +545,7 @@ impl Scheduler {
 
     /// Ends an attempt that did not settle its task: requeue while attempts
     /// and budget last.
-    fn fail_attempt(&mut self, lease: Lease, outcome: &str, now: Instant) -> AttemptEnd {
+    fn fail_attempt(&mut self, lease: Lease, outcome: AttemptOutcome, now: Instant) -> AttemptEnd {
         let task = &self.tasks[lease.task];
         let used = task.budget_used + now.saturating_duration_since(lease.started);
         let state = if task.attempts >= self.settings.max_attempts {
@@ -562,7 +567,13 @@ impl Scheduler {
         self.end(lease, outcome, state, now)
     }
 
-    fn end(&mut self, lease: Lease, outcome: &str, state: TaskState, now: Instant) -> AttemptEnd {
+    fn end(
+        &mut self,
+        lease: Lease,
+        outcome: AttemptOutcome,
+        state: TaskState,
+        now: Instant,
+    ) -> AttemptEnd {
         self.release(&lease);
         let task = &mut self.tasks[lease.task];
         task.budget_used += now.saturating_duration_since(lease.started);
@@ -570,7 +581,7 @@ impl Scheduler {
         let end = AttemptEnd {
             task: task.spec.id.clone(),
             attempt: lease.attempt,
-            outcome: outcome.to_string(),
+            outcome,
             state,
             attempts: task.attempts,
             budget_used: task.budget_used,

@@ -75,7 +75,7 @@ fn a_task_settles_once() {
         "a second verdict is refused"
     );
     assert_eq!(
-        s.complete(&g.lease_id, "submitted", t),
+        s.complete(&g.lease_id, AttemptOutcome::Submitted, t),
         Some(Completion::Settled {
             task: "k0.c.fp64".into(),
             attempt: 1
@@ -208,18 +208,19 @@ fn renewals_never_pass_the_task_budget() {
     let deadline = s.renew(&g.lease_id, t + Duration::from_secs(25)).unwrap();
     assert_eq!(deadline, t + Duration::from_secs(40));
     let ended = s.expire(t + Duration::from_secs(40));
-    assert_eq!(ended[0].outcome, "over budget");
+    assert_eq!(ended[0].outcome, AttemptOutcome::OverBudget);
+    assert_eq!(ended[0].outcome.as_str(), "over budget");
     assert!(matches!(ended[0].state, TaskState::Failed(ref why) if why.contains("budget")));
 }
 
 #[test]
-fn harness_errors_do_not_settle_and_gave_up_requeues() {
+fn harness_errors_do_not_settle_and_a_finish_without_submit_requeues() {
     let mut s = scheduler(1, 3);
     let t = Instant::now();
     ready(&mut s, "judge-0", "j0");
     let g = grant(s.pull("a", 0, t));
     assert_eq!(s.record(&g.lease_id, "harness_error", None, t), Ok(None));
-    let Some(Completion::Ended(end)) = s.complete(&g.lease_id, "gave_up", t) else {
+    let Some(Completion::Ended(end)) = s.complete(&g.lease_id, AttemptOutcome::Finished, t) else {
         panic!("the attempt ends")
     };
     assert_eq!(end.state, TaskState::Pending);
@@ -240,12 +241,18 @@ fn the_budget_is_shared_across_attempts() {
     let t0 = Instant::now();
     ready(&mut s, "judge-0", "j0");
     let g = grant(s.pull("a", 0, t0));
-    s.complete(&g.lease_id, "error", t0 + Duration::from_secs(30));
+    s.complete(
+        &g.lease_id,
+        AttemptOutcome::Error,
+        t0 + Duration::from_secs(30),
+    );
     let g = grant(s.pull("a", 0, t0 + Duration::from_secs(30)));
     assert_eq!(g.budget_left, Duration::from_secs(20));
-    let Some(Completion::Ended(end)) =
-        s.complete(&g.lease_id, "error", t0 + Duration::from_secs(51))
-    else {
+    let Some(Completion::Ended(end)) = s.complete(
+        &g.lease_id,
+        AttemptOutcome::Error,
+        t0 + Duration::from_secs(51),
+    ) else {
         panic!("the attempt ends")
     };
     assert!(matches!(end.state, TaskState::Failed(ref why) if why.contains("budget")));

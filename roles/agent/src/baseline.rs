@@ -8,6 +8,7 @@
 //! HPCAgent-Bench task its `BASELINES` overlay lacks) is skipped: the task
 //! settles `skipped`, not failed.
 
+use hpcagent_client::AttemptOutcome;
 use hpcagent_client::speedup::Speedup;
 use hpcagent_proto::v1 as pb;
 
@@ -18,7 +19,7 @@ use crate::starter;
 pub async fn attempt(judge: &mut JudgeLink, lease: &pb::Lease, instance: &str) -> Attempt {
     match submit(judge, lease, instance).await {
         Ok(attempt) => attempt,
-        Err(e) => Attempt::ended("error", e.to_string()),
+        Err(e) => Attempt::ended(AttemptOutcome::Error, e.to_string()),
     }
 }
 
@@ -43,13 +44,13 @@ async fn submit(
         // An HPCAgent-Bench task whose BASELINES overlay has none: nothing
         // to submit, and nothing wrong with the task.
         return Ok(Attempt::ended(
-            "skipped",
+            AttemptOutcome::Skipped,
             format!("{} has no baseline to submit", lease.kernel),
         ));
     }
     let Some(source) = starter::baseline(&task, &lease.precision) else {
         return Ok(Attempt::ended(
-            "unsupported",
+            AttemptOutcome::Unsupported,
             format!(
                 "the baseline policy writes c and cpp, not {}",
                 lease.language
@@ -84,7 +85,7 @@ async fn submit(
         Ok(verdict) => verdict,
         Err(LinkError::Refused(status)) => {
             return Ok(Attempt::ended(
-                "error",
+                AttemptOutcome::Error,
                 format!("the judge refused the submission: {}", status.message()),
             ));
         }
@@ -102,7 +103,7 @@ async fn submit(
     });
     let _ = std::fs::write(dir.join("verdict.json"), summary.to_string());
     Ok(Attempt::ended(
-        "submitted",
+        AttemptOutcome::Submitted,
         format!("{}: {}", status.as_str_name(), verdict.message),
     ))
 }

@@ -12,6 +12,7 @@
 
 use std::time::Duration;
 
+use hpcagent_client::AttemptOutcome;
 use hpcagent_proto::v1 as pb;
 use serde_json::{Value, json};
 
@@ -68,12 +69,12 @@ pub async fn attempt(
                 .run(messages, &mut tools, &mut llm, &mut transcript)
                 .await
         }
-        Err(why) => ("error".to_string(), why),
+        Err(why) => (AttemptOutcome::Error, why),
     };
     let (outcome, message) = finish(&mut tools, outcome, message).await;
     transcript.record(
         "end",
-        json!({"outcome": outcome, "message": message, "tokens": session.tokens, "turns": session.turns}),
+        json!({"outcome": outcome.as_str(), "message": message, "tokens": session.tokens, "turns": session.turns}),
     );
     Attempt {
         outcome,
@@ -88,10 +89,15 @@ pub async fn attempt(
 /// the attempt failed for the infrastructure's reasons (no model, no judge,
 /// no lease, a refused request), nothing is submitted: the attempt fails and
 /// the task is tried again, rather than settle on work nobody did.
-async fn finish(tools: &mut Toolbox, outcome: String, message: String) -> (String, String) {
+async fn finish(
+    tools: &mut Toolbox,
+    outcome: AttemptOutcome,
+    message: String,
+) -> (AttemptOutcome, String) {
+    use AttemptOutcome::*;
     let model_had_its_chance = matches!(
-        outcome.as_str(),
-        "finished" | "turn budget" | "token budget" | "time budget" | "context overflow"
+        outcome,
+        Finished | TurnBudget | TokenBudget | TimeBudget | ContextOverflow
     );
     if !model_had_its_chance {
         return (outcome, message);
@@ -127,7 +133,7 @@ impl Session<'_> {
         tools: &mut Toolbox,
         llm: &mut InferenceLink,
         transcript: &mut Transcript,
-    ) -> (String, String) {
+    ) -> (AttemptOutcome, String) {
         for m in &messages {
             transcript.record("message", m.clone());
         }
@@ -180,23 +186,23 @@ impl Session<'_> {
         }
     }
 
-    fn over_budget(&self, tools: &Toolbox) -> Option<(String, String)> {
+    fn over_budget(&self, tools: &Toolbox) -> Option<(AttemptOutcome, String)> {
         let l = self.limits;
         if (self.lost)() {
             return Some((
-                "lease lost".into(),
+                AttemptOutcome::LeaseLost,
                 "the orchestrator took the lease back (it expired)".into(),
             ));
         }
         if self.turns >= l.max_turns {
             return Some((
-                "turn budget".into(),
+                AttemptOutcome::TurnBudget,
                 format!("{} turns (MAX_TURNS)", l.max_turns),
             ));
         }
         if self.tokens >= l.max_tokens {
             return Some((
-                "token budget".into(),
+                AttemptOutcome::TokenBudget,
                 format!("{} tokens used (MAX_TOKENS={})", self.tokens, l.max_tokens),
             ));
         }
@@ -204,7 +210,7 @@ impl Session<'_> {
         let reserve = self.reserve.max(tools.slowest_grade() * 3);
         if tools.budget_left() <= reserve {
             return Some((
-                "time budget".into(),
+                AttemptOutcome::TimeBudget,
                 "the task's wall-clock budget is spent, but for the final submit".into(),
             ));
         }
@@ -288,22 +294,27 @@ fn cut(content: &str) -> String {
     }
 }
 
-fn llm_ended(e: LlmError) -> (String, String) {
+fn llm_ended(e: LlmError) -> (AttemptOutcome, String) {
     let outcome = match &e {
-        LlmError::ContextOverflow(_) => "context overflow",
-        LlmError::Refused(_) => "inference refused",
-        LlmError::ServerError(_) => "inference error",
-        LlmError::Unavailable(_) => "inference unavailable",
-        LlmError::OutOfBudget | LlmError::Moved(MoveError::OutOfBudget) => "time budget",
-        LlmError::Moved(MoveError::LeaseGone(_)) => "lease lost",
+        LlmError::ContextOverflow(_) => AttemptOutcome::ContextOverflow,
+        LlmError::Refused(_) => AttemptOutcome::InferenceRefused,
+        LlmError::ServerError(_) => AttemptOutcome::InferenceError,
+        LlmError::Unavailable(_) => AttemptOutcome::InferenceUnavailable,
+        LlmError::OutOfBudget | LlmError::Moved(MoveError::OutOfBudget) => {
+            AttemptOutcome::TimeBudget
+        }
+        LlmError::Moved(MoveError::LeaseGone(_)) => AttemptOutcome::LeaseLost,
     };
-    (outcome.to_string(), e.to_string())
+    (outcome, e.to_string())
 }
 
-fn ended_by_tool(why: &str, text: &str) -> (String, String) {
+fn ended_by_tool(why: &str, text: &str) -> (AttemptOutcome, String) {
     match why {
-        "submitted" | "finished" => (why.to_string(), text.to_string()),
-        other if other.starts_with("the lease is gone") => ("lease lost".into(), other.to_string()),
-        other => ("judge unavailable".into(), other.to_string()),
+        "submitted" => (AttemptOutcome::Submitted, text.to_string()),
+        "finished" => (AttemptOutcome::Finished, text.to_string()),
+        other if other.starts_with("the lease is gone") => {
+            (AttemptOutcome::LeaseLost, other.to_string())
+        }
+        other => (AttemptOutcome::JudgeUnavailable, other.to_string()),
     }
 }

@@ -28,6 +28,7 @@ use std::time::Duration;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use hpcagent_client::AttemptOutcome;
 use hpcagent_proto::v1 as pb;
 use tokio::sync::Mutex;
 
@@ -76,17 +77,17 @@ pub async fn attempt(
     let tools = Arc::new(Mutex::new(tools));
     let (outcome, message) = match run(policy, lease, &tools, skills, lost).await {
         Ok(ended) => ended,
-        Err(why) => ("error".to_string(), why),
+        Err(why) => (AttemptOutcome::Error, why),
     };
     let mut tools = tools.lock().await;
-    let (outcome, message) = match (tools.submitted().map(str::to_string), outcome.as_str()) {
-        (Some(status), "finished") => (
-            "submitted".to_string(),
+    let (outcome, message) = match (tools.submitted().map(str::to_string), outcome) {
+        (Some(status), AttemptOutcome::Finished) => (
+            AttemptOutcome::Submitted,
             format!("{message}; submitted: {status}"),
         ),
         (Some(status), _) => (outcome, format!("{message}; submitted: {status}")),
         // The CLI had its chance: what it left in the workspace is graded.
-        (None, "finished" | "crashed" | "time budget") => {
+        (None, AttemptOutcome::Finished | AttemptOutcome::Crashed | AttemptOutcome::TimeBudget) => {
             (outcome, tools.submit_what_is_left(message).await)
         }
         (None, _) => (outcome, message),
@@ -109,7 +110,7 @@ async fn run(
     tools: &Arc<Mutex<Toolbox>>,
     skills: &[Skill],
     lost: LeaseWatch,
-) -> Result<(String, String), String> {
+) -> Result<(AttemptOutcome, String), String> {
     let dir = PathBuf::from(&lease.attempt_dir);
     let (briefing, workspace, budget, submitted) = {
         let mut tools = tools.lock().await;
@@ -176,7 +177,7 @@ async fn run(
     };
     let name = spec.argv.first().cloned().unwrap_or_default();
     if name.is_empty() {
-        return Ok(("error".into(), "AGENT_COMMAND is empty".into()));
+        return Ok((AttemptOutcome::Error, "AGENT_COMMAND is empty".into()));
     }
     let mut supervisor = tokio::process::Command::new(&policy.exe);
     supervisor.args(sandbox::ENTRY).env_clear();
@@ -294,7 +295,7 @@ async fn execute(
     mut command: tokio::process::Command,
     stdin: Vec<u8>,
     run: &Run<'_>,
-) -> (String, String) {
+) -> (AttemptOutcome, String) {
     command
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -303,7 +304,12 @@ async fn execute(
         .kill_on_drop(true);
     let mut child = match command.spawn() {
         Ok(child) => child,
-        Err(e) => return ("crashed".into(), format!("cannot start {}: {e}", run.name)),
+        Err(e) => {
+            return (
+                AttemptOutcome::Crashed,
+                format!("cannot start {}: {e}", run.name),
+            );
+        }
     };
     let mut logs = Vec::new();
     if let Some(out) = child.stdout.take() {
@@ -331,7 +337,7 @@ async fn execute(
 
 /// Waits for the CLI's end, stopping it at the budget, at a lost lease, or
 /// when the grace after its submit is over.
-async fn supervise(child: &mut tokio::process::Child, run: &Run<'_>) -> (String, String) {
+async fn supervise(child: &mut tokio::process::Child, run: &Run<'_>) -> (AttemptOutcome, String) {
     let program = run.name;
     let pgid = child.id().unwrap_or(0) as i32;
     let deadline = tokio::time::Instant::now() + run.budget;
@@ -342,7 +348,7 @@ async fn supervise(child: &mut tokio::process::Child, run: &Run<'_>) -> (String,
             _ = tokio::time::sleep_until(deadline) => {
                 stop(child, pgid).await;
                 return (
-                    "time budget".into(),
+                    AttemptOutcome::TimeBudget,
                     format!("{program} was stopped after {:?}, the task's budget", run.budget),
                 );
             }
@@ -353,25 +359,25 @@ async fn supervise(child: &mut tokio::process::Child, run: &Run<'_>) -> (String,
                     let since = *submitted_at.get_or_insert_with(tokio::time::Instant::now);
                     if since.elapsed() >= run.submit_grace {
                         stop(child, pgid).await;
-                        return ("submitted".into(), format!(
+                        return (AttemptOutcome::Submitted, format!(
                             "{program} did not exit within {:?} of its submit and was stopped",
                             run.submit_grace
                         ));
                     }
                 } else if (run.lost)() {
                     stop(child, pgid).await;
-                    return ("lease lost".into(), format!("{program} was stopped: the lease was taken back"));
+                    return (AttemptOutcome::LeaseLost, format!("{program} was stopped: the lease was taken back"));
                 }
             }
         }
     };
     match status {
-        Ok(s) if s.success() => ("finished".into(), format!("{program} exited 0")),
+        Ok(s) if s.success() => (AttemptOutcome::Finished, format!("{program} exited 0")),
         Ok(s) => (
-            "crashed".into(),
+            AttemptOutcome::Crashed,
             format!("{program} ended with {s}; its output is in agent.stdout and agent.stderr"),
         ),
-        Err(e) => ("crashed".into(), format!("{program}: {e}")),
+        Err(e) => (AttemptOutcome::Crashed, format!("{program}: {e}")),
     }
 }
 
@@ -505,16 +511,16 @@ mod tests {
             submit_grace: Duration::from_secs(3),
         };
         let (outcome, _) = execute(sh("cat"), b"spec".to_vec(), &run(10, false)).await;
-        assert_eq!(outcome, "finished");
+        assert_eq!(outcome, AttemptOutcome::Finished);
         let out = std::fs::read_to_string(dir.path().join("agent.stdout")).unwrap();
         assert_eq!(out, "spec", "the supervisor reads its spec on stdin");
         let (outcome, message) = execute(sh("exit 3"), Vec::new(), &run(10, false)).await;
-        assert_eq!(outcome, "crashed");
+        assert_eq!(outcome, AttemptOutcome::Crashed);
         assert!(message.contains("exit status: 3"), "{message}");
         let (outcome, _) = execute(sh("sleep 30"), Vec::new(), &run(1, false)).await;
-        assert_eq!(outcome, "time budget");
+        assert_eq!(outcome, AttemptOutcome::TimeBudget);
         let (outcome, _) = execute(sh("sleep 30"), Vec::new(), &run(60, true)).await;
-        assert_eq!(outcome, "lease lost");
+        assert_eq!(outcome, AttemptOutcome::LeaseLost);
     }
 
     #[tokio::test]
@@ -540,7 +546,7 @@ mod tests {
             ("finished", "sh exited 0")
         );
         let (outcome, message) = execute(sh("sleep 30"), Vec::new(), &run).await;
-        assert_eq!(outcome, "submitted");
+        assert_eq!(outcome, AttemptOutcome::Submitted);
         assert!(
             message.contains("did not exit within 3s of its submit"),
             "{message}"

@@ -14,9 +14,9 @@ use std::time::Duration;
 
 use anyhow::Context;
 use hpcagent_client::JUDGE_TOKEN_VAR;
-use hpcagent_client::Refused;
 use hpcagent_client::config::{Config, Isolation, Policy};
 use hpcagent_client::{self as client, Client, Leases, Pulled, RoleContext, start_heartbeats};
+use hpcagent_client::{AttemptOutcome, Refused};
 use hpcagent_proto::v1 as pb;
 
 use crate::baseline;
@@ -35,7 +35,7 @@ const MAX_PULL_BACKOFF: Duration = Duration::from_secs(5);
 
 /// How one attempt ended, as the agent reports it.
 pub struct Attempt {
-    pub outcome: String,
+    pub outcome: AttemptOutcome,
     pub message: String,
     /// Model tokens the attempt used (prompt and completion).
     pub tokens: u64,
@@ -44,9 +44,9 @@ pub struct Attempt {
 }
 
 impl Attempt {
-    pub fn ended(outcome: &str, message: impl Into<String>) -> Attempt {
+    pub fn ended(outcome: AttemptOutcome, message: impl Into<String>) -> Attempt {
         Attempt {
-            outcome: outcome.to_string(),
+            outcome,
             message: message.into(),
             tokens: 0,
             transcript: String::new(),
@@ -184,12 +184,14 @@ impl Worker {
             tracing::info!(task = %lease.task_id, attempt = lease.attempt, judge = %lease.judge_url, "working");
             let attempt = match client::make_attempt_dir(&lease) {
                 Ok(()) => self.attempt(&lease).await,
-                Err(e) => Attempt::ended("error", format!("{}: {e}", lease.attempt_dir)),
+                Err(e) => {
+                    Attempt::ended(AttemptOutcome::Error, format!("{}: {e}", lease.attempt_dir))
+                }
             };
             tracing::info!(task = %lease.task_id, attempt = lease.attempt, outcome = %attempt.outcome, "{}", attempt.message);
             let report = pb::Completion {
                 lease_id: lease.lease_id.clone(),
-                outcome: attempt.outcome,
+                outcome: attempt.outcome.to_wire(),
                 tokens: attempt.tokens,
                 transcript_path: attempt.transcript,
                 message: attempt.message,
@@ -228,7 +230,9 @@ impl Worker {
         let toolbox = |judge: JudgeLink, search: &Option<Search>| {
             Workspace::create(Path::new(&lease.attempt_dir))
                 .map(|ws| Toolbox::new(lease.clone(), judge, ws, &self.instance, search.clone()))
-                .map_err(|e| Attempt::ended("error", format!("{}: {e}", lease.attempt_dir)))
+                .map_err(|e| {
+                    Attempt::ended(AttemptOutcome::Error, format!("{}: {e}", lease.attempt_dir))
+                })
         };
         let heartbeat = self.heartbeat.clone();
         let lease_id = lease.lease_id.clone();
