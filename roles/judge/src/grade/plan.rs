@@ -11,9 +11,11 @@
 use std::path::PathBuf;
 
 use crate::corpus::{DType, Kernel, Precision, ScalarValue, Sizes, abi};
-use crate::data::CaseInputs;
+use crate::data::{CaseInputs, Reference};
 use crate::runner::protocol::{ArraySpec, RunArg, Step};
 use crate::timing::StopRule;
+
+use super::{Checked, Read};
 
 /// Builds the steps of a run over `cases` (the public one first).
 pub(crate) struct Planner<'a> {
@@ -299,4 +301,59 @@ fn input_files(kernel: &Kernel, case: &CaseInputs) -> Vec<Option<PathBuf>> {
                 .and_then(|a| a.input.clone())
         })
         .collect()
+}
+
+/// The checks after the public one (step `public`): each held-out case,
+/// and for `Submit` the public case twice more, whose answers must agree
+/// with its first to the bit.
+pub(crate) fn checks_after_public<'a>(
+    mut planner: Planner<'a>,
+    public: usize,
+    data: &[(CaseInputs, Reference)],
+    submit: bool,
+) -> Result<(Planner<'a>, Marks), String> {
+    let mut held_out = Vec::new();
+    for (i, (inputs, _)) in data.iter().enumerate().skip(1) {
+        held_out.push(planner.check(&format!("held-out {i}"), inputs, true, false)?);
+    }
+    let mut repeats = Vec::new();
+    if submit {
+        for _ in 0..2 {
+            repeats.push(planner.check("public again", &data[0].0, false, true)?);
+        }
+    }
+    Ok((
+        planner,
+        Marks {
+            public,
+            held_out,
+            repeats,
+        },
+    ))
+}
+
+/// Where the verdict's steps are, before the data they read is at hand.
+pub(crate) struct Marks {
+    pub public: usize,
+    pub held_out: Vec<usize>,
+    pub repeats: Vec<usize>,
+}
+
+impl Marks {
+    /// The steps with the cases they ran (`data` in case order, public first).
+    pub(crate) fn resolve<'a>(&'a self, data: &'a [(CaseInputs, Reference)]) -> Read<'a> {
+        Read {
+            public: Checked {
+                step: self.public,
+                data: &data[0],
+            },
+            held_out: self
+                .held_out
+                .iter()
+                .zip(&data[1..])
+                .map(|(&step, data)| Checked { step, data })
+                .collect(),
+            repeats: &self.repeats,
+        }
+    }
 }

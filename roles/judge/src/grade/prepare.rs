@@ -1,0 +1,125 @@
+//! Checking a request and building its code: the submission (or a library
+//! given ready-made) becomes a [`Prepared`], or a build failure becomes its
+//! verdict. It does not run anything nor build the baseline's source (that
+//! is [`super::baseline`]'s, through here).
+
+use crate::build::{BuildError, Built, Source, flags};
+use crate::corpus::{Kernel, Precision, Preset};
+use crate::data::tail;
+use crate::judge::{Code, Judge, JudgeError, Submission};
+use crate::language::Language;
+use crate::slots::Slot;
+use crate::verdict::{Status, Verdict};
+
+use super::fail;
+
+/// A built submission, ready to run: the library and what the build said.
+pub(crate) struct Prepared<'a> {
+    pub kernel: &'a Kernel,
+    pub precision: Precision,
+    /// The public case's preset (the request's, else the judge's).
+    pub preset: Preset,
+    pub language: Language,
+    pub built: Built,
+}
+
+impl Judge {
+    /// Checks the request and builds it; a build failure is a verdict.
+    pub(crate) async fn prepare<'a>(
+        &'a self,
+        submission: &Submission,
+        defines: &[String],
+        slot: &Slot,
+    ) -> Result<Result<(Prepared<'a>, Verdict), Verdict>, JudgeError> {
+        let (kernel, precision) = self.resolve(&submission.task_id, submission.precision)?;
+        flags::check(
+            &submission.flags,
+            self.config.shared.as_deref(),
+            &self.shared_libraries(),
+        )
+        .map_err(JudgeError::InvalidArgument)?;
+        let language = submission.language;
+        self.check_device(language)?;
+        let mut verdict = Verdict::new(Status::HarnessError, "");
+        verdict.task_id = kernel.id.clone();
+        verdict.language = language.to_string();
+        verdict.precision = precision.to_string();
+        let preset = submission.preset.unwrap_or(self.config.preset);
+        verdict.preset = preset.to_string();
+        let built = match &submission.code {
+            Code::Library(path) => Built {
+                library: self.copy_library(path)?,
+                log: String::new(),
+                cached: false,
+                seconds: 0.0,
+            },
+            Code::Source(text) => {
+                let symbol = kernel.symbol(precision);
+                let source = Source {
+                    language,
+                    text,
+                    stem: &symbol,
+                    flags: &submission.flags,
+                    defines,
+                    run_as: self.isolation.run_as(slot.index),
+                    cpus: &slot.cpus,
+                };
+                match self.builder.build(&source).await {
+                    Ok(built) => built,
+                    Err(BuildError::Missing(what)) => {
+                        return Err(JudgeError::FailedPrecondition(what));
+                    }
+                    Err(BuildError::Failed { log }) => {
+                        verdict.build_log_tail = log;
+                        return Ok(Err(fail(
+                            verdict,
+                            Status::BuildError,
+                            "compilation failed (see the build log)",
+                        )));
+                    }
+                    Err(e @ BuildError::TimedOut(_)) => {
+                        return Ok(Err(fail(verdict, Status::BuildError, e.to_string())));
+                    }
+                    Err(BuildError::Harness(e)) => {
+                        return Ok(Err(fail(verdict, Status::HarnessError, e)));
+                    }
+                }
+            }
+        };
+        verdict.build_log_tail = tail(&built.log, 2000);
+        verdict.cached_build = built.cached;
+        Ok(Ok((
+            Prepared {
+                kernel,
+                precision,
+                preset,
+                language,
+                built,
+            },
+            verdict,
+        )))
+    }
+
+    /// A GPU language needs its runtime on this node.
+    fn check_device(&self, language: Language) -> Result<(), JudgeError> {
+        let present = match language {
+            // SAFETY: loading the CUDA driver to see that it exists.
+            Language::Cuda => unsafe { cudarc::driver::sys::is_culib_present() },
+            // SAFETY: loading the vendor runtime to see that it exists.
+            Language::Hip => unsafe { libloading::Library::new("libamdhip64.so") }.is_ok(),
+            _ => true,
+        };
+        if present {
+            Ok(())
+        } else {
+            let what = if language == Language::Cuda {
+                "the CUDA driver (libcuda.so)"
+            } else {
+                "the HIP runtime (libamdhip64.so)"
+            };
+            Err(JudgeError::FailedPrecondition(format!(
+                "{language} needs {what}, which this node does not have"
+            )))
+        }
+    }
+}
