@@ -11,11 +11,11 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use common::{JudgeServer, repo};
-use hpcagent_agent::builtin::{self, Limits};
 use hpcagent_agent::judge_link::JudgeLink;
 use hpcagent_agent::lease;
 use hpcagent_agent::llm::InferenceLink;
-use hpcagent_agent::pool::Attempt;
+use hpcagent_agent::policy::Attempt;
+use hpcagent_agent::policy::builtin::{self, Limits};
 use hpcagent_agent::prompt;
 use hpcagent_agent::tools::Toolbox;
 use hpcagent_agent::workspace::Workspace;

@@ -19,12 +19,12 @@ use hpcagent_client::{self as client, Client, Leases, Pulled, RoleContext, start
 use hpcagent_client::{AttemptOutcome, Refused};
 use hpcagent_proto::v1 as pb;
 
-use crate::baseline;
-use crate::builtin::{self, Limits};
-use crate::command::{self, CommandPolicy};
 use crate::judge_link::JudgeLink;
 use crate::lease::LeaseWatch;
 use crate::llm::InferenceLink;
+use crate::policy::builtin::{self, Limits};
+use crate::policy::command::{self, CommandPolicy};
+use crate::policy::{Attempt, baseline};
 use crate::prompt::{self, Skill};
 use crate::search::Search;
 use crate::tools::Toolbox;
@@ -32,27 +32,6 @@ use crate::workspace::Workspace;
 
 /// The longest wait between pulls the orchestrator did not answer.
 const MAX_PULL_BACKOFF: Duration = Duration::from_secs(5);
-
-/// How one attempt ended, as the agent reports it.
-pub struct Attempt {
-    pub outcome: AttemptOutcome,
-    pub message: String,
-    /// Model tokens the attempt used (prompt and completion).
-    pub tokens: u64,
-    /// Where its transcript is, "" when it has none.
-    pub transcript: String,
-}
-
-impl Attempt {
-    pub fn ended(outcome: AttemptOutcome, message: impl Into<String>) -> Attempt {
-        Attempt {
-            outcome,
-            message: message.into(),
-            tokens: 0,
-            transcript: String::new(),
-        }
-    }
-}
 
 /// What the instance's workers do with a lease, and what they need for it.
 enum Work {

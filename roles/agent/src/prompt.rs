@@ -1,5 +1,5 @@
-//! What an agent is told: the system prompt (its job, its tools, the skills
-//! pages) and the task statement.
+//! What an agent is told of its job: the system prompt (the job, its tools,
+//! the skills pages). The task itself is shown by [`crate::task_view`].
 //!
 //! Skills are `skills/<name>/SKILL.md` pages with a small frontmatter:
 //! `name`, `description`, and optionally `languages` (the page applies to
@@ -9,8 +9,6 @@
 //! copied into the workspace so the agent can read the others.
 
 use std::path::{Path, PathBuf};
-
-use hpcagent_proto::v1 as pb;
 
 /// Environment variable naming the skills directory (set by `up`).
 pub const SKILLS_VAR: &str = "HPCAGENT_SKILLS";
@@ -141,65 +139,6 @@ pub fn system(skills: &[Skill], language: &str, profiling: bool, tools: &[&str])
     }
     for s in skills.iter().filter(|s| s.applies(language, profiling)) {
         out.push_str(&format!("\n## {}\n\n{}\n", s.name, s.body));
-    }
-    out
-}
-
-/// The file an attempt's solution lives in.
-pub fn solution_file(language: &str) -> String {
-    let extension = match language {
-        "cpp" => "cpp",
-        "fortran" => "f90",
-        "cuda" => "cu",
-        "hip" => "hip",
-        _ => "c",
-    };
-    format!("solution.{extension}")
-}
-
-/// The first user message: what to optimise.
-pub fn task_statement(task: &pb::TaskInfo, solution: &str) -> String {
-    let sizes: Vec<String> = task
-        .sizes
-        .iter()
-        .map(|d| format!("{}={}", d.name, d.value))
-        .collect();
-    let mut out = format!(
-        "Task: {} ({}), in {} at {}.\n{}\n\nImplement exactly:\n{}\n\n\
-         Sizes at preset {}: {}. Tolerances: rtol {:e}, atol {:e}.\n\
-         {start}\n",
-        task.kernel,
-        task.track,
-        task.language,
-        task.precision,
-        task.description.trim(),
-        if task.language_prototype.is_empty() {
-            &task.c_prototype
-        } else {
-            &task.language_prototype
-        },
-        task.preset,
-        sizes.join(", "),
-        task.rtol,
-        task.atol,
-        start = if crate::starter::baseline(task, &task.precision).is_some() {
-            format!(
-                "Your workspace holds {solution}, the baseline: correct, and yours to make faster."
-            )
-        } else {
-            format!(
-                "Your workspace holds {solution}, a stub with the prototype: write the kernel there."
-            )
-        },
-    );
-    if !task.allowed_flags.is_empty() {
-        out.push_str(&format!(
-            "Extra compiler flags you may pass: {}\n",
-            task.allowed_flags
-        ));
-    }
-    if !task.notes.trim().is_empty() {
-        out.push_str(&format!("Notes: {}\n", task.notes.trim()));
     }
     out
 }

@@ -17,8 +17,8 @@ use hpcagent_proto::v1 as pb;
 use serde_json::{Value, json};
 
 use crate::judge_link::{JudgeLink, LinkError};
-use crate::prompt;
 use crate::search::Search;
+use crate::task_view;
 use crate::workspace::Workspace;
 
 /// The verdict file a submit leaves in the attempt directory.
@@ -189,7 +189,7 @@ impl Toolbox {
     }
 
     pub fn solution_file(&self) -> String {
-        prompt::solution_file(&self.lease.language)
+        task_view::solution_file(&self.lease.language)
     }
 
     /// The longest a grade of this attempt took so far.
@@ -251,7 +251,7 @@ impl Toolbox {
         let text = |key: &str| args.get(key).and_then(Value::as_str).map(str::to_string);
         match name {
             "task" => match self.task().await {
-                Ok(task) => ToolReply::ok(prompt::task_statement(&task, &self.solution_file())),
+                Ok(task) => ToolReply::ok(task_view::statement(&task, &self.solution_file())),
                 Err(e) => self.link_failed(e),
             },
             "list_files" => match self.workspace.list(&text("path").unwrap_or_default()) {

@@ -18,11 +18,12 @@ use serde_json::{Value, json};
 
 use crate::lease::{LeaseWatch, MoveError};
 use crate::llm::{InferenceLink, LlmError, Reply};
-use crate::pool::Attempt;
 use crate::prompt::Skill;
 use crate::starter;
 use crate::tools::Toolbox;
 use crate::transcript::Transcript;
+
+use super::Attempt;
 
 /// What the built-in agent may spend, and how it samples.
 #[derive(Debug, Clone)]

@@ -13,8 +13,9 @@ use hpcagent_client::speedup::Speedup;
 use hpcagent_proto::v1 as pb;
 
 use crate::judge_link::{JudgeLink, LinkError};
-use crate::pool::Attempt;
-use crate::starter;
+use crate::task_view;
+
+use super::Attempt;
 
 pub async fn attempt(judge: &mut JudgeLink, lease: &pb::Lease, instance: &str) -> Attempt {
     match submit(judge, lease, instance).await {
@@ -48,7 +49,7 @@ async fn submit(
             format!("{} has no baseline to submit", lease.kernel),
         ));
     }
-    let Some(source) = starter::baseline(&task, &lease.precision) else {
+    let Some(source) = task_view::baseline(&task, &lease.precision) else {
         return Ok(Attempt::ended(
             AttemptOutcome::Unsupported,
             format!(

@@ -34,12 +34,13 @@ use tokio::sync::Mutex;
 
 use crate::cli_config;
 use crate::lease::LeaseWatch;
-use crate::pool::Attempt;
 use crate::prompt::Skill;
 use crate::sandbox::{self, Spec};
 use crate::starter;
 use crate::tool_server::ToolServer;
 use crate::tools::Toolbox;
+
+use super::Attempt;
 
 /// Wall-clock kept back for the final submit.
 const SUBMIT_RESERVE: Duration = Duration::from_secs(60);
