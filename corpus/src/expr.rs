@@ -3,6 +3,28 @@
 
 use std::collections::BTreeMap;
 
+/// Why an expression does not parse, or has no value at these sizes.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ExprError {
+    /// A token the grammar has no place for (`token` as the tokenizer saw it).
+    #[error("unexpected {token} in {text:?}")]
+    Unexpected { token: String, text: String },
+    #[error("unexpected {0:?}")]
+    UnexpectedOperator(char),
+    #[error("number {0} too large")]
+    NumberTooLarge(String),
+    #[error("expression ends too early")]
+    EndsEarly,
+    #[error("missing ')'")]
+    MissingParen,
+    #[error("unknown size symbol {0}")]
+    UnknownSymbol(String),
+    #[error("division by zero")]
+    DivisionByZero,
+    #[error("overflow")]
+    Overflow,
+}
+
 /// A parsed expression.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Expr {
@@ -20,15 +42,15 @@ pub enum Op {
 }
 
 impl Expr {
-    pub fn parse(text: &str) -> Result<Expr, String> {
+    pub fn parse(text: &str) -> Result<Expr, ExprError> {
         let tokens = tokenize(text)?;
         let mut parser = Parser { tokens, pos: 0 };
         let expr = parser.sum()?;
         if parser.pos != parser.tokens.len() {
-            return Err(format!(
-                "unexpected {:?} in {text:?}",
-                parser.tokens[parser.pos]
-            ));
+            return Err(ExprError::Unexpected {
+                token: format!("{:?}", parser.tokens[parser.pos]),
+                text: text.to_string(),
+            });
         }
         Ok(expr)
     }
@@ -49,23 +71,23 @@ impl Expr {
         }
     }
 
-    pub fn eval(&self, sizes: &BTreeMap<String, i64>) -> Result<i64, String> {
+    pub fn eval(&self, sizes: &BTreeMap<String, i64>) -> Result<i64, ExprError> {
         match self {
             Expr::Int(n) => Ok(*n),
             Expr::Sym(s) => sizes
                 .get(s)
                 .copied()
-                .ok_or_else(|| format!("unknown size symbol {s}")),
+                .ok_or_else(|| ExprError::UnknownSymbol(s.clone())),
             Expr::Bin(a, op, b) => {
                 let (a, b) = (a.eval(sizes)?, b.eval(sizes)?);
                 let r = match op {
                     Op::Add => a.checked_add(b),
                     Op::Sub => a.checked_sub(b),
                     Op::Mul => a.checked_mul(b),
-                    Op::Div if b == 0 => return Err("division by zero".into()),
+                    Op::Div if b == 0 => return Err(ExprError::DivisionByZero),
                     Op::Div => Some(a.div_euclid(b)),
                 };
-                r.ok_or_else(|| "overflow".to_string())
+                r.ok_or(ExprError::Overflow)
             }
         }
     }
@@ -78,7 +100,7 @@ enum Token {
     Op(char),
 }
 
-fn tokenize(text: &str) -> Result<Vec<Token>, String> {
+fn tokenize(text: &str) -> Result<Vec<Token>, ExprError> {
     let mut tokens = Vec::new();
     let mut chars = text.chars().peekable();
     while let Some(&c) = chars.peek() {
@@ -91,7 +113,8 @@ fn tokenize(text: &str) -> Result<Vec<Token>, String> {
                 chars.next();
             }
             tokens.push(Token::Int(
-                n.parse().map_err(|_| format!("number {n} too large"))?,
+                n.parse()
+                    .map_err(|_| ExprError::NumberTooLarge(n.clone()))?,
             ));
         } else if c.is_ascii_alphabetic() || c == '_' {
             let mut s = String::new();
@@ -107,7 +130,10 @@ fn tokenize(text: &str) -> Result<Vec<Token>, String> {
             tokens.push(Token::Op(c));
             chars.next();
         } else {
-            return Err(format!("unexpected {c:?} in {text:?}"));
+            return Err(ExprError::Unexpected {
+                token: format!("{c:?}"),
+                text: text.to_string(),
+            });
         }
     }
     Ok(tokens)
@@ -126,7 +152,7 @@ impl Parser {
         }
     }
 
-    fn sum(&mut self) -> Result<Expr, String> {
+    fn sum(&mut self) -> Result<Expr, ExprError> {
         let mut left = self.product()?;
         while let Some(c @ ('+' | '-')) = self.peek_op() {
             self.pos += 1;
@@ -136,7 +162,7 @@ impl Parser {
         Ok(left)
     }
 
-    fn product(&mut self) -> Result<Expr, String> {
+    fn product(&mut self) -> Result<Expr, ExprError> {
         let mut left = self.atom()?;
         while let Some(c @ ('*' | '/')) = self.peek_op() {
             self.pos += 1;
@@ -146,12 +172,12 @@ impl Parser {
         Ok(left)
     }
 
-    fn atom(&mut self) -> Result<Expr, String> {
+    fn atom(&mut self) -> Result<Expr, ExprError> {
         let token = self
             .tokens
             .get(self.pos)
             .cloned()
-            .ok_or("expression ends too early")?;
+            .ok_or(ExprError::EndsEarly)?;
         self.pos += 1;
         match token {
             Token::Int(n) => Ok(Expr::Int(n)),
@@ -159,12 +185,12 @@ impl Parser {
             Token::Op('(') => {
                 let inner = self.sum()?;
                 if self.peek_op() != Some(')') {
-                    return Err("missing ')'".into());
+                    return Err(ExprError::MissingParen);
                 }
                 self.pos += 1;
                 Ok(inner)
             }
-            Token::Op(c) => Err(format!("unexpected {c:?}")),
+            Token::Op(c) => Err(ExprError::UnexpectedOperator(c)),
         }
     }
 }

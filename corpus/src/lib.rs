@@ -24,7 +24,22 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-pub use expr::Expr;
+pub use expr::{Expr, ExprError};
+
+/// Why a kernel's arrays have no size at these sizes.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SizeError {
+    #[error(transparent)]
+    Expr(#[from] ExprError),
+    #[error("array {array} has a dimension of {dim}")]
+    Dimension { array: String, dim: i64 },
+    #[error("array size overflows")]
+    Overflow,
+    #[error("array too large")]
+    TooLarge,
+    #[error("negative workspace")]
+    NegativeWorkspace,
+}
 
 /// Sizes of one case: size symbol → value.
 pub type Sizes = BTreeMap<String, i64>;
@@ -412,32 +427,39 @@ impl Kernel {
     }
 
     /// Elements of each array at these sizes.
-    pub fn elements(&self, array: &ArraySpec, sizes: &Sizes) -> Result<usize, String> {
+    pub fn elements(&self, array: &ArraySpec, sizes: &Sizes) -> Result<usize, SizeError> {
         let mut n: i64 = 1;
         for dim in &array.shape {
             let d = dim.eval(sizes)?;
             if d < 1 {
-                return Err(format!("array {} has a dimension of {d}", array.name));
+                return Err(SizeError::Dimension {
+                    array: array.name.clone(),
+                    dim: d,
+                });
             }
-            n = n.checked_mul(d).ok_or("array size overflows")?;
+            n = n.checked_mul(d).ok_or(SizeError::Overflow)?;
         }
-        usize::try_from(n).map_err(|_| "array too large".to_string())
+        usize::try_from(n).map_err(|_| SizeError::TooLarge)
     }
 
     /// Shape of an array at these sizes.
-    pub fn shape(&self, array: &ArraySpec, sizes: &Sizes) -> Result<Vec<i64>, String> {
-        array.shape.iter().map(|d| d.eval(sizes)).collect()
+    pub fn shape(&self, array: &ArraySpec, sizes: &Sizes) -> Result<Vec<i64>, SizeError> {
+        array
+            .shape
+            .iter()
+            .map(|d| d.eval(sizes).map_err(SizeError::from))
+            .collect()
     }
 
-    pub fn workspace_bytes(&self, sizes: &Sizes) -> Result<u64, String> {
+    pub fn workspace_bytes(&self, sizes: &Sizes) -> Result<u64, SizeError> {
         match &self.workspace {
             None => Ok(0),
-            Some(e) => u64::try_from(e.eval(sizes)?).map_err(|_| "negative workspace".to_string()),
+            Some(e) => u64::try_from(e.eval(sizes)?).map_err(|_| SizeError::NegativeWorkspace),
         }
     }
 
     /// Bytes of all arrays and the workspace at these sizes and precision.
-    pub fn bytes(&self, sizes: &Sizes, precision: Precision) -> Result<u64, String> {
+    pub fn bytes(&self, sizes: &Sizes, precision: Precision) -> Result<u64, SizeError> {
         let mut total = self.workspace_bytes(sizes)?;
         for a in &self.arrays {
             total += (self.elements(a, sizes)? * a.elem.resolve(precision).size()) as u64;

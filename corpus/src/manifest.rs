@@ -31,8 +31,8 @@ use std::path::Path;
 use serde::Deserialize;
 
 use super::{
-    ArraySpec, CorpusError, DType, ElemType, Expr, Init, Kernel, Precision, Preset, Role,
-    ScalarSpec, ScalarValue, Tolerance, fingerprint,
+    ArraySpec, CorpusError, DType, ElemType, Expr, ExprError, Init, Kernel, Precision, Preset,
+    Role, ScalarSpec, ScalarValue, SizeError, Tolerance, fingerprint,
 };
 
 #[derive(Debug, Deserialize)]
@@ -122,8 +122,64 @@ pub fn load(root: &Path, dir: &Path) -> Result<Kernel, CorpusError> {
         &reference,
         &baseline,
     )
-    .map_err(fail)?;
+    .map_err(|e| fail(e.to_string()))?;
     Ok(kernel)
+}
+
+/// Why a `kernel.toml` is refused; its words are the operator's.
+#[derive(Debug, thiserror::Error)]
+enum ManifestError {
+    #[error("kernel name {0:?}: letters, digits, '_' and '-' only")]
+    Name(String),
+    /// A preset or precision this corpus does not know (its `FromStr` words).
+    #[error("{0}")]
+    UnknownName(String),
+    #[error("sizes: preset {0} is missing")]
+    MissingPreset(Preset),
+    #[error("sizes: preset {preset} names {names:?}, preset S names {symbols:?}")]
+    PresetSymbols {
+        preset: Preset,
+        names: Vec<String>,
+        symbols: Vec<String>,
+    },
+    #[error("sizes: {preset}.{symbol} = {value} must be at least 1")]
+    SizeBelowOne {
+        preset: Preset,
+        symbol: String,
+        value: i64,
+    },
+    #[error(transparent)]
+    Expr(#[from] ExprError),
+    #[error("array {0}: integer kernels have no `real` arrays")]
+    RealInIntegerKernel(String),
+    #[error("no output array (role out or inout)")]
+    NoOutput,
+    #[error("scalar {scalar}: value {value} does not fit dtype {dtype}")]
+    ScalarDtype {
+        scalar: String,
+        value: String,
+        dtype: String,
+    },
+    #[error("symbol {0} is used in a shape but has no size")]
+    UnsizedSymbol(String),
+    #[error("{0} is both a size and an argument")]
+    SizeIsArgument(String),
+    #[error("fixed: {0} is not a size")]
+    FixedNotSize(String),
+    #[error("preset {preset}: {source}")]
+    PresetBytes { preset: Preset, source: SizeError },
+    #[error("{0:?} is not a usable argument name")]
+    Ident(String),
+    #[error("dtype {0:?}: real, f64, f32, i32 or i64")]
+    Dtype(String),
+    #[error("init {0:?}: uniform, normal, lognormal, positive, zeros or int(lo, hi)")]
+    Init(String),
+    #[error("int(lo, hi) needs two bounds")]
+    InitBounds,
+    #[error("bad bound {0:?}")]
+    InitBound(String),
+    #[error("int({lo}, {hi}) is empty")]
+    EmptyInit { lo: i64, hi: i64 },
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -136,16 +192,14 @@ fn build(
     manifest: &[u8],
     reference: &[u8],
     baseline: &[u8],
-) -> Result<Kernel, String> {
+) -> Result<Kernel, ManifestError> {
     let name = raw.name.unwrap_or(dir_name);
     if name.is_empty()
         || !name
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
     {
-        return Err(format!(
-            "kernel name {name:?}: letters, digits, '_' and '-' only"
-        ));
+        return Err(ManifestError::Name(name));
     }
     let precisions = if raw.precisions.is_empty() {
         vec![Precision::Fp64, Precision::Fp32]
@@ -153,28 +207,37 @@ fn build(
         raw.precisions
             .iter()
             .map(|p| p.parse())
-            .collect::<Result<Vec<_>, _>>()?
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(ManifestError::UnknownName)?
     };
 
     let mut presets = BTreeMap::new();
     for (preset, sizes) in raw.sizes {
-        presets.insert(preset.parse::<Preset>()?, sizes);
+        let preset = preset
+            .parse::<Preset>()
+            .map_err(ManifestError::UnknownName)?;
+        presets.insert(preset, sizes);
     }
     for preset in Preset::ALL {
         if !presets.contains_key(&preset) {
-            return Err(format!("sizes: preset {preset} is missing"));
+            return Err(ManifestError::MissingPreset(preset));
         }
     }
     let symbols: Vec<String> = presets[&Preset::S].keys().cloned().collect();
     for (preset, sizes) in &presets {
         if sizes.keys().ne(symbols.iter()) {
-            return Err(format!(
-                "sizes: preset {preset} names {:?}, preset S names {symbols:?}",
-                sizes.keys()
-            ));
+            return Err(ManifestError::PresetSymbols {
+                preset: *preset,
+                names: sizes.keys().cloned().collect(),
+                symbols,
+            });
         }
         if let Some((k, v)) = sizes.iter().find(|(_, v)| **v < 1) {
-            return Err(format!("sizes: {preset}.{k} = {v} must be at least 1"));
+            return Err(ManifestError::SizeBelowOne {
+                preset: *preset,
+                symbol: k.clone(),
+                value: *v,
+            });
         }
     }
 
@@ -189,9 +252,7 @@ fn build(
         let elem = elem_type(&a.dtype)?;
         let init = parse_init(&a.init)?;
         if elem == ElemType::Real && precisions.contains(&Precision::I64) {
-            return Err(format!(
-                "array {array_name}: integer kernels have no `real` arrays"
-            ));
+            return Err(ManifestError::RealInIntegerKernel(array_name));
         }
         arrays.push(ArraySpec {
             name: array_name,
@@ -204,7 +265,7 @@ fn build(
     }
     arrays.sort_by(|a, b| a.name.as_bytes().cmp(b.name.as_bytes()));
     if !arrays.iter().any(|a| a.role.is_output()) {
-        return Err("no output array (role out or inout)".into());
+        return Err(ManifestError::NoOutput);
     }
 
     let mut scalars = Vec::new();
@@ -220,10 +281,11 @@ fn build(
                 ScalarValue::Real(*f)
             }
             (other, _) => {
-                return Err(format!(
-                    "scalar {scalar_name}: value {other} does not fit dtype {}",
-                    s.dtype
-                ));
+                return Err(ManifestError::ScalarDtype {
+                    scalar: scalar_name,
+                    value: other.to_string(),
+                    dtype: s.dtype,
+                });
             }
         };
         scalars.push(ScalarSpec {
@@ -243,23 +305,24 @@ fn build(
     }
     for s in &used {
         if !symbols.contains(s) {
-            return Err(format!("symbol {s} is used in a shape but has no size"));
+            return Err(ManifestError::UnsizedSymbol(s.clone()));
         }
     }
     for s in &symbols {
         check_ident(s)?;
         if scalars.iter().any(|sc| &sc.name == s) || arrays.iter().any(|a| &a.name == s) {
-            return Err(format!("{s} is both a size and an argument"));
+            return Err(ManifestError::SizeIsArgument(s.clone()));
         }
     }
     for f in &raw.fixed {
         if !symbols.contains(f) {
-            return Err(format!("fixed: {f} is not a size"));
+            return Err(ManifestError::FixedNotSize(f.clone()));
         }
     }
     let mut tolerances = BTreeMap::new();
     for (p, t) in raw.tolerance {
-        tolerances.insert(p.parse::<Precision>()?, t);
+        let precision = p.parse::<Precision>().map_err(ManifestError::UnknownName)?;
+        tolerances.insert(precision, t);
     }
 
     let kernel = Kernel {
@@ -287,35 +350,35 @@ fn build(
             let sizes = kernel.sizes(preset);
             kernel
                 .bytes(sizes, precision)
-                .map_err(|e| format!("preset {preset}: {e}"))?;
+                .map_err(|source| ManifestError::PresetBytes { preset, source })?;
         }
     }
     Ok(kernel)
 }
 
-fn check_ident(name: &str) -> Result<(), String> {
+fn check_ident(name: &str) -> Result<(), ManifestError> {
     let mut chars = name.chars();
     let ok = matches!(chars.next(), Some(c) if c.is_ascii_alphabetic())
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_');
     if ok && !["workspace", "workspace_size"].contains(&name) {
         Ok(())
     } else {
-        Err(format!("{name:?} is not a usable argument name"))
+        Err(ManifestError::Ident(name.to_string()))
     }
 }
 
-fn elem_type(text: &str) -> Result<ElemType, String> {
+fn elem_type(text: &str) -> Result<ElemType, ManifestError> {
     Ok(match text {
         "real" => ElemType::Real,
         "f64" => ElemType::Fixed(DType::F64),
         "f32" => ElemType::Fixed(DType::F32),
         "i32" => ElemType::Fixed(DType::I32),
         "i64" => ElemType::Fixed(DType::I64),
-        other => return Err(format!("dtype {other:?}: real, f64, f32, i32 or i64")),
+        other => return Err(ManifestError::Dtype(other.to_string())),
     })
 }
 
-fn parse_init(text: &str) -> Result<Init, String> {
+fn parse_init(text: &str) -> Result<Init, ManifestError> {
     let t = text.trim();
     Ok(match t {
         "uniform" => Init::Uniform,
@@ -327,22 +390,16 @@ fn parse_init(text: &str) -> Result<Init, String> {
             let inner = t
                 .strip_prefix("int(")
                 .and_then(|r| r.strip_suffix(')'))
-                .ok_or_else(|| {
-                    format!(
-                        "init {t:?}: uniform, normal, lognormal, positive, zeros or int(lo, hi)"
-                    )
-                })?;
-            let (lo, hi) = inner
-                .split_once(',')
-                .ok_or("int(lo, hi) needs two bounds")?;
+                .ok_or_else(|| ManifestError::Init(t.to_string()))?;
+            let (lo, hi) = inner.split_once(',').ok_or(ManifestError::InitBounds)?;
             let parse = |s: &str| {
                 s.trim()
                     .parse::<i64>()
-                    .map_err(|_| format!("bad bound {s:?}"))
+                    .map_err(|_| ManifestError::InitBound(s.to_string()))
             };
             let (lo, hi) = (parse(lo)?, parse(hi)?);
             if lo >= hi {
-                return Err(format!("int({lo}, {hi}) is empty"));
+                return Err(ManifestError::EmptyInit { lo, hi });
             }
             Init::Int { lo, hi }
         }

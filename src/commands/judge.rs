@@ -420,7 +420,7 @@ fn hab_task(args: &TaskArgs, corpus: &HabCorpus) -> anyhow::Result<()> {
             .find(|r| r.key.ends_with(args.id.as_str()));
         anyhow::anyhow!(match refused {
             Some(r) => format!("{} is refused: {}", r.key, r.reason),
-            None => why,
+            None => why.to_string(),
         })
     })?;
     anyhow::ensure!(

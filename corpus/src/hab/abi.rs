@@ -10,9 +10,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::Serialize;
 use serde_norway::Value;
 
-use super::Manifest;
 use super::inputs::{Arrays, by_name, declared_arrays};
 use super::manifest;
+use super::{HabError, Manifest};
 
 /// What a submission exports.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -53,7 +53,7 @@ pub struct Arg {
 
 /// The ABI as HPCAgent-Bench derives it (c-abi-v2): pointers sorted by name, then
 /// scalars and size symbols sorted together, then the workspace pair.
-pub fn derive_abi(m: &Manifest, stem: &str, def_params: &[String]) -> Result<Abi, String> {
+pub fn derive_abi(m: &Manifest, stem: &str, def_params: &[String]) -> Result<Abi, HabError> {
     let symbol = symbol(m, stem)?;
     let inputs: Vec<String> = m.input_args.clone().unwrap_or_else(|| def_params.to_vec());
     let declared = declared_arrays(m)?;
@@ -66,7 +66,7 @@ pub fn derive_abi(m: &Manifest, stem: &str, def_params: &[String]) -> Result<Abi
             .collect()
     });
     let outputs: BTreeSet<&str> = m.output_args.iter().map(String::as_str).collect();
-    let mut pointers = pointers(m, &array_args, &arrays, &outputs)?;
+    let mut pointers = pointers(m, &array_args, &arrays, &outputs);
     let (symbols, shape_names) = (size_symbols(m), shape_names(m, &arrays));
     // Without a declared shape there is no evidence a symbol goes unused:
     // every one is kept.
@@ -75,17 +75,14 @@ pub fn derive_abi(m: &Manifest, stem: &str, def_params: &[String]) -> Result<Abi
         .filter(|s| shape_names.is_empty() || inputs.contains(s) || shape_names.contains(s))
         .collect();
     let pointer_names: BTreeSet<String> = pointers.iter().map(|p| p.name.clone()).collect();
-    let mut scalars: Vec<Arg> = kept
-        .iter()
-        .map(|s| scalar(m, s, true))
-        .collect::<Result<_, _>>()?;
+    let mut scalars: Vec<Arg> = kept.iter().map(|s| scalar(m, s, true)).collect();
     for input in &inputs {
         let plain = !array_args.contains(input)
             && !kept.contains(input)
             && !pointer_names.contains(input)
             && !matches!(input.as_str(), "np" | "numpy");
         if plain && !scalars.iter().any(|s| &s.name == input) {
-            scalars.push(scalar(m, input, false)?);
+            scalars.push(scalar(m, input, false));
         }
     }
     // Python's order: bytewise (uppercase < `_` < lowercase).
@@ -106,13 +103,16 @@ pub fn derive_abi(m: &Manifest, stem: &str, def_params: &[String]) -> Result<Abi
         constant: true,
     });
     for arg in &args {
-        c_type(&arg.dtype).map_err(|e| format!("{}: {e}", arg.name))?;
+        c_type(&arg.dtype).map_err(|source| HabError::ArgType {
+            arg: arg.name.clone(),
+            source,
+        })?;
     }
     Ok(Abi { symbol, args })
 }
 
 /// `lower(short_name)`, the first configuration's key, `_fp64`.
-fn symbol(m: &Manifest, stem: &str) -> Result<String, String> {
+fn symbol(m: &Manifest, stem: &str) -> Result<String, HabError> {
     let short = m.short_name.as_deref().unwrap_or(stem).to_lowercase();
     let suffix = m
         .configurations
@@ -127,7 +127,7 @@ fn symbol(m: &Manifest, stem: &str) -> Result<String, String> {
         .next()
         .is_some_and(|c| c.is_ascii_alphabetic());
     if !starts_with_letter || symbol.len() > 63 {
-        return Err(format!("{symbol:?} is not a usable symbol"));
+        return Err(HabError::Symbol(symbol));
     }
     Ok(symbol)
 }
@@ -139,7 +139,7 @@ fn pointers(
     array_args: &[String],
     arrays: &Arrays<'_>,
     outputs: &BTreeSet<&str>,
-) -> Result<Vec<Arg>, String> {
+) -> Vec<Arg> {
     let dtypes = m.init.dtypes.clone().unwrap_or_default();
     let mut out = Vec::new();
     for name in array_args {
@@ -174,7 +174,7 @@ fn pointers(
             constant: !outputs.contains(name.as_str()),
         });
     }
-    Ok(out)
+    out
 }
 
 /// The layout of sparse array `name` in the active (first) configuration,
@@ -263,7 +263,7 @@ fn identifiers(value: &Value, out: &mut BTreeSet<String>) {
 /// A scalar's type: `init.dtypes` if listed; a size symbol's from its
 /// preset or knob values (bool, float, else int64); a plain scalar's from its
 /// `init.scalars` default (int or bool: int64; else float64).
-fn scalar(m: &Manifest, name: &str, size_symbol: bool) -> Result<Arg, String> {
+fn scalar(m: &Manifest, name: &str, size_symbol: bool) -> Arg {
     let listed = m.init.dtypes.as_ref().and_then(|d| d.get(name)).cloned();
     let dtype = match listed {
         Some(dtype) => dtype,
@@ -287,12 +287,12 @@ fn scalar(m: &Manifest, name: &str, size_symbol: bool) -> Result<Arg, String> {
             }
         }
     };
-    Ok(Arg {
+    Arg {
         name: name.to_string(),
         dtype,
         pointer: false,
         constant: true,
-    })
+    }
 }
 
 /// The values a config knob may take: its domain, its pinned value, or its
@@ -319,8 +319,13 @@ fn knob_values<'a>(m: &'a Manifest, name: &str) -> Vec<&'a Value> {
     }
 }
 
+/// A NumPy dtype with no C type the judge passes.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("dtype {0} has no C type here")]
+pub struct NoCType(pub String);
+
 /// The C type of a NumPy dtype (int4 is stored one value per byte).
-pub fn c_type(dtype: &str) -> Result<&'static str, String> {
+pub fn c_type(dtype: &str) -> Result<&'static str, NoCType> {
     Ok(match dtype {
         "float64" => "double",
         "float32" => "float",
@@ -335,6 +340,6 @@ pub fn c_type(dtype: &str) -> Result<&'static str, String> {
         "uint8" => "uint8_t",
         "complex128" => "double _Complex",
         "bool" => "bool",
-        other => return Err(format!("dtype {other} has no C type here")),
+        other => return Err(NoCType(other.to_string())),
     })
 }

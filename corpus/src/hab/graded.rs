@@ -9,6 +9,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use super::HabError;
 use super::Kernel as Manifested;
 use crate::{
     ArraySpec, Corpus, DType, ElemType, Init, Kernel, Precision, Preset, Role, ScalarSpec,
@@ -30,7 +31,7 @@ pub fn graded_corpus(
         match kernel.graded() {
             Ok(k) => graded.push(k),
             Err(why) => {
-                refused.insert(kernel.key.clone(), why);
+                refused.insert(kernel.key.clone(), why.to_string());
             }
         }
     }
@@ -47,7 +48,7 @@ pub const FP64_TOLERANCE: Tolerance = Tolerance::plain(1e-9, 1e-11);
 impl Manifested {
     /// This kernel as the judge grades it, or why it cannot be: an
     /// argument of a type the judge does not pass (complex, half precision).
-    pub fn graded(&self) -> Result<Kernel, String> {
+    pub fn graded(&self) -> Result<Kernel, HabError> {
         let returned: Vec<&str> = self
             .manifest
             .output_args
@@ -56,10 +57,7 @@ impl Manifested {
             .map(String::as_str)
             .collect();
         if !returned.is_empty() {
-            return Err(format!(
-                "its outputs {} are what the reference returns, not arguments a kernel writes",
-                returned.join(", ")
-            ));
+            return Err(HabError::ReturnedOutputs(returned.join(", ")));
         }
         let mut arrays = Vec::new();
         let mut scalars = Vec::new();
@@ -67,17 +65,12 @@ impl Manifested {
             if arg.name == "workspace" || arg.name == "workspace_size" {
                 continue;
             }
-            let dtype = DType::from_numpy(&arg.dtype).ok_or_else(|| {
-                format!(
-                    "argument {} is {}, a type the judge does not pass yet",
-                    arg.name, arg.dtype
-                )
+            let dtype = DType::from_numpy(&arg.dtype).ok_or_else(|| HabError::UnpassedType {
+                arg: arg.name.clone(),
+                dtype: arg.dtype.clone(),
             })?;
             if dtype == DType::C128 && !arg.pointer {
-                return Err(format!(
-                    "argument {} is a complex128 scalar, which the judge does not pass",
-                    arg.name
-                ));
+                return Err(HabError::ComplexScalar(arg.name.clone()));
             }
             if arg.pointer {
                 arrays.push(ArraySpec {

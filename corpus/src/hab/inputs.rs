@@ -10,18 +10,18 @@ use serde::Serialize;
 use serde_norway::Value;
 
 use super::abi::{Arg, active_layout};
-use super::{Kernel, Manifest, checkout, manifest};
+use super::{HabError, Kernel, Manifest, checkout, manifest};
 
 impl Kernel {
     /// Bytes of every array the call passes (inputs and outputs) at
     /// `preset`, from their shapes and dtypes; an error where a shape
     /// depends on what an initializer decides (a sparse matrix's `nnz`).
-    pub fn bytes(&self, preset: &str) -> Result<u64, String> {
+    pub fn bytes(&self, preset: &str) -> Result<u64, HabError> {
         let m = &self.manifest;
         let sizes: BTreeMap<String, i64> = m
             .parameters
             .get(preset)
-            .ok_or_else(|| format!("no preset {preset}"))?
+            .ok_or_else(|| HabError::NoPreset(preset.to_string()))?
             .iter()
             .filter_map(|(k, v)| Some((k.as_str()?.to_string(), v.as_i64()?)))
             .chain(
@@ -59,8 +59,11 @@ impl Kernel {
                 .get(arg.name.as_str())
                 .map(|a| &a.shape)
                 .or_else(|| buffers.get(arg.name.as_str()).copied())
-                .ok_or_else(|| format!("{} has no declared shape", arg.name))?;
-            let elements = elements(shape, &sizes).map_err(|e| format!("{}: {e}", arg.name))?;
+                .ok_or_else(|| HabError::NoShape(arg.name.clone()))?;
+            let elements = elements(shape, &sizes).map_err(|source| HabError::Shape {
+                arg: arg.name.clone(),
+                source,
+            })?;
             total = total.saturating_add(elements.saturating_mul(item_size(&arg.dtype)));
         }
         Ok(total)
@@ -73,13 +76,16 @@ impl Kernel {
         preset: &str,
         seed: u64,
         precision: &str,
-    ) -> Result<InputPlan, String> {
+    ) -> Result<InputPlan, HabError> {
         let m = &self.manifest;
-        let mut symbols = m
-            .parameters
-            .get(preset)
-            .cloned()
-            .ok_or_else(|| format!("{} has no preset {preset}", self.key))?;
+        let mut symbols =
+            m.parameters
+                .get(preset)
+                .cloned()
+                .ok_or_else(|| HabError::KernelPreset {
+                    key: self.key.clone(),
+                    preset: preset.to_string(),
+                })?;
         // A single-configuration run takes each knob's first value.
         for (knob, value) in knob_defaults(m) {
             symbols.entry(Value::String(knob)).or_insert(value);
@@ -173,33 +179,34 @@ fn knob_defaults(m: &Manifest) -> Vec<(String, Value)> {
 
 /// The `init.arrays` entries, in declaration order (an array's random
 /// stream is its position), each in its long form.
-pub(super) fn declared_arrays(m: &Manifest) -> Result<Vec<PlannedArray>, String> {
+pub(super) fn declared_arrays(m: &Manifest) -> Result<Vec<PlannedArray>, HabError> {
     let mut out = Vec::new();
     for (name, spec) in &m.init.arrays {
-        let name = name
-            .as_str()
-            .ok_or("an init.arrays name is not a string")?
-            .to_string();
-        let array = match spec {
-            Value::Mapping(_) => {
-                let spec: manifest::ArraySpec = serde_norway::from_value(spec.clone())
-                    .map_err(|e| format!("init.arrays.{name}: {e}"))?;
-                PlannedArray {
-                    name,
-                    shape: spec.shape,
-                    dtype: spec.dtype,
-                    dist: spec.dist,
-                    domain: spec.domain,
+        let name = name.as_str().ok_or(HabError::ArrayName)?.to_string();
+        let array =
+            match spec {
+                Value::Mapping(_) => {
+                    let spec: manifest::ArraySpec = serde_norway::from_value(spec.clone())
+                        .map_err(|source| HabError::ArraySpec {
+                            name: name.clone(),
+                            source,
+                        })?;
+                    PlannedArray {
+                        name,
+                        shape: spec.shape,
+                        dtype: spec.dtype,
+                        dist: spec.dist,
+                        domain: spec.domain,
+                    }
                 }
-            }
-            shape => PlannedArray {
-                name,
-                shape: shape.clone(),
-                dtype: None,
-                dist: None,
-                domain: None,
-            },
-        };
+                shape => PlannedArray {
+                    name,
+                    shape: shape.clone(),
+                    dtype: None,
+                    dist: None,
+                    domain: None,
+                },
+            };
         out.push(array);
     }
     Ok(out)
@@ -304,8 +311,18 @@ pub struct PlannedArray {
     pub domain: Option<Value>,
 }
 
+/// Why a shape has no number of elements at these sizes.
+#[derive(Debug, thiserror::Error)]
+pub enum ShapeError {
+    /// The shape as YAML, as Rust's `Debug` shows it.
+    #[error("shape {0} is not understood")]
+    NotUnderstood(String),
+    #[error(transparent)]
+    Expr(#[from] crate::ExprError),
+}
+
 /// Elements of a shape (`(N, M + 1)`, `N`, `[nnz]`, `()`) at `sizes`.
-fn elements(shape: &Value, sizes: &BTreeMap<String, i64>) -> Result<u64, String> {
+fn elements(shape: &Value, sizes: &BTreeMap<String, i64>) -> Result<u64, ShapeError> {
     let dims: Vec<String> = match shape {
         Value::Number(n) => vec![n.to_string()],
         Value::Sequence(items) => items
@@ -330,7 +347,7 @@ fn elements(shape: &Value, sizes: &BTreeMap<String, i64>) -> Result<u64, String>
                 .filter(|d| !d.is_empty())
                 .collect()
         }
-        other => return Err(format!("shape {other:?} is not understood")),
+        other => return Err(ShapeError::NotUnderstood(format!("{other:?}"))),
     };
     let mut n: u64 = 1;
     for dim in dims {

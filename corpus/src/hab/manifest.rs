@@ -116,7 +116,7 @@ pub struct SparseBuffer {
 }
 
 impl Manifest {
-    pub fn parse(text: &str) -> Result<Manifest, String> {
-        serde_norway::from_str(text).map_err(|e| e.to_string())
+    pub fn parse(text: &str) -> Result<Manifest, serde_norway::Error> {
+        serde_norway::from_str(text)
     }
 }

@@ -20,13 +20,64 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-pub use abi::{Abi, Arg, c_type, derive_abi};
+pub use abi::{Abi, Arg, NoCType, c_type, derive_abi};
 pub use graded::{FP64_TOLERANCE, graded_corpus};
-pub use inputs::{InputPlan, PlannedArray, ROTATIONS, ReferenceCall, Rotation, SparseArray};
+pub use inputs::{
+    InputPlan, PlannedArray, ROTATIONS, ReferenceCall, Rotation, ShapeError, SparseArray,
+};
 pub use manifest::Manifest;
+pub use pydef::ReferenceError;
 
 /// The presets a fixed-size reader grades at, in order.
 pub const PRESETS: [&str; 4] = ["S", "M", "L", "XL"];
+
+/// Why a manifest cannot be read, or a task of it cannot be graded.
+#[derive(Debug, thiserror::Error)]
+pub enum HabError {
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    #[error(transparent)]
+    Yaml(#[from] serde_norway::Error),
+    #[error("no manifest is {0:?}")]
+    NoManifest(String),
+    #[error("{id:?} is ambiguous: {keys}")]
+    Ambiguous { id: String, keys: String },
+    #[error("no reference {module}_numpy.py in {dir}")]
+    NoReference { module: String, dir: String },
+    #[error("{path}: {source}")]
+    Reference {
+        path: String,
+        source: pydef::ReferenceError,
+    },
+    #[error("{0:?} is not a usable symbol")]
+    Symbol(String),
+    #[error("{arg}: {source}")]
+    ArgType { arg: String, source: abi::NoCType },
+    #[error("no preset {0}")]
+    NoPreset(String),
+    #[error("{key} has no preset {preset}")]
+    KernelPreset { key: String, preset: String },
+    #[error("{0} has no declared shape")]
+    NoShape(String),
+    #[error("{arg}: {source}")]
+    Shape {
+        arg: String,
+        source: inputs::ShapeError,
+    },
+    #[error("an init.arrays name is not a string")]
+    ArrayName,
+    #[error("init.arrays.{name}: {source}")]
+    ArraySpec {
+        name: String,
+        source: serde_norway::Error,
+    },
+    #[error("its outputs {0} are what the reference returns, not arguments a kernel writes")]
+    ReturnedOutputs(String),
+    #[error("argument {arg} is {dtype}, a type the judge does not pass yet")]
+    UnpassedType { arg: String, dtype: String },
+    #[error("argument {0} is a complex128 scalar, which the judge does not pass")]
+    ComplexScalar(String),
+}
 
 /// One loadable manifest.
 #[derive(Debug, Clone, Serialize)]
@@ -72,7 +123,10 @@ pub fn load(root: &Path) -> Result<(Vec<Kernel>, Vec<Refusal>), std::io::Error> 
         let key = path_key(root, &file);
         match read(root, &file, &key) {
             Ok(kernel) => kernels.push(kernel),
-            Err(reason) => refused.push(Refusal { key, reason }),
+            Err(why) => refused.push(Refusal {
+                key,
+                reason: why.to_string(),
+            }),
         }
     }
     Ok((kernels, refused))
@@ -91,7 +145,7 @@ pub fn is_checkout(root: &Path) -> bool {
 }
 
 /// A kernel by path key, or by stem when exactly one has it.
-pub fn find<'a>(kernels: &'a [Kernel], id: &str) -> Result<&'a Kernel, String> {
+pub fn find<'a>(kernels: &'a [Kernel], id: &str) -> Result<&'a Kernel, HabError> {
     let id = id.trim().trim_matches('/').trim_end_matches(".yaml");
     if let Some(k) = kernels.iter().find(|k| k.key == id) {
         return Ok(k);
@@ -99,14 +153,15 @@ pub fn find<'a>(kernels: &'a [Kernel], id: &str) -> Result<&'a Kernel, String> {
     let named: Vec<&Kernel> = kernels.iter().filter(|k| k.stem == id).collect();
     match named.as_slice() {
         [one] => Ok(one),
-        [] => Err(format!("no manifest is {id:?}")),
-        many => Err(format!(
-            "{id:?} is ambiguous: {}",
-            many.iter()
+        [] => Err(HabError::NoManifest(id.to_string())),
+        many => Err(HabError::Ambiguous {
+            id: id.to_string(),
+            keys: many
+                .iter()
                 .map(|k| k.key.as_str())
                 .collect::<Vec<_>>()
-                .join(", ")
-        )),
+                .join(", "),
+        }),
     }
 }
 
@@ -134,8 +189,8 @@ fn path_key(root: &Path, file: &Path) -> String {
     relative.to_string_lossy().replace('\\', "/")
 }
 
-fn read(root: &Path, file: &Path, key: &str) -> Result<Kernel, String> {
-    let text = std::fs::read_to_string(file).map_err(|e| e.to_string())?;
+fn read(root: &Path, file: &Path, key: &str) -> Result<Kernel, HabError> {
+    let text = std::fs::read_to_string(file)?;
     let manifest = Manifest::parse(&text)?;
     let stem = file
         .file_stem()
@@ -150,11 +205,17 @@ fn read(root: &Path, file: &Path, key: &str) -> Result<Kernel, String> {
         .iter()
         .map(|f| dir.join(f))
         .find(|p| p.is_file())
-        .ok_or_else(|| format!("no reference {module}_numpy.py in {}", dir.display()))?;
-    let source = std::fs::read_to_string(&reference).map_err(|e| e.to_string())?;
-    let defs = pydef::defs(&source).map_err(|e| format!("{}: {e}", reference.display()))?;
-    let entry = entry_def(&manifest, &module, &defs)
-        .map_err(|e| format!("{}: {e}", reference.display()))?;
+        .ok_or_else(|| HabError::NoReference {
+            module: module.clone(),
+            dir: dir.display().to_string(),
+        })?;
+    let source = std::fs::read_to_string(&reference)?;
+    let in_reference = |source| HabError::Reference {
+        path: reference.display().to_string(),
+        source,
+    };
+    let defs = pydef::defs(&source).map_err(in_reference)?;
+    let entry = entry_def(&manifest, &module, &defs).map_err(in_reference)?;
     let abi = derive_abi(&manifest, &stem, &entry.positional)?;
     let taxonomy = manifest.taxonomy.clone().unwrap_or_default();
     let presets = PRESETS
@@ -194,13 +255,13 @@ fn entry_def<'a>(
     manifest: &Manifest,
     module: &str,
     defs: &'a [pydef::Def],
-) -> Result<&'a pydef::Def, String> {
+) -> Result<&'a pydef::Def, pydef::ReferenceError> {
+    use pydef::ReferenceError;
     let by_name = |name: &str| defs.iter().find(|d| d.name == name);
     match (&manifest.func_name, defs) {
-        (Some(name), _) => by_name(name).ok_or_else(|| format!("no def {name}")),
+        (Some(name), _) => by_name(name).ok_or_else(|| ReferenceError::NoDef(name.clone())),
         (None, [only]) => Ok(only),
-        (None, _) => by_name(module)
-            .ok_or_else(|| format!("several defs and none named {module}: set func_name")),
+        (None, _) => by_name(module).ok_or_else(|| ReferenceError::NoEntry(module.to_string())),
     }
 }
 

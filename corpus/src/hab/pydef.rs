@@ -3,6 +3,19 @@
 //! it takes, without running Python. (A reference is called positionally;
 //! keyword-only parameters are fixed knobs and never passed.)
 
+/// Why a reference's entry cannot be found.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ReferenceError {
+    #[error("a def without parameters at byte {0}")]
+    NoParameters(usize),
+    #[error("def {0}: its parameter list does not close")]
+    Unclosed(String),
+    #[error("no def {0}")]
+    NoDef(String),
+    #[error("several defs and none named {0}: set func_name")]
+    NoEntry(String),
+}
+
 /// A top-level `def`: its name and positional parameter names, in order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Def {
@@ -11,7 +24,7 @@ pub struct Def {
 }
 
 /// Every top-level `def` of `source`, in order.
-pub fn defs(source: &str) -> Result<Vec<Def>, String> {
+pub fn defs(source: &str) -> Result<Vec<Def>, ReferenceError> {
     let mut out = Vec::new();
     let mut rest = source;
     let mut offset = 0;
@@ -19,10 +32,10 @@ pub fn defs(source: &str) -> Result<Vec<Def>, String> {
         let after = &rest[at + 4..];
         let open = after
             .find('(')
-            .ok_or_else(|| format!("a def without parameters at byte {}", offset + at))?;
+            .ok_or(ReferenceError::NoParameters(offset + at))?;
         let name = after[..open].trim().to_string();
-        let (params, used) = parenthesized(&after[open..])
-            .ok_or_else(|| format!("def {name}: its parameter list does not close"))?;
+        let (params, used) =
+            parenthesized(&after[open..]).ok_or_else(|| ReferenceError::Unclosed(name.clone()))?;
         out.push(Def {
             name,
             positional: positional(&strip_comments(params)),
@@ -199,6 +212,7 @@ mod tests {
         assert!(
             defs("def f(a, b:\n")
                 .unwrap_err()
+                .to_string()
                 .contains("does not close")
         );
     }

@@ -42,7 +42,7 @@ impl HabTasks {
         if let Some(why) = self.refused.get(key) {
             return Err(format!("{key} cannot be graded: {why}"));
         }
-        let kernel = hab::find(&self.kernels, id)?;
+        let kernel = hab::find(&self.kernels, id).map_err(|e| e.to_string())?;
         match self.refused.get(&kernel.key) {
             Some(why) => Err(format!("{} cannot be graded: {why}", kernel.key)),
             None => Ok(kernel),

@@ -24,9 +24,7 @@ pub fn write_inputs(kernel: &Kernel, case: &Case, dir: &Path) -> Result<(), Data
     let parent = dir.parent().expect("inputs dir has a parent");
     let tmp = super::readable_tempdir(parent)?;
     for spec in kernel.arrays.iter().filter(|a| a.role.is_input()) {
-        let n = kernel
-            .elements(spec, &case.sizes)
-            .map_err(super::DataError::Case)?;
+        let n = kernel.elements(spec, &case.sizes)?;
         let dtype = spec.elem.resolve(case.precision);
         let path = tmp.path().join(format!("{}.bin", spec.name));
         let mut file = std::fs::File::create(&path).map_err(io(&path))?;

@@ -68,6 +68,8 @@ pub struct Reference {
 pub enum DataError {
     #[error("invalid case: {0}")]
     Case(String),
+    #[error("invalid case: {0}")]
+    Size(#[from] crate::corpus::SizeError),
     #[error("{path}: {source}")]
     Io {
         path: PathBuf,
@@ -120,10 +122,8 @@ impl DataCache {
         let dir = self.root.join("inputs").join(&key);
         let mut arrays = Vec::new();
         for spec in &kernel.arrays {
-            let elements = kernel
-                .elements(spec, &case.sizes)
-                .map_err(DataError::Case)?;
-            let shape = kernel.shape(spec, &case.sizes).map_err(DataError::Case)?;
+            let elements = kernel.elements(spec, &case.sizes)?;
+            let shape = kernel.shape(spec, &case.sizes)?;
             arrays.push(ArrayData {
                 name: spec.name.clone(),
                 dtype: spec.elem.resolve(case.precision),
@@ -141,9 +141,7 @@ impl DataCache {
             .iter()
             .map(|s| (s.name.clone(), s.value, s.elem.resolve(case.precision)))
             .collect();
-        let workspace_bytes = kernel
-            .workspace_bytes(&case.sizes)
-            .map_err(DataError::Case)?;
+        let workspace_bytes = kernel.workspace_bytes(&case.sizes)?;
         let lock = self.lock(&key);
         let _held = lock.lock().await;
         if !dir.is_dir() {

@@ -150,7 +150,9 @@ impl Judge {
             ])
             .next_u64(),
         };
-        let mut plan = manifested.input_plan(&tasks.root, preset.as_str(), seed, "fp64")?;
+        let mut plan = manifested
+            .input_plan(&tasks.root, preset.as_str(), seed, "fp64")
+            .map_err(|e| e.to_string())?;
         plan.rotation = rotation;
         Ok(plan)
     }

@@ -200,7 +200,7 @@ pub(crate) fn call_args(
     precision: Precision,
     sizes: &Sizes,
 ) -> Result<Vec<RunArg>, String> {
-    let workspace = kernel.workspace_bytes(sizes)?;
+    let workspace = kernel.workspace_bytes(sizes).map_err(|e| e.to_string())?;
     abi::args(kernel, precision)
         .into_iter()
         .map(|arg| {
@@ -213,7 +213,9 @@ pub(crate) fn call_args(
                         .expect("every ABI array is the kernel's");
                     RunArg::Array {
                         index,
-                        shape: kernel.shape(&kernel.arrays[index], sizes)?,
+                        shape: kernel
+                            .shape(&kernel.arrays[index], sizes)
+                            .map_err(|e| e.to_string())?,
                     }
                 }
                 abi::Arg::Scalar { name, dtype } => {
