@@ -63,13 +63,19 @@ pub enum Enforcement {
     None,
 }
 
+/// Why a confinement could not be applied.
+#[derive(Debug, thiserror::Error)]
+pub enum LandlockError {
+    #[error("landlock: {0}")]
+    Ruleset(#[from] RulesetError),
+    #[error("cannot become uid {uid}: {source}")]
+    BecomeUser { uid: u32, source: std::io::Error },
+}
+
 impl Confinement {
     /// Restricts the calling thread (and everything it later starts).
-    pub fn apply(&self) -> Result<Enforcement, String> {
-        let status: RestrictionStatus = self
-            .ruleset()
-            .and_then(|r| r.restrict_self())
-            .map_err(|e| format!("landlock: {e}"))?;
+    pub fn apply(&self) -> Result<Enforcement, LandlockError> {
+        let status: RestrictionStatus = self.ruleset().and_then(|r| r.restrict_self())?;
         Ok(match status.ruleset {
             RulesetStatus::FullyEnforced => Enforcement::Full,
             RulesetStatus::PartiallyEnforced => Enforcement::Partial,
@@ -81,8 +87,8 @@ impl Confinement {
     /// `None` where the kernel has no Landlock (best effort, as in [`apply`]).
     ///
     /// [`apply`]: Confinement::apply
-    pub fn prepare(&self) -> Result<Option<OwnedFd>, String> {
-        let ruleset = self.ruleset().map_err(|e| format!("landlock: {e}"))?;
+    pub fn prepare(&self) -> Result<Option<OwnedFd>, LandlockError> {
+        let ruleset = self.ruleset()?;
         Ok(ruleset.into())
     }
 
@@ -207,8 +213,8 @@ pub fn everything_but(hidden: &[PathBuf]) -> Vec<PathBuf> {
 }
 
 /// Becomes `id` (user and group) with no supplementary groups, for good.
-pub fn become_user(id: u32) -> Result<(), String> {
-    switch_user(id).map_err(|e| format!("cannot become uid {id}: {e}"))
+pub fn become_user(id: u32) -> Result<(), LandlockError> {
+    switch_user(id).map_err(|source| LandlockError::BecomeUser { uid: id, source })
 }
 
 /// [`become_user`] without allocating, for use between fork and exec.

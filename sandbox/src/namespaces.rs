@@ -30,6 +30,40 @@ use std::os::fd::RawFd;
 
 use crate::limits::Limits;
 
+/// Why a namespace could not be made or a program started in one.
+#[derive(Debug, thiserror::Error)]
+pub enum NamespaceError {
+    #[error("cannot make a PID namespace: {0}")]
+    PidNamespace(std::io::Error),
+    #[error("the kernel refuses this user a user namespace: {0}")]
+    UserNamespace(std::io::Error),
+    #[error("fork: {0}")]
+    Fork(std::io::Error),
+    /// A file it needs (under `/proc/self`, or `/dev/null`).
+    #[error("{path}: {source}")]
+    File {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("{0} descriptors for a runner")]
+    TooManyDescriptors(usize),
+    #[error("cannot return to its own PID namespace: {0}")]
+    ReturnToOwn(std::io::Error),
+    #[error("cannot start a runner: {0}")]
+    Clone(std::io::Error),
+    #[error("a process in namespaces of its own failed {0}")]
+    ProbeFailed(&'static str),
+    #[error("the probe ended with status {0}")]
+    ProbeStatus(i32),
+}
+
+fn file_error(path: &str) -> impl FnOnce(std::io::Error) -> NamespaceError + '_ {
+    move |source| NamespaceError::File {
+        path: path.to_string(),
+        source,
+    }
+}
+
 /// Most descriptors a spawned program is given.
 const MAX_FDS: usize = 8;
 
@@ -38,21 +72,18 @@ const MAX_FDS: usize = 8;
 /// for the fork and exits with its status, and the fork returns from here,
 /// the first process of the new namespace. Every process it starts dies
 /// with it. The process must be single-threaded.
-pub fn own_pid_namespace() -> Result<(), String> {
+pub fn own_pid_namespace() -> Result<(), NamespaceError> {
     if !nix::unistd::geteuid().is_root() {
         own_user_namespace()?;
     }
     // SAFETY: unshare with a flag (pid_for_children only), then fork in a
     // single-threaded process.
     if unsafe { libc::unshare(libc::CLONE_NEWPID) } != 0 {
-        return Err(format!(
-            "cannot make a PID namespace: {}",
-            std::io::Error::last_os_error()
-        ));
+        return Err(NamespaceError::PidNamespace(std::io::Error::last_os_error()));
     }
     // SAFETY: as above, this process is single-threaded.
     match unsafe { libc::fork() } {
-        -1 => Err(format!("fork: {}", std::io::Error::last_os_error())),
+        -1 => Err(NamespaceError::Fork(std::io::Error::last_os_error())),
         0 => {
             // It dies with the original.
             crate::reap::die_with_parent(libc::SIGKILL);
@@ -77,18 +108,17 @@ pub fn own_pid_namespace() -> Result<(), String> {
 
 /// Gives the calling process a user namespace of its own, its user and
 /// group mapped to themselves. The process must be single-threaded.
-fn own_user_namespace() -> Result<(), String> {
+fn own_user_namespace() -> Result<(), NamespaceError> {
     let (uid, gid) = (nix::unistd::getuid(), nix::unistd::getgid());
     // SAFETY: unshare with a flag; the caller is single-threaded.
     if unsafe { libc::unshare(libc::CLONE_NEWUSER) } != 0 {
-        return Err(format!(
-            "the kernel refuses this user a user namespace: {}",
-            std::io::Error::last_os_error()
+        return Err(NamespaceError::UserNamespace(
+            std::io::Error::last_os_error(),
         ));
     }
     let write = |file: &str, text: String| {
-        std::fs::write(format!("/proc/self/{file}"), text)
-            .map_err(|e| format!("/proc/self/{file}: {e}"))
+        let path = format!("/proc/self/{file}");
+        std::fs::write(&path, text).map_err(file_error(&path))
     };
     write("setgroups", "deny".into())?;
     write("uid_map", format!("{uid} {uid} 1"))?;
@@ -145,9 +175,9 @@ pub struct Started {
 
 impl Spawn {
     /// Starts the program.
-    pub fn start(&self) -> Result<Started, String> {
+    pub fn start(&self) -> Result<Started, NamespaceError> {
         if self.fds.len() > MAX_FDS {
-            return Err(format!("{} descriptors for a runner", self.fds.len()));
+            return Err(NamespaceError::TooManyDescriptors(self.fds.len()));
         }
         let pointers = |strings: &[CString]| -> Vec<*const libc::c_char> {
             strings
@@ -167,14 +197,11 @@ impl Spawn {
         }
         // New PID namespaces are for this process's children from here on,
         // until it takes its own back (for the next runner's).
-        let own = std::fs::File::open("/proc/self/ns/pid")
-            .map_err(|e| format!("/proc/self/ns/pid: {e}"))?;
+        let own =
+            std::fs::File::open("/proc/self/ns/pid").map_err(file_error("/proc/self/ns/pid"))?;
         // SAFETY: unshare with a flag; pid_for_children only.
         if unsafe { libc::unshare(libc::CLONE_NEWPID) } != 0 {
-            return Err(format!(
-                "cannot make a PID namespace: {}",
-                std::io::Error::last_os_error()
-            ));
+            return Err(NamespaceError::PidNamespace(std::io::Error::last_os_error()));
         }
         let init = clone_with(keep_namespace, &child, 0);
         let pid = init.and_then(|init| {
@@ -185,10 +212,7 @@ impl Spawn {
         let back =
             unsafe { libc::setns(std::os::fd::AsRawFd::as_raw_fd(&own), libc::CLONE_NEWPID) };
         if back != 0 {
-            return Err(format!(
-                "cannot return to its own PID namespace: {}",
-                std::io::Error::last_os_error()
-            ));
+            return Err(NamespaceError::ReturnToOwn(std::io::Error::last_os_error()));
         }
         let (pid, init) = pid?;
         Ok(Started {
@@ -204,7 +228,7 @@ fn clone_with(
     body: extern "C" fn(*mut libc::c_void) -> libc::c_int,
     child: &Child,
     flags: libc::c_int,
-) -> Result<libc::pid_t, String> {
+) -> Result<libc::pid_t, NamespaceError> {
     let mut stack = vec![0u8; 256 << 10];
     // The stack grows down from its 16-byte aligned top.
     let top = (stack.as_mut_ptr() as usize + stack.len()) & !15;
@@ -220,10 +244,7 @@ fn clone_with(
         )
     };
     if pid < 0 {
-        return Err(format!(
-            "cannot start a runner: {}",
-            std::io::Error::last_os_error()
-        ));
+        return Err(NamespaceError::Clone(std::io::Error::last_os_error()));
     }
     Ok(pid)
 }
@@ -328,7 +349,7 @@ fn place_fds(fds: &[RawFd]) -> Result<(), ()> {
 /// twice (each in its own), with a program that exits at once. Moves into
 /// namespaces of its own first, so call it in a process of its own
 /// (`hpcagent judge exec --probe`).
-pub fn probe(program: &std::path::Path) -> Result<(), String> {
+pub fn probe(program: &std::path::Path) -> Result<(), NamespaceError> {
     own_pid_namespace()?;
     for _ in 0..2 {
         probe_once(program)?;
@@ -336,12 +357,12 @@ pub fn probe(program: &std::path::Path) -> Result<(), String> {
     Ok(())
 }
 
-fn probe_once(program: &std::path::Path) -> Result<(), String> {
+fn probe_once(program: &std::path::Path) -> Result<(), NamespaceError> {
     let null = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
         .open("/dev/null")
-        .map_err(|e| format!("/dev/null: {e}"))?;
+        .map_err(file_error("/dev/null"))?;
     let fd = std::os::fd::AsRawFd::as_raw_fd(&null);
     let c = |s: &str| CString::new(s).expect("no NUL");
     let spawn = Spawn {
@@ -365,10 +386,9 @@ fn probe_once(program: &std::path::Path) -> Result<(), String> {
     }
     match libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status)) {
         Some(0) => Ok(()),
-        Some(code) => Err(format!(
-            "a process in namespaces of its own failed {}",
-            describe_start_failure(code).unwrap_or("to run")
+        Some(code) => Err(NamespaceError::ProbeFailed(
+            describe_start_failure(code).unwrap_or("to run"),
         )),
-        None => Err(format!("the probe ended with status {status}")),
+        None => Err(NamespaceError::ProbeStatus(status)),
     }
 }

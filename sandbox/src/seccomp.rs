@@ -32,12 +32,21 @@ pub enum Profile {
     Agent,
 }
 
+/// Why a profile's filters could not be compiled.
+#[derive(Debug, thiserror::Error)]
+pub enum SeccompError {
+    #[error("no seccomp filter for {0}")]
+    Arch(&'static str),
+    #[error("seccomp filter: {0}")]
+    Filter(#[from] seccompiler::BackendError),
+}
+
 /// The filters of a profile, in the order they are installed.
 pub struct Filters(Vec<BpfProgram>);
 
 impl Filters {
     /// Compiles the filters of `profile` for this machine's architecture.
-    pub fn new(profile: Profile) -> Result<Filters, String> {
+    pub fn new(profile: Profile) -> Result<Filters, SeccompError> {
         let arch = target_arch()?;
         let mut programs = vec![compile(denied(profile), libc::EPERM, arch)?];
         if let Profile::Run { .. } = profile {
@@ -83,26 +92,23 @@ impl Filters {
     }
 }
 
-fn target_arch() -> Result<TargetArch, String> {
+fn target_arch() -> Result<TargetArch, SeccompError> {
     TargetArch::try_from(std::env::consts::ARCH)
-        .map_err(|_| format!("no seccomp filter for {}", std::env::consts::ARCH))
+        .map_err(|_| SeccompError::Arch(std::env::consts::ARCH))
 }
 
 fn compile(
     rules: BTreeMap<i64, Vec<SeccompRule>>,
     errno: i32,
     arch: TargetArch,
-) -> Result<BpfProgram, String> {
+) -> Result<BpfProgram, SeccompError> {
     let filter = SeccompFilter::new(
         rules,
         SeccompAction::Allow,
         SeccompAction::Errno(errno as u32),
         arch,
-    )
-    .map_err(|e| format!("seccomp filter: {e}"))?;
-    filter
-        .try_into()
-        .map_err(|e: seccompiler::BackendError| format!("seccomp filter: {e}"))
+    )?;
+    Ok(filter.try_into()?)
 }
 
 /// Calls that match no rule go through; a call with an empty rule list is

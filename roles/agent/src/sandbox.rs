@@ -166,8 +166,8 @@ fn start(spec: &Spec) -> Result<libc::pid_t, String> {
             .map(|(k, v)| c(&format!("{k}={v}")))
             .collect::<Result<_, _>>()?,
         cwd: c(&spec.cwd.display().to_string())?,
-        ruleset: spec.confinement.prepare()?,
-        filters: Filters::new(Profile::Agent)?,
+        ruleset: spec.confinement.prepare().map_err(|e| e.to_string())?,
+        filters: Filters::new(Profile::Agent).map_err(|e| e.to_string())?,
     };
     let argv: Vec<*const libc::c_char> = prepared
         .argv

@@ -264,7 +264,7 @@ impl Builder {
             gpus: false,
         }
         .prepare()
-        .map_err(BuildError::Harness)?;
+        .map_err(|e| BuildError::Harness(e.to_string()))?;
         let as_user = source.run_as;
         // SAFETY: the closure makes raw system calls only, on values it owns.
         unsafe {

@@ -130,7 +130,7 @@ impl Child {
             namespaces: start.namespaces,
             same_layout: true,
         };
-        let started = spawn.start()?;
+        let started = spawn.start().map_err(|e| e.to_string())?;
         // The runner holds its ends now; ours would keep its channel open.
         drop((calls_r, report_w));
         let mut child = Child {

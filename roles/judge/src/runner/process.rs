@@ -80,7 +80,7 @@ fn run(calls_in: &mut impl BufRead, report: &mut File) -> Result<(), Failure> {
     let buffers = Mapping::map(BUFFERS_FD, &layout, Some(super::buffers::ADDRESS))
         .map_err(|e| ("buffers", e))?;
     if let Some(id) = setup.run_as {
-        become_user(id).map_err(|e| ("privileges", e))?;
+        become_user(id).map_err(|e| ("privileges", e.to_string()))?;
         // Changing user clears the parent-death signal: ask for it again.
         hpcagent_sandbox::reap::die_with_parent(libc::SIGKILL);
     }
@@ -90,7 +90,8 @@ fn run(calls_in: &mut impl BufRead, report: &mut File) -> Result<(), Failure> {
     unsafe { libc::syscall(libc::SYS_close_range, CALLS_FD as u32 + 1, u32::MAX, 0) };
     let landlock = confine(&setup)?;
     let counters = !setup.papi_events.is_empty();
-    let filters = Filters::new(Profile::Run { counters }).map_err(|e| ("seccomp", e))?;
+    let filters =
+        Filters::new(Profile::Run { counters }).map_err(|e| ("seccomp", e.to_string()))?;
     filters
         .install()
         .map_err(|e| ("seccomp", format!("cannot install the filter: {e}")))?;
@@ -166,7 +167,7 @@ fn confine(setup: &RunnerSetup) -> Result<Enforcement, Failure> {
         connect: Vec::new(),
         gpus: setup.language.is_gpu(),
     };
-    confinement.apply().map_err(|e| ("confine", e))
+    confinement.apply().map_err(|e| ("confine", e.to_string()))
 }
 
 /// Loads the library with every symbol bound now (not at first use): one

@@ -129,7 +129,7 @@ impl<'a> Run<'a> {
         if request.namespaces
             && let Err(e) = hpcagent_sandbox::namespaces::own_pid_namespace()
         {
-            fail(channel, Side::Candidate, "namespaces", e);
+            fail(channel, Side::Candidate, "namespaces", e.to_string());
             return Err(());
         }
         hpcagent_sandbox::reap::become_subreaper();
