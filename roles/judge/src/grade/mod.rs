@@ -120,7 +120,7 @@ impl Judge {
             .await
         {
             Ok((o, _sandbox)) => o,
-            Err(e) => return fail(verdict, Status::HarnessError, e),
+            Err(e) => return fail(verdict, Status::HarnessError, e.to_string()),
         };
         let read = read.resolve(&data);
         let mut verdict = verdict;

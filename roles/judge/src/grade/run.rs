@@ -12,11 +12,28 @@ use crate::build::{Built, passthrough_env};
 use crate::judge::Judge;
 use crate::language::Language;
 use crate::runner::protocol::{CallBudget, Request};
-use crate::runner::{Launch, RunOutcome, launch};
+use crate::runner::{Launch, LaunchError, RunOutcome, launch};
 use crate::sandbox_dir;
 use crate::slots::Slot;
 
 use super::{Planner, Prepared};
+
+/// Why a run could not be made.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum RunError {
+    #[error("sandbox: {0}")]
+    Sandbox(std::io::Error),
+    #[error("{dir}: {error}")]
+    Dir { dir: String, error: std::io::Error },
+    #[error("chown sandbox: {0}")]
+    Chown(nix::Error),
+    #[error("copy library: {0}")]
+    Copy(std::io::Error),
+    #[error("library permissions: {0}")]
+    Permissions(std::io::Error),
+    #[error(transparent)]
+    Launch(#[from] LaunchError),
+}
 
 /// How long a call may take: the baseline's first calls 30 s; the
 /// submission's 20 times the baseline's median so far, at least 0.5 s.
@@ -44,8 +61,8 @@ impl Judge {
         planner: Planner<'_>,
         slot: &Slot,
         extras: Extras,
-    ) -> Result<(RunOutcome, tempfile::TempDir), String> {
-        let dir = sandbox_dir::create("run").map_err(|e| format!("sandbox: {e}"))?;
+    ) -> Result<(RunOutcome, tempfile::TempDir), RunError> {
+        let dir = sandbox_dir::create("run").map_err(RunError::Sandbox)?;
         let run_as = self.isolation.run_as(slot.index);
         // The submission's directory, and the baseline's beside it, out of
         // the submission's reach (it must not rewrite the baseline's library).
@@ -123,16 +140,18 @@ fn place(
     dir: &Path,
     name: &str,
     owner: Option<u32>,
-) -> Result<std::path::PathBuf, String> {
-    std::fs::create_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+) -> Result<std::path::PathBuf, RunError> {
+    std::fs::create_dir(dir).map_err(|error| RunError::Dir {
+        dir: dir.display().to_string(),
+        error,
+    })?;
     if let Some(uid) = owner {
-        nix::unistd::chown(dir, Some(uid.into()), Some(uid.into()))
-            .map_err(|e| format!("chown sandbox: {e}"))?;
+        nix::unistd::chown(dir, Some(uid.into()), Some(uid.into())).map_err(RunError::Chown)?;
     }
     let to = dir.join(name);
-    std::fs::copy(library, &to).map_err(|e| format!("copy library: {e}"))?;
+    std::fs::copy(library, &to).map_err(RunError::Copy)?;
     std::fs::set_permissions(&to, std::os::unix::fs::PermissionsExt::from_mode(0o755))
-        .map_err(|e| format!("library permissions: {e}"))?;
+        .map_err(RunError::Permissions)?;
     Ok(to)
 }
 

@@ -110,7 +110,7 @@ impl Judge {
         let (outcome, _sandbox) = self
             .run(&prepared, None, planner, &held.slot, extras)
             .await
-            .map_err(JudgeError::Internal)?;
+            .map_err(|e| JudgeError::Internal(e.to_string()))?;
         let papi_failed = outcome.events.iter().find_map(|e| match e {
             Event::Failed { stage, message, .. } if stage == "papi" => Some(message),
             _ => None,
@@ -151,7 +151,7 @@ impl Judge {
                 let (record, _sandbox) = self
                     .run(&prepared, None, plan()?.0, &held.slot, extras)
                     .await
-                    .map_err(JudgeError::Internal)?;
+                    .map_err(|e| JudgeError::Internal(e.to_string()))?;
                 let hot = perf_report(&out.path().join("perf.data"), record.done());
                 (
                     format!(

@@ -73,10 +73,26 @@ pub struct Mapping {
 // SAFETY: the mapping is plain memory owned by this value.
 unsafe impl Send for Mapping {}
 
+/// Why the shared buffers could not be made or mapped.
+#[derive(Debug, thiserror::Error)]
+pub enum BufferError {
+    #[error("memfd_create: {0}")]
+    Create(std::io::Error),
+    #[error("shared buffers: {0}")]
+    Seal(std::io::Error),
+    /// `at` is " at 0x…" where a fixed address was asked for, else "".
+    #[error("cannot map {bytes} bytes of buffers{at}: {error}")]
+    Map {
+        bytes: usize,
+        at: String,
+        error: std::io::Error,
+    },
+}
+
 impl Mapping {
     /// A new sealed memory file of `layout.total` bytes, and this process's
     /// mapping of it.
-    pub fn create(layout: &Layout) -> Result<(OwnedFd, Mapping), String> {
+    pub fn create(layout: &Layout) -> Result<(OwnedFd, Mapping), BufferError> {
         // SAFETY: memfd_create with a static name and flags.
         let fd = unsafe {
             libc::memfd_create(
@@ -85,7 +101,7 @@ impl Mapping {
             )
         };
         if fd < 0 {
-            return Err(format!("memfd_create: {}", std::io::Error::last_os_error()));
+            return Err(BufferError::Create(std::io::Error::last_os_error()));
         }
         // SAFETY: a descriptor just returned to us.
         let fd = unsafe { OwnedFd::from_raw_fd(fd) };
@@ -95,10 +111,7 @@ impl Mapping {
             if libc::ftruncate(fd.as_raw_fd(), layout.total as libc::off_t) != 0
                 || libc::fcntl(fd.as_raw_fd(), libc::F_ADD_SEALS, seals) != 0
             {
-                return Err(format!(
-                    "shared buffers: {}",
-                    std::io::Error::last_os_error()
-                ));
+                return Err(BufferError::Seal(std::io::Error::last_os_error()));
             }
         }
         let mapping = Mapping::map(fd.as_raw_fd(), layout, None)?;
@@ -107,7 +120,7 @@ impl Mapping {
 
     /// Maps the shared buffers from `fd`, at `address` when given (and only
     /// there).
-    pub fn map(fd: i32, layout: &Layout, address: Option<u64>) -> Result<Mapping, String> {
+    pub fn map(fd: i32, layout: &Layout, address: Option<u64>) -> Result<Mapping, BufferError> {
         let (hint, fixed) = match address {
             Some(a) => (a as *mut c_void, libc::MAP_FIXED_NOREPLACE),
             None => (std::ptr::null_mut(), 0),
@@ -124,12 +137,11 @@ impl Mapping {
             )
         };
         if base == libc::MAP_FAILED || (address.is_some() && base != hint) {
-            return Err(format!(
-                "cannot map {} bytes of buffers{}: {}",
-                layout.total,
-                address.map(|a| format!(" at {a:#x}")).unwrap_or_default(),
-                std::io::Error::last_os_error()
-            ));
+            return Err(BufferError::Map {
+                bytes: layout.total,
+                at: address.map(|a| format!(" at {a:#x}")).unwrap_or_default(),
+                error: std::io::Error::last_os_error(),
+            });
         }
         // SAFETY: the mapping's range; advice only.
         unsafe { libc::madvise(base, layout.total, libc::MADV_HUGEPAGE) };

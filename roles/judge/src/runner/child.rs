@@ -18,7 +18,7 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::time::{Duration, Instant};
 
 use hpcagent_sandbox::limits::Limits;
-use hpcagent_sandbox::namespaces::{Spawn, describe_start_failure};
+use hpcagent_sandbox::namespaces::{NamespaceError, Spawn, describe_start_failure};
 
 use super::process::FAILED;
 use super::protocol::{Report, RunnerSetup, read_frame};
@@ -98,14 +98,27 @@ pub struct Start<'a> {
     pub namespaces: bool,
 }
 
+/// Why a runner could not be started.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("pipe: {0}")]
+    Pipe(nix::Error),
+    #[error("NUL in {0:?}")]
+    Nul(String),
+    #[error(transparent)]
+    Spawn(#[from] NamespaceError),
+    #[error(transparent)]
+    Setup(#[from] serde_json::Error),
+}
+
 impl Child {
     /// Starts a runner and sends it its setup; it is running until [`ready`].
     ///
     /// [`ready`]: Child::ready
-    pub fn start(setup: &RunnerSetup, start: &Start) -> Result<Child, String> {
+    pub fn start(setup: &RunnerSetup, start: &Start) -> Result<Child, StartError> {
         let (calls_r, calls_w) = pipe()?;
         let (report_r, report_w) = pipe()?;
-        let c = |s: &str| std::ffi::CString::new(s).map_err(|_| format!("NUL in {s:?}"));
+        let c = |s: &str| std::ffi::CString::new(s).map_err(|_| StartError::Nul(s.to_string()));
         let spawn = Spawn {
             program: c(&start.exe.display().to_string())?,
             argv: super::RUNNER_PROCESS_ARGS
@@ -130,7 +143,7 @@ impl Child {
             namespaces: start.namespaces,
             same_layout: true,
         };
-        let started = spawn.start().map_err(|e| e.to_string())?;
+        let started = spawn.start()?;
         // The runner holds its ends now; ours would keep its channel open.
         drop((calls_r, report_w));
         let mut child = Child {
@@ -143,7 +156,7 @@ impl Child {
             phase: Phase::Starting,
             reaped: false,
         };
-        let mut text = serde_json::to_vec(setup).map_err(|e| e.to_string())?;
+        let mut text = serde_json::to_vec(setup)?;
         text.push(b'\n');
         // A runner that died at once closed its stdin: `ready` says why.
         if let Some(calls) = &mut child.calls {
@@ -356,8 +369,8 @@ fn gone(status: i32, phase: Phase) -> Gone {
     }
 }
 
-fn pipe() -> Result<(OwnedFd, OwnedFd), String> {
-    nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| format!("pipe: {e}"))
+fn pipe() -> Result<(OwnedFd, OwnedFd), StartError> {
+    nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(StartError::Pipe)
 }
 
 /// Whether `file` has something to read (or was closed) within `timeout`.

@@ -7,6 +7,33 @@ use std::ffi::c_void;
 
 use crate::language::Language;
 
+/// Why a device could not be opened or a call on it failed.
+#[derive(Debug, thiserror::Error)]
+pub enum DeviceError {
+    #[error("the CUDA driver (libcuda.so) is not installed on this node")]
+    NoCuda,
+    #[error("the HIP runtime (libamdhip64.so) is not installed on this node")]
+    NoHip,
+    /// Opening the device: `what` of init, device 0, its context.
+    #[error("CUDA {what}: {error:?}")]
+    CudaOpen {
+        what: &'static str,
+        error: cudarc::driver::DriverError,
+    },
+    #[error("{call}: {error:?}")]
+    Cuda {
+        call: &'static str,
+        error: cudarc::driver::DriverError,
+    },
+    #[error("{name}: {error}")]
+    HipSymbol {
+        name: &'static str,
+        error: libloading::Error,
+    },
+    #[error("{name} failed with hipError {code}")]
+    Hip { name: &'static str, code: i32 },
+}
+
 /// A buffer in device memory.
 #[derive(Debug, Clone, Copy)]
 pub struct Buffer {
@@ -15,15 +42,15 @@ pub struct Buffer {
 
 /// Allocation, copies and synchronization on one kind of device.
 pub trait Device {
-    fn alloc(&mut self, bytes: usize) -> Result<Buffer, String>;
-    fn upload(&mut self, dst: Buffer, src: &[u8]) -> Result<(), String>;
-    fn download(&mut self, src: Buffer, dst: &mut [u8]) -> Result<(), String>;
+    fn alloc(&mut self, bytes: usize) -> Result<Buffer, DeviceError>;
+    fn upload(&mut self, dst: Buffer, src: &[u8]) -> Result<(), DeviceError>;
+    fn download(&mut self, src: Buffer, dst: &mut [u8]) -> Result<(), DeviceError>;
     /// Waits until every call issued so far has finished.
-    fn sync(&mut self) -> Result<(), String>;
+    fn sync(&mut self) -> Result<(), DeviceError>;
 }
 
 /// The device a language's kernels use; `None` for host languages.
-pub fn for_language(language: Language) -> Result<Option<Box<dyn Device>>, String> {
+pub fn for_language(language: Language) -> Result<Option<Box<dyn Device>>, DeviceError> {
     match language {
         Language::C | Language::Cpp | Language::Fortran => Ok(None),
         Language::Cuda => Ok(Some(Box::new(Cuda::open()?))),
@@ -36,14 +63,14 @@ pub fn for_language(language: Language) -> Result<Option<Box<dyn Device>>, Strin
 pub struct Cuda;
 
 impl Cuda {
-    fn open() -> Result<Cuda, String> {
+    fn open() -> Result<Cuda, DeviceError> {
         use cudarc::driver::result;
         // Check before any cudarc call: its loaders panic when the library is absent.
         // SAFETY: only tries to dlopen the driver library.
         if !unsafe { cudarc::driver::sys::is_culib_present() } {
-            return Err("the CUDA driver (libcuda.so) is not installed on this node".into());
+            return Err(DeviceError::NoCuda);
         }
-        let fail = |what: &str, e: cudarc::driver::DriverError| format!("CUDA {what}: {e:?}");
+        let fail = |what, error| DeviceError::CudaOpen { what, error };
         result::init().map_err(|e| fail("init", e))?;
         let device = result::device::get(0).map_err(|e| fail("device 0", e))?;
         // SAFETY: the device handle is valid; the context is kept for the process.
@@ -56,34 +83,49 @@ impl Cuda {
 }
 
 impl Device for Cuda {
-    fn alloc(&mut self, bytes: usize) -> Result<Buffer, String> {
+    fn alloc(&mut self, bytes: usize) -> Result<Buffer, DeviceError> {
         if bytes == 0 {
             return Ok(Buffer {
                 ptr: std::ptr::null_mut(),
             });
         }
         // SAFETY: a current context was set in `open`.
-        let ptr = unsafe { cudarc::driver::result::malloc_sync(bytes) }
-            .map_err(|e| format!("cuMemAlloc: {e:?}"))?;
+        let ptr = unsafe { cudarc::driver::result::malloc_sync(bytes) }.map_err(|error| {
+            DeviceError::Cuda {
+                call: "cuMemAlloc",
+                error,
+            }
+        })?;
         Ok(Buffer {
             ptr: ptr as usize as *mut c_void,
         })
     }
 
-    fn upload(&mut self, dst: Buffer, src: &[u8]) -> Result<(), String> {
+    fn upload(&mut self, dst: Buffer, src: &[u8]) -> Result<(), DeviceError> {
         // SAFETY: dst is a device allocation of at least src.len() bytes.
-        unsafe { cudarc::driver::result::memcpy_htod_sync(dst.ptr as usize as u64, src) }
-            .map_err(|e| format!("cuMemcpyHtoD: {e:?}"))
+        unsafe { cudarc::driver::result::memcpy_htod_sync(dst.ptr as usize as u64, src) }.map_err(
+            |error| DeviceError::Cuda {
+                call: "cuMemcpyHtoD",
+                error,
+            },
+        )
     }
 
-    fn download(&mut self, src: Buffer, dst: &mut [u8]) -> Result<(), String> {
+    fn download(&mut self, src: Buffer, dst: &mut [u8]) -> Result<(), DeviceError> {
         // SAFETY: src is a device allocation of at least dst.len() bytes.
-        unsafe { cudarc::driver::result::memcpy_dtoh_sync(dst, src.ptr as usize as u64) }
-            .map_err(|e| format!("cuMemcpyDtoH: {e:?}"))
+        unsafe { cudarc::driver::result::memcpy_dtoh_sync(dst, src.ptr as usize as u64) }.map_err(
+            |error| DeviceError::Cuda {
+                call: "cuMemcpyDtoH",
+                error,
+            },
+        )
     }
 
-    fn sync(&mut self) -> Result<(), String> {
-        cudarc::driver::result::ctx::synchronize().map_err(|e| format!("cuCtxSynchronize: {e:?}"))
+    fn sync(&mut self) -> Result<(), DeviceError> {
+        cudarc::driver::result::ctx::synchronize().map_err(|error| DeviceError::Cuda {
+            call: "cuCtxSynchronize",
+            error,
+        })
     }
 }
 
@@ -96,25 +138,28 @@ pub struct Hip {
 }
 
 impl Hip {
-    fn open() -> Result<Hip, String> {
+    fn open() -> Result<Hip, DeviceError> {
         // SAFETY: loading a library runs its initializers; libamdhip64 is the
         // vendor runtime the submission links against anyway.
-        let lib = unsafe { libloading::Library::new("libamdhip64.so") }.map_err(|_| {
-            "the HIP runtime (libamdhip64.so) is not installed on this node".to_string()
-        })?;
+        let lib = unsafe { libloading::Library::new("libamdhip64.so") }
+            .map_err(|_| DeviceError::NoHip)?;
         let hip = Hip { lib };
         // SAFETY: hipSetDevice takes a device number.
         hip.call::<unsafe extern "C" fn(i32) -> HipStatus>("hipSetDevice", |f| unsafe { f(0) })?;
         Ok(hip)
     }
 
-    fn call<F: Copy>(&self, name: &str, invoke: impl FnOnce(F) -> HipStatus) -> Result<(), String> {
+    fn call<F: Copy>(
+        &self,
+        name: &'static str,
+        invoke: impl FnOnce(F) -> HipStatus,
+    ) -> Result<(), DeviceError> {
         // SAFETY: the symbol is looked up with the signature HIP documents for it.
-        let f =
-            unsafe { self.lib.get::<F>(name.as_bytes()) }.map_err(|e| format!("{name}: {e}"))?;
+        let f = unsafe { self.lib.get::<F>(name.as_bytes()) }
+            .map_err(|error| DeviceError::HipSymbol { name, error })?;
         match invoke(*f) {
             0 => Ok(()),
-            code => Err(format!("{name} failed with hipError {code}")),
+            code => Err(DeviceError::Hip { name, code }),
         }
     }
 }
@@ -125,7 +170,7 @@ const HIP_DEVICE_TO_HOST: i32 = 2;
 type HipMemcpy = unsafe extern "C" fn(*mut c_void, *const c_void, usize, i32) -> HipStatus;
 
 impl Device for Hip {
-    fn alloc(&mut self, bytes: usize) -> Result<Buffer, String> {
+    fn alloc(&mut self, bytes: usize) -> Result<Buffer, DeviceError> {
         let mut ptr: *mut c_void = std::ptr::null_mut();
         if bytes > 0 {
             self.call::<unsafe extern "C" fn(*mut *mut c_void, usize) -> HipStatus>(
@@ -137,7 +182,7 @@ impl Device for Hip {
         Ok(Buffer { ptr })
     }
 
-    fn upload(&mut self, dst: Buffer, src: &[u8]) -> Result<(), String> {
+    fn upload(&mut self, dst: Buffer, src: &[u8]) -> Result<(), DeviceError> {
         // SAFETY: `dst` is a device buffer of at least `src.len()` bytes (one
         // per region, as large as its largest use); `src` is borrowed throughout.
         self.call::<HipMemcpy>("hipMemcpy", |f| unsafe {
@@ -150,7 +195,7 @@ impl Device for Hip {
         })
     }
 
-    fn download(&mut self, src: Buffer, dst: &mut [u8]) -> Result<(), String> {
+    fn download(&mut self, src: Buffer, dst: &mut [u8]) -> Result<(), DeviceError> {
         // SAFETY: as in `upload`, the other way: `src` holds `dst.len()` bytes,
         // and `dst` is borrowed mutably throughout.
         self.call::<HipMemcpy>("hipMemcpy", |f| unsafe {
@@ -163,7 +208,7 @@ impl Device for Hip {
         })
     }
 
-    fn sync(&mut self) -> Result<(), String> {
+    fn sync(&mut self) -> Result<(), DeviceError> {
         // SAFETY: hipDeviceSynchronize takes no arguments.
         self.call::<unsafe extern "C" fn() -> HipStatus>("hipDeviceSynchronize", |f| unsafe { f() })
     }

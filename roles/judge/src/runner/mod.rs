@@ -137,12 +137,31 @@ pub struct Launch<'a> {
     pub lock: Option<&'a std::fs::File>,
 }
 
+/// Why a run could not be started or followed to its end.
+#[derive(Debug, thiserror::Error)]
+pub enum LaunchError {
+    #[error("pipe: {0}")]
+    Pipe(nix::Error),
+    #[error(transparent)]
+    Request(#[from] serde_json::Error),
+    #[error("{path}: {error}")]
+    OutputFile { path: String, error: std::io::Error },
+    #[error("output file: {0}")]
+    CloneOutput(std::io::Error),
+    #[error("cannot start the supervisor: {0}")]
+    Start(std::io::Error),
+    #[error("the supervisor vanished at start")]
+    Vanished,
+    #[error(transparent)]
+    Wait(std::io::Error),
+}
+
 /// Starts the supervisor, waits for it (or the deadline), and collects its report.
-pub async fn launch(launch: Launch<'_>) -> Result<RunOutcome, String> {
+pub async fn launch(launch: Launch<'_>) -> Result<RunOutcome, LaunchError> {
     let sandbox = launch.request.sandbox.clone();
     let (reader, writer) =
-        nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| format!("pipe: {e}"))?;
-    let request = serde_json::to_vec(&launch.request).map_err(|e| e.to_string())?;
+        nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(LaunchError::Pipe)?;
+    let request = serde_json::to_vec(&launch.request)?;
     let (stdout, stderr, held) = output_files(&sandbox)?;
     let mut command = match launch.wrapper.split_first() {
         Some((program, args)) => {
@@ -186,9 +205,9 @@ pub async fn launch(launch: Launch<'_>) -> Result<RunOutcome, String> {
     let mut child = tokio::process::Command::from(command)
         .kill_on_drop(true)
         .spawn()
-        .map_err(|e| format!("cannot start the supervisor: {e}"))?;
+        .map_err(LaunchError::Start)?;
     drop(writer);
-    let pid = child.id().ok_or("the supervisor vanished at start")?;
+    let pid = child.id().ok_or(LaunchError::Vanished)?;
     // Should this future be dropped mid-run, the run's processes go with it.
     let cleanup = KillOnDrop(pid);
     let budget = launch.output_bytes + (64 << 20);
@@ -202,7 +221,7 @@ pub async fn launch(launch: Launch<'_>) -> Result<RunOutcome, String> {
         let _ = stdin.write_all(&request).await;
     }
     let status = tokio::select! {
-        status = child.wait() => Some(status.map_err(|e| e.to_string())?),
+        status = child.wait() => Some(status.map_err(LaunchError::Wait)?),
         _ = tokio::time::sleep(launch.timeout) => None,
     };
     let wall = started.elapsed();
@@ -254,7 +273,7 @@ pub async fn launch(launch: Launch<'_>) -> Result<RunOutcome, String> {
 /// judge reads them back only through descriptors it opened.
 fn output_files(
     sandbox: &Path,
-) -> Result<(std::fs::File, std::fs::File, (std::fs::File, std::fs::File)), String> {
+) -> Result<(std::fs::File, std::fs::File, (std::fs::File, std::fs::File)), LaunchError> {
     let open = |p: PathBuf| {
         std::fs::OpenOptions::new()
             .read(true)
@@ -262,13 +281,16 @@ fn output_files(
             .create(true)
             .truncate(true)
             .open(&p)
-            .map_err(|e| format!("{}: {e}", p.display()))
+            .map_err(|error| LaunchError::OutputFile {
+                path: p.display().to_string(),
+                error,
+            })
     };
     let (stdout, stderr) = (
         open(sandbox.join("stdout.txt"))?,
         open(sandbox.join("stderr.txt"))?,
     );
-    let clone = |f: &std::fs::File| f.try_clone().map_err(|e| format!("output file: {e}"));
+    let clone = |f: &std::fs::File| f.try_clone().map_err(LaunchError::CloneOutput);
     let held = (clone(&stdout)?, clone(&stderr)?);
     Ok((stdout, stderr, held))
 }

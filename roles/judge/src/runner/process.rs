@@ -41,7 +41,13 @@ pub const DONE: u8 = b'D';
 /// A call failed in the runner's own code (a device error); a frame follows.
 pub const FAILED: u8 = b'F';
 
+/// Where the runner failed, and why in words: the report's `Failed` frame.
 type Failure = (&'static str, String);
+
+/// The failure at `stage` of an error, in its own words.
+fn at<E: std::fmt::Display>(stage: &'static str) -> impl FnOnce(E) -> Failure {
+    move |e| (stage, e.to_string())
+}
 
 /// Runs the runner; returns its exit code.
 pub fn main() -> i32 {
@@ -77,10 +83,10 @@ fn run(calls_in: &mut impl BufRead, report: &mut File) -> Result<(), Failure> {
         sizes: setup.sizes.clone(),
         total: setup.buffer_bytes,
     };
-    let buffers = Mapping::map(BUFFERS_FD, &layout, Some(super::buffers::ADDRESS))
-        .map_err(|e| ("buffers", e))?;
+    let buffers =
+        Mapping::map(BUFFERS_FD, &layout, Some(super::buffers::ADDRESS)).map_err(at("buffers"))?;
     if let Some(id) = setup.run_as {
-        become_user(id).map_err(|e| ("privileges", e.to_string()))?;
+        become_user(id).map_err(at("privileges"))?;
         // Changing user clears the parent-death signal: ask for it again.
         hpcagent_sandbox::reap::die_with_parent(libc::SIGKILL);
     }
@@ -90,14 +96,13 @@ fn run(calls_in: &mut impl BufRead, report: &mut File) -> Result<(), Failure> {
     unsafe { libc::syscall(libc::SYS_close_range, CALLS_FD as u32 + 1, u32::MAX, 0) };
     let landlock = confine(&setup)?;
     let counters = !setup.papi_events.is_empty();
-    let filters =
-        Filters::new(Profile::Run { counters }).map_err(|e| ("seccomp", e.to_string()))?;
+    let filters = Filters::new(Profile::Run { counters }).map_err(at("seccomp"))?;
     filters
         .install()
         .map_err(|e| ("seccomp", format!("cannot install the filter: {e}")))?;
-    let device = device::for_language(setup.language).map_err(|e| ("device", e))?;
+    let device = device::for_language(setup.language).map_err(at("device"))?;
     let papi = match counters {
-        true => Some(Papi::open(&setup.papi_events).map_err(|e| ("papi", e))?),
+        true => Some(Papi::open(&setup.papi_events).map_err(at("papi"))?),
         false => None,
     };
     // From here on the library's own code may run and write to the
@@ -122,11 +127,11 @@ fn run(calls_in: &mut impl BufRead, report: &mut File) -> Result<(), Failure> {
     while calls_in.read_exact(&mut index).is_ok() {
         let index = u32::from_le_bytes(index) as usize;
         if let Some(p) = &papi {
-            p.start().map_err(|e| ("papi", e))?;
+            p.start().map_err(at("papi"))?;
         }
         let called = calls.call(code, index, &buffers);
         if let Some(p) = &papi {
-            for (name, value) in p.stop().map_err(|e| ("papi", e))? {
+            for (name, value) in p.stop().map_err(at("papi"))? {
                 *totals.entry(name).or_default() += value;
             }
         }
@@ -167,7 +172,7 @@ fn confine(setup: &RunnerSetup) -> Result<Enforcement, Failure> {
         connect: Vec::new(),
         gpus: setup.language.is_gpu(),
     };
-    confinement.apply().map_err(|e| ("confine", e.to_string()))
+    confinement.apply().map_err(at("confine"))
 }
 
 /// Loads the library with every symbol bound now (not at first use): one
@@ -237,7 +242,7 @@ impl Calls {
                 let mut staged = Vec::new();
                 for (region, &offset) in setup.offsets.iter().enumerate() {
                     let bytes = region_bytes(setup, region);
-                    let buffer = d.alloc(bytes).map_err(|e| ("alloc", e))?;
+                    let buffer = d.alloc(bytes).map_err(at("alloc"))?;
                     staged.push(Staged {
                         offset,
                         device: buffer,
@@ -315,9 +320,9 @@ impl Calls {
                 let s = &staged[region];
                 device
                     .upload(s.device, buffers.bytes(s.offset, bytes))
-                    .map_err(|e| ("copy", e))?;
+                    .map_err(at("copy"))?;
             }
-            device.sync().map_err(|e| ("sync", e))?;
+            device.sync().map_err(at("sync"))?;
         }
         let args: Vec<Arg> = values
             .iter()
@@ -333,7 +338,7 @@ impl Calls {
         // buffers are as large as the call's shapes say.
         unsafe { cif.call::<()>(code, &args) };
         if let Some((device, staged)) = &mut self.device {
-            device.sync().map_err(|e| ("sync", e))?;
+            device.sync().map_err(at("sync"))?;
             for &(region, bytes, output) in &self.arrays[index] {
                 if output {
                     let s = &staged[region];
@@ -341,7 +346,7 @@ impl Calls {
                     // SAFETY: the region holds at least `bytes`; this
                     // process is the only writer while it runs.
                     let dst = unsafe { std::slice::from_raw_parts_mut(host, bytes) };
-                    device.download(s.device, dst).map_err(|e| ("copy", e))?;
+                    device.download(s.device, dst).map_err(at("copy"))?;
                 }
             }
         }

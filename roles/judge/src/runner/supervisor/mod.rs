@@ -138,7 +138,7 @@ impl<'a> Run<'a> {
         let (memfd, buffers) = match Mapping::create(&layout) {
             Ok(made) => made,
             Err(e) => {
-                fail(channel, Side::Candidate, "buffers", e);
+                fail(channel, Side::Candidate, "buffers", e.to_string());
                 return Err(());
             }
         };
@@ -189,9 +189,9 @@ impl<'a> Run<'a> {
                 let dir = library.parent().unwrap_or(Path::new("/"));
                 let quiet = (null.as_raw_fd(), null.as_raw_fd());
                 let started = Child::start(&setup(library, dir, false), &start(quiet))
-                    .map_err(|message| Gone::Failed {
+                    .map_err(|e| Gone::Failed {
                         stage: "start".into(),
-                        message,
+                        message: e.to_string(),
                     })
                     .and_then(|mut child| child.ready(STARTUP, |_| {}).map(|()| child));
                 match started {
@@ -210,7 +210,7 @@ impl<'a> Run<'a> {
         ) {
             Ok(child) => child,
             Err(e) => {
-                fail(channel, Side::Candidate, "start", e);
+                fail(channel, Side::Candidate, "start", e.to_string());
                 return Err(());
             }
         };
