@@ -38,7 +38,7 @@ pub enum OracleError {
         "{PYTHON_VAR}={python} cannot run the judge's NumPy oracle: {why}; \
          install NumPy into it, or unset {PYTHON_VAR} to let the judge make its own"
     )]
-    Named { python: String, why: String },
+    Named { python: String, why: CommandError },
     #[error(
         "the judge's oracle needs Python 3 with NumPy: python3 {found}, and making \
          one in {dir} failed: {why}; install NumPy (`python3 -m pip install numpy`, \
@@ -47,7 +47,49 @@ pub enum OracleError {
     Provision {
         found: String,
         dir: PathBuf,
-        why: String,
+        why: ProvisionError,
+    },
+}
+
+/// Why making the environment failed.
+#[derive(Debug, Error)]
+pub enum ProvisionError {
+    #[error("{path}: {error}")]
+    Io {
+        path: PathBuf,
+        error: std::io::Error,
+    },
+    #[error("python3 -m venv: {0}")]
+    Venv(CommandError),
+    #[error("pip install {NUMPY}: {0}")]
+    Pip(CommandError),
+    #[error(transparent)]
+    Probe(#[from] CommandError),
+}
+
+fn io_at(path: &Path) -> impl FnOnce(std::io::Error) -> ProvisionError + '_ {
+    move |error| ProvisionError::Io {
+        path: path.to_path_buf(),
+        error,
+    }
+}
+
+/// Why a command the oracle runs failed.
+#[derive(Debug, Error)]
+pub enum CommandError {
+    #[error("a temporary file: {0}")]
+    Temp(std::io::Error),
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    #[error("cannot start it: {0}")]
+    Start(std::io::Error),
+    #[error("no answer within {0} s")]
+    Timeout(u64),
+    /// It failed: its status, and the last line it wrote to stderr.
+    #[error("{status} ({last})")]
+    Failed {
+        status: std::process::ExitStatus,
+        last: String,
     },
 }
 
@@ -77,7 +119,7 @@ pub fn find(cache: &Path, progress: impl Fn(&str)) -> Result<Oracle, OracleError
 }
 
 /// NumPy's version in `python`, or why it cannot import it.
-pub fn probe(python: &str) -> Result<String, String> {
+pub fn probe(python: &str) -> Result<String, CommandError> {
     let out = run(
         Command::new(python).args(["-c", "import numpy; print(numpy.__version__)"]),
         PROBE_TIMEOUT,
@@ -87,13 +129,12 @@ pub fn probe(python: &str) -> Result<String, String> {
 
 /// The environment in `dir`: reused when a finished one is there, else made
 /// anew (one judge at a time: the others wait on its lock, then reuse it).
-fn provision(dir: &Path, progress: impl Fn(&str)) -> Result<Oracle, String> {
+fn provision(dir: &Path, progress: impl Fn(&str)) -> Result<Oracle, ProvisionError> {
     let parent = dir.parent().expect("the environment has a parent");
-    std::fs::create_dir_all(parent).map_err(|e| format!("{}: {e}", parent.display()))?;
+    std::fs::create_dir_all(parent).map_err(io_at(parent))?;
     let lock_path = dir.with_extension("lock");
-    let lock =
-        std::fs::File::create(&lock_path).map_err(|e| format!("{}: {e}", lock_path.display()))?;
-    let _held = hold(lock).map_err(|e| format!("{}: {e}", lock_path.display()))?;
+    let lock = std::fs::File::create(&lock_path).map_err(io_at(&lock_path))?;
+    let _held = hold(lock).map_err(io_at(&lock_path))?;
     let python = dir.join("bin").join("python");
     let python_str = python.to_string_lossy().into_owned();
     let ready = dir.join(".ready");
@@ -107,7 +148,7 @@ fn provision(dir: &Path, progress: impl Fn(&str)) -> Result<Oracle, String> {
     }
     // A half-made environment (a judge killed while installing) goes.
     if dir.exists() {
-        std::fs::remove_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        std::fs::remove_dir_all(dir).map_err(io_at(dir))?;
     }
     progress(&format!(
         "python3 has no NumPy: installing it for the judge's oracle into {} (once)",
@@ -117,7 +158,7 @@ fn provision(dir: &Path, progress: impl Fn(&str)) -> Result<Oracle, String> {
         Command::new("python3").arg("-m").arg("venv").arg(dir),
         INSTALL_TIMEOUT,
     )
-    .map_err(|why| format!("python3 -m venv: {why}"))?;
+    .map_err(ProvisionError::Venv)?;
     run(
         Command::new(&python).args([
             "-m",
@@ -134,9 +175,9 @@ fn provision(dir: &Path, progress: impl Fn(&str)) -> Result<Oracle, String> {
         ]),
         INSTALL_TIMEOUT,
     )
-    .map_err(|why| format!("pip install {NUMPY}: {why}"))?;
+    .map_err(ProvisionError::Pip)?;
     let numpy = probe(&python_str)?;
-    std::fs::write(&ready, &numpy).map_err(|e| format!("{}: {e}", ready.display()))?;
+    std::fs::write(&ready, &numpy).map_err(io_at(&ready))?;
     progress(&format!("NumPy {numpy} installed for the judge's oracle"));
     Ok(Oracle {
         python: python_str,
@@ -162,22 +203,22 @@ fn hold(file: std::fs::File) -> std::io::Result<std::fs::File> {
 /// Runs `command` to its end within `timeout`: its stdout, or why it failed
 /// (with the last line it wrote to stderr). Its output goes to files, not
 /// pipes, so a chatty installer cannot block on a full pipe.
-fn run(command: &mut Command, timeout: Duration) -> Result<String, String> {
+fn run(command: &mut Command, timeout: Duration) -> Result<String, CommandError> {
     let (mut stdout, mut stderr) = (temp()?, temp()?);
     let mut child = command
         .stdin(Stdio::null())
-        .stdout(stdout.try_clone().map_err(|e| e.to_string())?)
-        .stderr(stderr.try_clone().map_err(|e| e.to_string())?)
+        .stdout(stdout.try_clone()?)
+        .stderr(stderr.try_clone()?)
         .spawn()
-        .map_err(|e| format!("cannot start it: {e}"))?;
+        .map_err(CommandError::Start)?;
     let deadline = Instant::now() + timeout;
     let status = loop {
-        match child.try_wait().map_err(|e| e.to_string())? {
+        match child.try_wait()? {
             Some(status) => break status,
             None if Instant::now() >= deadline => {
                 let _ = child.kill();
                 let _ = child.wait();
-                return Err(format!("no answer within {} s", timeout.as_secs()));
+                return Err(CommandError::Timeout(timeout.as_secs()));
             }
             None => std::thread::sleep(Duration::from_millis(20)),
         }
@@ -197,9 +238,12 @@ fn run(command: &mut Command, timeout: Duration) -> Result<String, String> {
         .rev()
         .find(|l| !l.trim().is_empty())
         .unwrap_or("");
-    Err(format!("{status} ({})", last.trim()))
+    Err(CommandError::Failed {
+        status,
+        last: last.trim().to_string(),
+    })
 }
 
-fn temp() -> Result<std::fs::File, String> {
-    tempfile::tempfile().map_err(|e| format!("a temporary file: {e}"))
+fn temp() -> Result<std::fs::File, CommandError> {
+    tempfile::tempfile().map_err(CommandError::Temp)
 }

@@ -97,31 +97,70 @@ pub fn describe() -> String {
     )
 }
 
+/// A flag the judge refuses, and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("flag {token:?} refused: {why}")]
+pub struct Refused {
+    pub token: String,
+    pub why: Why,
+}
+
+/// Why a flag is refused; the words are the agent's to read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Why {
+    #[error("{0} changes floating-point results; the judge compares against exact semantics")]
+    FastMath(&'static str),
+    #[error("-D needs a macro name")]
+    MacroName,
+    #[error("-l takes a library name, not a file")]
+    LibraryFile,
+    #[error(
+        "library {lib:?} is not installed in the shared mount (installed: {installed}) nor a system library"
+    )]
+    NotInstalled { lib: String, installed: String },
+    #[error("the optimization level is fixed (-O3)")]
+    Optimization,
+    #[error("target flags are fixed (-march=native)")]
+    Target,
+    #[error("the language dialect is fixed")]
+    Dialect,
+    #[error("linker and pass-through options are not allowed")]
+    Linker,
+    #[error("the judge decides what is built")]
+    Output,
+    #[error("it can run or inject code outside the submission")]
+    Injection,
+    #[error("not in the allow-list (see the task's allowed flags)")]
+    NotAllowed,
+    #[error("no shared mount is configured on this judge")]
+    NoSharedMount,
+    #[error("{0} does not exist")]
+    NoDir(String),
+    #[error("{dir} is outside the shared mount {shared}")]
+    OutsideShared { dir: String, shared: String },
+}
+
 /// Checks every agent token; the first refusal says which and why.
 pub fn check(
     tokens: &[String],
     shared: Option<&Path>,
     shared_libraries: &[String],
-) -> Result<(), String> {
+) -> Result<(), Refused> {
     for token in tokens {
-        check_one(token, shared, shared_libraries)
-            .map_err(|why| format!("flag {token:?} refused: {why}"))?;
+        check_one(token, shared, shared_libraries).map_err(|why| Refused {
+            token: token.clone(),
+            why,
+        })?;
     }
     Ok(())
 }
 
-fn check_one(
-    token: &str,
-    shared: Option<&Path>,
-    shared_libraries: &[String],
-) -> Result<(), String> {
+fn check_one(token: &str, shared: Option<&Path>, shared_libraries: &[String]) -> Result<(), Why> {
     if let Some(fast) = FAST_MATH
         .iter()
         .find(|f| token == **f || token.starts_with(&format!("{f}=")))
     {
-        return Err(format!(
-            "{fast} changes floating-point results; the judge compares against exact semantics"
-        ));
+        return Err(Why::FastMath(fast));
     }
     if TUNING
         .iter()
@@ -136,11 +175,7 @@ fn check_one(
             .next()
             .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
             && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-        return if ok {
-            Ok(())
-        } else {
-            Err("-D needs a macro name".into())
-        };
+        return if ok { Ok(()) } else { Err(Why::MacroName) };
     }
     if let Some(dir) = token
         .strip_prefix("-I")
@@ -150,32 +185,30 @@ fn check_one(
     }
     if let Some(lib) = token.strip_prefix("-l") {
         if lib.is_empty() || lib.starts_with(':') || lib.contains('/') {
-            return Err("-l takes a library name, not a file".into());
+            return Err(Why::LibraryFile);
         }
         if SYSTEM_LIBRARIES.contains(&lib) || shared_libraries.iter().any(|l| l == lib) {
             return Ok(());
         }
-        return Err(format!(
-            "library {lib:?} is not installed in the shared mount (installed: {}) nor a system library",
-            if shared_libraries.is_empty() {
+        return Err(Why::NotInstalled {
+            lib: lib.to_string(),
+            installed: if shared_libraries.is_empty() {
                 "none".to_string()
             } else {
                 shared_libraries.join(", ")
-            }
-        ));
+            },
+        });
     }
     Err(match token {
-        t if t.starts_with("-O") => "the optimization level is fixed (-O3)".into(),
+        t if t.starts_with("-O") => Why::Optimization,
         t if t.starts_with("-m") || t.starts_with("-arch") || t.starts_with("--offload-arch") => {
-            "target flags are fixed (-march=native)".into()
+            Why::Target
         }
-        t if t.starts_with("-std=") => "the language dialect is fixed".into(),
+        t if t.starts_with("-std=") => Why::Dialect,
         t if t.starts_with("-Wl,") || t.starts_with("-Xlinker") || t.starts_with("-X") => {
-            "linker and pass-through options are not allowed".into()
+            Why::Linker
         }
-        "-o" | "-c" | "-S" | "-E" | "-shared" | "-static" | "-x" => {
-            "the judge decides what is built".into()
-        }
+        "-o" | "-c" | "-S" | "-E" | "-shared" | "-static" | "-x" => Why::Output,
         t if t.starts_with("-fplugin")
             || t.starts_with("-specs")
             || t.starts_with("-B")
@@ -184,25 +217,25 @@ fn check_one(
             || t.starts_with("-imacros")
             || t.starts_with("-wrapper") =>
         {
-            "it can run or inject code outside the submission".into()
+            Why::Injection
         }
-        _ => "not in the allow-list (see the task's allowed flags)".into(),
+        _ => Why::NotAllowed,
     })
 }
 
-fn inside_shared(dir: &str, shared: Option<&Path>) -> Result<(), String> {
+fn inside_shared(dir: &str, shared: Option<&Path>) -> Result<(), Why> {
     let Some(shared) = shared else {
-        return Err("no shared mount is configured on this judge".into());
+        return Err(Why::NoSharedMount);
     };
-    let resolved = std::fs::canonicalize(dir).map_err(|_| format!("{dir} does not exist"))?;
+    let resolved = std::fs::canonicalize(dir).map_err(|_| Why::NoDir(dir.to_string()))?;
     let shared = std::fs::canonicalize(shared).unwrap_or_else(|_| shared.to_path_buf());
     if resolved.starts_with(&shared) {
         Ok(())
     } else {
-        Err(format!(
-            "{dir} is outside the shared mount {}",
-            shared.display()
-        ))
+        Err(Why::OutsideShared {
+            dir: dir.to_string(),
+            shared: shared.display().to_string(),
+        })
     }
 }
 
@@ -210,7 +243,7 @@ fn inside_shared(dir: &str, shared: Option<&Path>) -> Result<(), String> {
 mod tests {
     use super::*;
 
-    fn verdict(token: &str) -> Result<(), String> {
+    fn verdict(token: &str) -> Result<(), Refused> {
         check(&[token.to_string()], None, &["myblas".into()])
     }
 
@@ -231,7 +264,7 @@ mod tests {
 
     #[test]
     fn refuses_with_reasons() {
-        let why = |t: &str| verdict(t).unwrap_err();
+        let why = |t: &str| verdict(t).unwrap_err().to_string();
         assert!(why("-ffast-math").contains("changes floating-point results"));
         assert!(why("-Ofast").contains("changes floating-point results"));
         assert!(why("-O2").contains("fixed (-O3)"));

@@ -16,7 +16,9 @@ use crate::judge::{Judge, Submission};
 use crate::slots::Slot;
 use crate::verdict::{Status, Verdict};
 
-use super::{Extras, Marks, Mode, Planner, Prepared, checks_after_public, fail, judge_outcome};
+use super::{
+    Extras, Marks, Mode, PlanError, Planner, Prepared, checks_after_public, fail, judge_outcome,
+};
 use rand_core::RngCore;
 
 /// Calls of the submission timed against the NumPy reference (after one
@@ -52,7 +54,7 @@ impl Judge {
         for plan in cases {
             let case = match plan {
                 Ok(plan) => self.data.hab_case(kernel, &plan).await,
-                Err(e) => return fail(verdict, Status::HarnessError, e),
+                Err(e) => return fail(verdict, Status::HarnessError, e.to_string()),
             };
             match case {
                 Ok(case) => made.push(case),
@@ -75,7 +77,7 @@ impl Judge {
             .collect();
         let (planner, marks) = match self.hab_steps(prepared, baseline.is_some(), mode, &data) {
             Ok(p) => p,
-            Err(e) => return fail(verdict, Status::HarnessError, e),
+            Err(e) => return fail(verdict, Status::HarnessError, e.to_string()),
         };
         let outcome = match self
             .run(
@@ -139,7 +141,7 @@ impl Judge {
         preset: Preset,
         rotation: Option<Rotation>,
         index: u32,
-    ) -> Result<crate::corpus::hab::InputPlan, String> {
+    ) -> Result<crate::corpus::hab::InputPlan, crate::corpus::hab::HabError> {
         let seed = match rotation {
             None => self.config.public_seed,
             Some(_) => seeded_rng(&[
@@ -150,9 +152,7 @@ impl Judge {
             ])
             .next_u64(),
         };
-        let mut plan = manifested
-            .input_plan(&tasks.root, preset.as_str(), seed, "fp64")
-            .map_err(|e| e.to_string())?;
+        let mut plan = manifested.input_plan(&tasks.root, preset.as_str(), seed, "fp64")?;
         plan.rotation = rotation;
         Ok(plan)
     }
@@ -166,7 +166,7 @@ impl Judge {
         paired: bool,
         mode: Mode,
         data: &[(CaseInputs, Reference)],
-    ) -> Result<(Planner<'a>, Marks), String> {
+    ) -> Result<(Planner<'a>, Marks), PlanError> {
         let submit = mode == Mode::Submit;
         let mut planner = Planner::per_case(prepared.kernel, prepared.precision);
         let public = if paired {

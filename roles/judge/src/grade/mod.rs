@@ -21,7 +21,7 @@ use std::time::Instant;
 
 pub(crate) use outcome::{Checked, Read, judge_outcome};
 pub(crate) use plan::Planner;
-use plan::{Marks, checks_after_public};
+use plan::{Marks, PlanError, checks_after_public};
 pub(crate) use prepare::Prepared;
 pub(crate) use run::Extras;
 
@@ -113,7 +113,7 @@ impl Judge {
         let planned = self.plan(prepared, baseline.is_some(), mode, &data);
         let (planner, read) = match planned {
             Ok(p) => p,
-            Err(e) => return fail(verdict, Status::HarnessError, e),
+            Err(e) => return fail(verdict, Status::HarnessError, e.to_string()),
         };
         let outcome = match self
             .run(prepared, baseline, planner, slot, Extras::default())
@@ -147,7 +147,7 @@ impl Judge {
         timed: bool,
         mode: Mode,
         data: &[(CaseInputs, Reference)],
-    ) -> Result<(Planner<'a>, Marks), String> {
+    ) -> Result<(Planner<'a>, Marks), PlanError> {
         let submit = mode == Mode::Submit;
         let mut planner = Planner::new(prepared.kernel, prepared.precision);
         if timed {

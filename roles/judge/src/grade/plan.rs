@@ -10,12 +10,25 @@
 
 use std::path::PathBuf;
 
-use crate::corpus::{DType, Kernel, Precision, ScalarValue, Sizes, abi};
+use crate::corpus::{DType, Kernel, Precision, ScalarValue, SizeError, Sizes, abi};
 use crate::data::{CaseInputs, Reference};
 use crate::runner::protocol::{ArraySpec, RunArg, Step};
 use crate::timing::StopRule;
 
 use super::{Checked, Read};
+
+/// Why a run's argument lists cannot be made for a case.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum PlanError {
+    #[error(transparent)]
+    Size(#[from] SizeError),
+    #[error("no size {0}")]
+    NoSize(String),
+    #[error("the case has no array {0}")]
+    NoArray(String),
+    #[error("the case has no value for {0}")]
+    NoValue(String),
+}
 
 /// Builds the steps of a run over `cases` (the public one first).
 pub(crate) struct Planner<'a> {
@@ -49,13 +62,13 @@ impl<'a> Planner<'a> {
     }
 
     /// The argument list for `sizes`, added once.
-    pub fn call(&mut self, sizes: &Sizes) -> Result<usize, String> {
+    pub fn call(&mut self, sizes: &Sizes) -> Result<usize, PlanError> {
         let args = call_args(self.kernel, self.precision, sizes)?;
         Ok(self.add(args))
     }
 
     /// The argument list of `case`, added once.
-    fn call_of(&mut self, case: &CaseInputs) -> Result<usize, String> {
+    fn call_of(&mut self, case: &CaseInputs) -> Result<usize, PlanError> {
         if !self.per_case {
             return self.call(&case.sizes);
         }
@@ -72,7 +85,7 @@ impl<'a> Planner<'a> {
     }
 
     /// Timed pairs on fresh copies of `case`'s inputs.
-    pub fn pairs_on(&mut self, case: &CaseInputs, stop: StopRule) -> Result<(), String> {
+    pub fn pairs_on(&mut self, case: &CaseInputs, stop: StopRule) -> Result<(), PlanError> {
         let call = self.call_of(case)?;
         self.steps.push(Step::Pairs {
             call,
@@ -85,7 +98,12 @@ impl<'a> Planner<'a> {
     }
 
     /// Timed pairs at `sizes` on inputs drawn from `seed`.
-    pub fn pairs(&mut self, sizes: &Sizes, seed: [u8; 32], stop: StopRule) -> Result<(), String> {
+    pub fn pairs(
+        &mut self,
+        sizes: &Sizes,
+        seed: [u8; 32],
+        stop: StopRule,
+    ) -> Result<(), PlanError> {
         let call = self.call(sizes)?;
         self.steps.push(Step::Pairs {
             call,
@@ -104,7 +122,7 @@ impl<'a> Planner<'a> {
         case: &CaseInputs,
         outputs: bool,
         digest: bool,
-    ) -> Result<usize, String> {
+    ) -> Result<usize, PlanError> {
         self.check_calls(label, case, 1, outputs, digest)
     }
 
@@ -116,7 +134,7 @@ impl<'a> Planner<'a> {
         calls: u32,
         outputs: bool,
         digest: bool,
-    ) -> Result<usize, String> {
+    ) -> Result<usize, PlanError> {
         let call = self.call_of(case)?;
         self.steps.push(Step::Check {
             label: label.to_string(),
@@ -137,7 +155,7 @@ impl<'a> Planner<'a> {
         seconds: f64,
         fewest: u32,
         most: u32,
-    ) -> Result<(), String> {
+    ) -> Result<(), PlanError> {
         let call = self.call_of(case)?;
         self.steps.push(Step::Profile {
             call,
@@ -199,8 +217,8 @@ pub(crate) fn call_args(
     kernel: &Kernel,
     precision: Precision,
     sizes: &Sizes,
-) -> Result<Vec<RunArg>, String> {
-    let workspace = kernel.workspace_bytes(sizes).map_err(|e| e.to_string())?;
+) -> Result<Vec<RunArg>, PlanError> {
+    let workspace = kernel.workspace_bytes(sizes)?;
     abi::args(kernel, precision)
         .into_iter()
         .map(|arg| {
@@ -213,16 +231,16 @@ pub(crate) fn call_args(
                         .expect("every ABI array is the kernel's");
                     RunArg::Array {
                         index,
-                        shape: kernel
-                            .shape(&kernel.arrays[index], sizes)
-                            .map_err(|e| e.to_string())?,
+                        shape: kernel.shape(&kernel.arrays[index], sizes)?,
                     }
                 }
                 abi::Arg::Scalar { name, dtype } => {
                     let value = match kernel.scalars.iter().find(|s| s.name == name) {
                         Some(s) => s.value,
                         None => ScalarValue::Int(
-                            *sizes.get(&name).ok_or_else(|| format!("no size {name}"))?,
+                            *sizes
+                                .get(&name)
+                                .ok_or_else(|| PlanError::NoSize(name.clone()))?,
                         ),
                     };
                     scalar_arg(value, dtype)
@@ -240,7 +258,7 @@ fn case_args(
     kernel: &Kernel,
     precision: Precision,
     case: &CaseInputs,
-) -> Result<Vec<RunArg>, String> {
+) -> Result<Vec<RunArg>, PlanError> {
     abi::args(kernel, precision)
         .into_iter()
         .map(|arg| {
@@ -249,7 +267,7 @@ fn case_args(
                     let index = kernel.arrays.iter().position(|a| a.name == name);
                     let data = case.arrays.iter().find(|a| a.name == name);
                     let (Some(index), Some(data)) = (index, data) else {
-                        return Err(format!("the case has no array {name}"));
+                        return Err(PlanError::NoArray(name));
                     };
                     RunArg::Array {
                         index,
@@ -262,7 +280,7 @@ fn case_args(
                         .iter()
                         .find(|(n, ..)| *n == name)
                         .map(|(_, value, _)| *value)
-                        .ok_or_else(|| format!("the case has no value for {name}"))?;
+                        .ok_or_else(|| PlanError::NoValue(name.clone()))?;
                     scalar_arg(value, dtype)
                 }
                 abi::Arg::Workspace => RunArg::Workspace(case.workspace_bytes),
@@ -313,7 +331,7 @@ pub(crate) fn checks_after_public<'a>(
     public: usize,
     data: &[(CaseInputs, Reference)],
     submit: bool,
-) -> Result<(Planner<'a>, Marks), String> {
+) -> Result<(Planner<'a>, Marks), PlanError> {
     let mut held_out = Vec::new();
     for (i, (inputs, _)) in data.iter().enumerate().skip(1) {
         held_out.push(planner.check(&format!("held-out {i}"), inputs, true, false)?);

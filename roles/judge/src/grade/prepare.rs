@@ -37,7 +37,7 @@ impl Judge {
             self.config.shared.as_deref(),
             &self.shared_libraries(),
         )
-        .map_err(JudgeError::InvalidArgument)?;
+        .map_err(|e| JudgeError::InvalidArgument(e.to_string()))?;
         let language = submission.language;
         self.check_device(language)?;
         let mut verdict = Verdict::new(Status::HarnessError, "");

@@ -94,11 +94,11 @@ impl Judge {
             let mut planner = Planner::new(prepared.kernel, prepared.precision);
             let public = planner
                 .check("public", &data.0, true, false)
-                .map_err(JudgeError::Internal)?;
+                .map_err(|e| JudgeError::Internal(e.to_string()))?;
             if tool != Tool::None {
                 planner
                     .profile(&data.0, PROFILE_SECONDS, PROFILE_REPS, 200)
-                    .map_err(JudgeError::Internal)?;
+                    .map_err(|e| JudgeError::Internal(e.to_string()))?;
             }
             Ok((planner, public))
         };
