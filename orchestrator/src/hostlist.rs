@@ -27,12 +27,33 @@ const MAX_HOSTS: usize = 1 << 20;
 #[error("invalid hostlist {expr:?}: {reason}")]
 pub struct HostlistError {
     pub expr: String,
-    pub reason: String,
+    pub reason: Reason,
+}
+
+/// What is wrong with a hostlist.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Reason {
+    #[error("']' without '['")]
+    UnopenedBracket,
+    #[error("'[' without ']'")]
+    UnclosedBracket,
+    #[error("text {0:?} after the last ']'")]
+    TextAfterBracket(String),
+    #[error("more than {MAX_HOSTS} hosts")]
+    TooManyHosts,
+    #[error("invalid range {0:?}")]
+    Range(String),
+    #[error("number too large in {0:?}")]
+    NumberTooLarge(String),
+    #[error("invalid range {part:?}: {lo} > {hi}")]
+    Reversed { part: String, lo: u64, hi: u64 },
+    #[error("range {0:?} has more than {MAX_HOSTS} hosts")]
+    RangeTooLarge(String),
 }
 
 /// Every host name an expression denotes, in order, duplicates kept.
 pub fn expand(expr: &str) -> Result<Vec<String>, HostlistError> {
-    let fail = |reason: String| HostlistError {
+    let fail = |reason: Reason| HostlistError {
         expr: expr.to_string(),
         reason,
     };
@@ -40,7 +61,7 @@ pub fn expand(expr: &str) -> Result<Vec<String>, HostlistError> {
     for item in split_top_level(expr).map_err(fail)? {
         expand_item(item, &mut hosts).map_err(fail)?;
         if hosts.len() > MAX_HOSTS {
-            return Err(fail(format!("more than {MAX_HOSTS} hosts")));
+            return Err(fail(Reason::TooManyHosts));
         }
     }
     Ok(hosts)
@@ -56,14 +77,14 @@ pub fn compress<S: AsRef<str>>(hosts: &[S]) -> String {
 }
 
 /// Splits at commas and whitespace outside brackets; drops empty items.
-fn split_top_level(expr: &str) -> Result<Vec<&str>, String> {
+fn split_top_level(expr: &str) -> Result<Vec<&str>, Reason> {
     let mut items = Vec::new();
     let mut depth = 0usize;
     let mut start = 0;
     for (i, c) in expr.char_indices() {
         match c {
             '[' => depth += 1,
-            ']' => depth = depth.checked_sub(1).ok_or("']' without '['")?,
+            ']' => depth = depth.checked_sub(1).ok_or(Reason::UnopenedBracket)?,
             ',' | ' ' | '\t' | '\n' if depth == 0 => {
                 items.push(&expr[start..i]);
                 start = i + c.len_utf8();
@@ -72,7 +93,7 @@ fn split_top_level(expr: &str) -> Result<Vec<&str>, String> {
         }
     }
     if depth != 0 {
-        return Err("'[' without ']'".into());
+        return Err(Reason::UnclosedBracket);
     }
     items.push(&expr[start..]);
     Ok(items.into_iter().filter(|s| !s.is_empty()).collect())
@@ -81,17 +102,17 @@ fn split_top_level(expr: &str) -> Result<Vec<&str>, String> {
 /// Expands one item such as `a[1-2]b[3-4]`, in Slurm's order: the last
 /// bracket varies fastest, the one before it slowest, then the others from
 /// right to left (`x[1-2]y[1-2]z[1-2]` gives x1y1z1 x1y1z2 x2y1z1 …).
-fn expand_item(item: &str, out: &mut Vec<String>) -> Result<(), String> {
+fn expand_item(item: &str, out: &mut Vec<String>) -> Result<(), Reason> {
     let Some(open) = item.rfind('[') else {
         if item.contains(']') {
-            return Err("']' without '['".into());
+            return Err(Reason::UnopenedBracket);
         }
         out.push(item.to_string());
         return Ok(());
     };
-    let close = open + item[open..].find(']').ok_or("'[' without ']'")?;
+    let close = open + item[open..].find(']').ok_or(Reason::UnclosedBracket)?;
     if close + 1 != item.len() {
-        return Err(format!("text {:?} after the last ']'", &item[close + 1..]));
+        return Err(Reason::TextAfterBracket(item[close + 1..].to_string()));
     }
     let numbers = bracket_numbers(&item[open + 1..close])?;
     expand_prefix(&item[..open], &numbers, out)
@@ -99,19 +120,19 @@ fn expand_item(item: &str, out: &mut Vec<String>) -> Result<(), String> {
 
 /// Expands the brackets left in `prefix` (rightmost first, outermost), then
 /// appends each of the last bracket's `numbers`.
-fn expand_prefix(prefix: &str, numbers: &[String], out: &mut Vec<String>) -> Result<(), String> {
+fn expand_prefix(prefix: &str, numbers: &[String], out: &mut Vec<String>) -> Result<(), Reason> {
     let Some(open) = prefix.rfind('[') else {
         if prefix.contains(']') {
-            return Err("']' without '['".into());
+            return Err(Reason::UnopenedBracket);
         }
         out.extend(numbers.iter().map(|n| format!("{prefix}{n}")));
         return if out.len() > MAX_HOSTS {
-            Err(format!("more than {MAX_HOSTS} hosts"))
+            Err(Reason::TooManyHosts)
         } else {
             Ok(())
         };
     };
-    let close = open + prefix[open..].find(']').ok_or("'[' without ']'")?;
+    let close = open + prefix[open..].find(']').ok_or(Reason::UnclosedBracket)?;
     let (head, tail) = (&prefix[..open], &prefix[close + 1..]);
     for n in bracket_numbers(&prefix[open + 1..close])? {
         expand_prefix(&format!("{head}{n}{tail}"), numbers, out)?;
@@ -120,24 +141,28 @@ fn expand_prefix(prefix: &str, numbers: &[String], out: &mut Vec<String>) -> Res
 }
 
 /// The zero-padded numbers of a bracket body such as `001-004,010`.
-fn bracket_numbers(body: &str) -> Result<Vec<String>, String> {
+fn bracket_numbers(body: &str) -> Result<Vec<String>, Reason> {
     let mut numbers = Vec::new();
     for part in body.split(',') {
         let (lo_text, hi_text) = part.split_once('-').unwrap_or((part, part));
         let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
         if !digits(lo_text) || !digits(hi_text) {
-            return Err(format!("invalid range {part:?}"));
+            return Err(Reason::Range(part.to_string()));
         }
         let parse = |s: &str| {
             s.parse::<u64>()
-                .map_err(|_| format!("number too large in {part:?}"))
+                .map_err(|_| Reason::NumberTooLarge(part.to_string()))
         };
         let (lo, hi) = (parse(lo_text)?, parse(hi_text)?);
         if lo > hi {
-            return Err(format!("invalid range {part:?}: {lo} > {hi}"));
+            return Err(Reason::Reversed {
+                part: part.to_string(),
+                lo,
+                hi,
+            });
         }
         if hi - lo >= MAX_HOSTS as u64 {
-            return Err(format!("range {part:?} has more than {MAX_HOSTS} hosts"));
+            return Err(Reason::RangeTooLarge(part.to_string()));
         }
         let width = lo_text.len();
         numbers.extend((lo..=hi).map(|n| format!("{n:0width$}")));

@@ -93,6 +93,7 @@ async fn keep_running<E: Executor>(
         let mut step = match executor.launch(&instance, &env).await {
             Ok(step) => step,
             Err(why) => {
+                let why = why.to_string();
                 if !restart_or_fail(&campaign, &instance, &why, &critical).await {
                     return;
                 }

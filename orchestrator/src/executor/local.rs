@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
 
-use super::{Executor, Step, log_file};
+use super::{Executor, LaunchError, Step, log_file};
 use crate::plan::RoleInstance;
 
 pub struct LocalExecutor {
@@ -23,12 +23,12 @@ impl Executor for LocalExecutor {
         &self,
         instance: &RoleInstance,
         env: &[(String, String)],
-    ) -> Result<Step, String> {
+    ) -> Result<Step, LaunchError> {
         let dir = self.run_dir.join(&instance.log_dir);
         let (program, args) = instance
             .command
             .split_first()
-            .ok_or("the plan has no command")?;
+            .ok_or(LaunchError::NoCommand)?;
         let mut command = tokio::process::Command::new(program);
         command
             .args(args)
@@ -49,10 +49,11 @@ impl Executor for LocalExecutor {
             .stderr(log_file(&dir, "stderr")?)
             .process_group(0)
             .kill_on_drop(true);
-        let child = command
-            .spawn()
-            .map_err(|e| format!("cannot start {program}: {e}"))?;
-        let pid = child.id().ok_or("the process vanished at start")?;
+        let child = command.spawn().map_err(|error| LaunchError::Start {
+            program: program.clone(),
+            error,
+        })?;
+        let pid = child.id().ok_or(LaunchError::Vanished)?;
         Ok(Step {
             name: instance.name.clone(),
             child,

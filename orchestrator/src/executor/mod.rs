@@ -26,6 +26,31 @@ pub struct Step {
     pub step_id: Option<String>,
 }
 
+/// Why an instance could not be launched.
+#[derive(Debug, thiserror::Error)]
+pub enum LaunchError {
+    #[error("the plan has no command")]
+    NoCommand,
+    #[error("the plan has no srun line")]
+    NoSrunLine,
+    #[error("{path}: {error}")]
+    LogFile {
+        path: std::path::PathBuf,
+        error: std::io::Error,
+    },
+    #[error("cannot start {program}: {error}")]
+    Start {
+        program: String,
+        error: std::io::Error,
+    },
+    #[error("cannot run srun: {0}")]
+    Srun(std::io::Error),
+    #[error("the process vanished at start")]
+    Vanished,
+    #[error("srun vanished at start")]
+    SrunVanished,
+}
+
 /// Launches and stops role instances.
 pub trait Executor: Send + Sync + 'static {
     /// Starts `instance` with `env` added to its environment.
@@ -33,7 +58,7 @@ pub trait Executor: Send + Sync + 'static {
         &self,
         instance: &RoleInstance,
         env: &[(String, String)],
-    ) -> impl Future<Output = Result<Step, String>> + Send;
+    ) -> impl Future<Output = Result<Step, LaunchError>> + Send;
 
     /// Asks the instance to stop (TERM), and kills it after `grace`.
     fn stop(&self, step: &mut Step, grace: Duration) -> impl Future<Output = ()> + Send;
@@ -49,14 +74,18 @@ pub trait Executor: Send + Sync + 'static {
 }
 
 /// Opens a role's log file for appending (a restarted role adds to it).
-pub fn log_file(dir: &Path, name: &str) -> Result<std::fs::File, String> {
-    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+pub fn log_file(dir: &Path, name: &str) -> Result<std::fs::File, LaunchError> {
+    let at = |path: &Path| {
+        let path = path.to_path_buf();
+        move |error| LaunchError::LogFile { path, error }
+    };
+    std::fs::create_dir_all(dir).map_err(at(dir))?;
     let path = dir.join(name);
     std::fs::OpenOptions::new()
         .create(true)
         .append(true)
         .open(&path)
-        .map_err(|e| format!("{}: {e}", path.display()))
+        .map_err(at(&path))
 }
 
 /// What an instance left for an operator to read when it failed, each part

@@ -20,7 +20,7 @@ use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
 
-use super::{Executor, Step, log_file};
+use super::{Executor, LaunchError, Step, log_file};
 use crate::plan::RoleInstance;
 
 pub struct SlurmExecutor {
@@ -35,12 +35,9 @@ impl Executor for SlurmExecutor {
         &self,
         instance: &RoleInstance,
         env: &[(String, String)],
-    ) -> Result<Step, String> {
+    ) -> Result<Step, LaunchError> {
         let dir = self.run_dir.join(&instance.log_dir);
-        let (_, args) = instance
-            .srun
-            .split_first()
-            .ok_or("the plan has no srun line")?;
+        let (_, args) = instance.srun.split_first().ok_or(LaunchError::NoSrunLine)?;
         let mut command = tokio::process::Command::new("srun");
         command
             .args(args)
@@ -57,10 +54,8 @@ impl Executor for SlurmExecutor {
             .stdout(log_file(&dir, "srun.log")?)
             .stderr(log_file(&dir, "srun.log")?)
             .kill_on_drop(true);
-        let child = command
-            .spawn()
-            .map_err(|e| format!("cannot run srun: {e}"))?;
-        let pid = child.id().ok_or("srun vanished at start")?;
+        let child = command.spawn().map_err(LaunchError::Srun)?;
+        let pid = child.id().ok_or(LaunchError::SrunVanished)?;
         Ok(Step {
             name: instance.name.clone(),
             child,

@@ -22,14 +22,62 @@ use toml::Value;
 use crate::config::{Config, ConfigError};
 use crate::plan::{Plan, Role};
 
+/// Why an EDF cannot be found or rendered.
+#[derive(Debug, thiserror::Error)]
+pub enum EdfError {
+    #[error("the EDF {0} does not exist")]
+    NoSuchFile(String),
+    #[error(
+        "no EDF named {name} in EDF_PATH or ~/.edf (looked in {looked}); copy \
+         containers/edf/{name}.toml there, or give the EDF's path"
+    )]
+    NotFound { name: String, looked: String },
+    #[error("{path}: {error}")]
+    Io {
+        path: PathBuf,
+        error: std::io::Error,
+    },
+    #[error("{path}: {error}")]
+    Toml {
+        path: PathBuf,
+        error: toml::de::Error,
+    },
+    #[error("EDF {name} ({path}): {error}")]
+    Expand {
+        name: String,
+        path: PathBuf,
+        error: VarError,
+    },
+    #[error(transparent)]
+    Render(#[from] toml::ser::Error),
+}
+
+/// Why a string's `${…}` cannot be expanded.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum VarError {
+    #[error("{0:?}: an unclosed ${{")]
+    Unclosed(String),
+    #[error("{text:?}: ${{{body}}} is not ${{NAME}} or ${{NAME:-default}}")]
+    NotAVariable { text: String, body: String },
+    #[error("${{{0}}} is not set")]
+    Unset(String),
+}
+
+fn io_at(path: &Path) -> impl FnOnce(std::io::Error) -> EdfError + '_ {
+    move |error| EdfError::Io {
+        path: path.to_path_buf(),
+        error,
+    }
+}
+
 /// Where `name` resolves, or why it does not.
-pub fn resolve(name: &str, var: &dyn Fn(&str) -> Option<String>) -> Result<PathBuf, String> {
+pub fn resolve(name: &str, var: &dyn Fn(&str) -> Option<String>) -> Result<PathBuf, EdfError> {
     if name.contains('/') {
         let path = PathBuf::from(name);
         return if path.is_file() {
             Ok(path)
         } else {
-            Err(format!("the EDF {name} does not exist"))
+            Err(EdfError::NoSuchFile(name.to_string()))
         };
     }
     let mut dirs: Vec<PathBuf> = var("EDF_PATH")
@@ -44,15 +92,13 @@ pub fn resolve(name: &str, var: &dyn Fn(&str) -> Option<String>) -> Result<PathB
     dirs.iter()
         .map(|d| d.join(format!("{name}.toml")))
         .find(|p| p.is_file())
-        .ok_or_else(|| {
-            format!(
-                "no EDF named {name} in EDF_PATH or ~/.edf (looked in {}); copy \
-                 containers/edf/{name}.toml there, or give the EDF's path",
-                dirs.iter()
-                    .map(|d| d.display().to_string())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )
+        .ok_or_else(|| EdfError::NotFound {
+            name: name.to_string(),
+            looked: dirs
+                .iter()
+                .map(|d| d.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
         })
 }
 
@@ -109,7 +155,7 @@ pub fn render_plan(config: &Config, plan: &mut Plan, dir: &Path) -> Result<(), C
                 instance.edf = Some(path.display().to_string());
                 rendered.push((name, path));
             }
-            Err(problem) => errors.push(config.diagnostic(key, problem)),
+            Err(problem) => errors.push(config.diagnostic(key, problem.to_string())),
         }
     }
     if errors.is_empty() {
@@ -125,29 +171,35 @@ pub fn render(
     name: &str,
     var: &dyn Fn(&str) -> Option<String>,
     dir: &Path,
-) -> Result<PathBuf, String> {
+) -> Result<PathBuf, EdfError> {
     let source = resolve(name, var)?;
-    let text =
-        std::fs::read_to_string(&source).map_err(|e| format!("{}: {e}", source.display()))?;
-    let mut edf = parse(&text).map_err(|e| format!("{}: {e}", source.display()))?;
-    expand_all(&mut edf, var).map_err(|e| format!("EDF {name} ({}): {e}", source.display()))?;
+    let text = std::fs::read_to_string(&source).map_err(io_at(&source))?;
+    let mut edf = parse(&text).map_err(|error| EdfError::Toml {
+        path: source.clone(),
+        error,
+    })?;
+    expand_all(&mut edf, var).map_err(|error| EdfError::Expand {
+        name: name.to_string(),
+        path: source.clone(),
+        error,
+    })?;
     let stem = source
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_else(|| "edf".into());
-    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    std::fs::create_dir_all(dir).map_err(io_at(dir))?;
     let to = dir.join(format!("{stem}.toml"));
-    let body = toml::to_string(&edf).map_err(|e| e.to_string())?;
+    let body = toml::to_string(&edf)?;
     let header = format!(
         "# Rendered by hpcagent from {}, its variables expanded.\n",
         source.display()
     );
-    std::fs::write(&to, header + &body).map_err(|e| format!("{}: {e}", to.display()))?;
+    std::fs::write(&to, header + &body).map_err(io_at(&to))?;
     Ok(to)
 }
 
 /// Every string of `value` (not its keys) with its variables expanded.
-fn expand_all(value: &mut Value, var: &dyn Fn(&str) -> Option<String>) -> Result<(), String> {
+fn expand_all(value: &mut Value, var: &dyn Fn(&str) -> Option<String>) -> Result<(), VarError> {
     match value {
         Value::String(s) => *s = expand(s, var)?,
         Value::Array(items) => {
@@ -167,7 +219,7 @@ fn expand_all(value: &mut Value, var: &dyn Fn(&str) -> Option<String>) -> Result
 
 /// Resolves `name`, validates its EDF and checks its image: every problem.
 pub fn check(name: &str, var: &dyn Fn(&str) -> Option<String>) -> Result<(), Vec<String>> {
-    let path = resolve(name, var).map_err(|e| vec![e])?;
+    let path = resolve(name, var).map_err(|e| vec![e.to_string()])?;
     let text =
         std::fs::read_to_string(&path).map_err(|e| vec![format!("{}: {e}", path.display())])?;
     let mut problems = validate(&text);
@@ -268,7 +320,7 @@ fn check_variables(value: &Value, problems: &mut Vec<String>) {
     match value {
         Value::String(s) => {
             if let Err(e) = expand(s, &|_| Some(String::new())) {
-                problems.push(e);
+                problems.push(e.to_string());
             }
         }
         Value::Array(items) => items.iter().for_each(|v| check_variables(v, problems)),
@@ -278,7 +330,7 @@ fn check_variables(value: &Value, problems: &mut Vec<String>) {
 }
 
 /// `text` with `${NAME}` and `${NAME:-default}` replaced.
-fn expand(text: &str, var: &dyn Fn(&str) -> Option<String>) -> Result<String, String> {
+fn expand(text: &str, var: &dyn Fn(&str) -> Option<String>) -> Result<String, VarError> {
     let mut out = String::new();
     let mut rest = text;
     while let Some(start) = rest.find("${") {
@@ -286,7 +338,7 @@ fn expand(text: &str, var: &dyn Fn(&str) -> Option<String>) -> Result<String, St
         let body_and_more = &rest[start + 2..];
         let end = body_and_more
             .find('}')
-            .ok_or_else(|| format!("{text:?}: an unclosed ${{"))?;
+            .ok_or_else(|| VarError::Unclosed(text.to_string()))?;
         let body = &body_and_more[..end];
         let (name, default) = match body.split_once(":-") {
             Some((n, d)) => (n, Some(d)),
@@ -296,9 +348,10 @@ fn expand(text: &str, var: &dyn Fn(&str) -> Option<String>) -> Result<String, St
             && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
             && !name.starts_with(|c: char| c.is_ascii_digit());
         if !valid {
-            return Err(format!(
-                "{text:?}: ${{{body}}} is not ${{NAME}} or ${{NAME:-default}}"
-            ));
+            return Err(VarError::NotAVariable {
+                text: text.to_string(),
+                body: body.to_string(),
+            });
         }
         match (
             var(name).filter(|v| !v.is_empty() || default.is_none()),
@@ -306,7 +359,7 @@ fn expand(text: &str, var: &dyn Fn(&str) -> Option<String>) -> Result<String, St
         ) {
             (Some(v), _) => out.push_str(&v),
             (None, Some(d)) => out.push_str(d),
-            (None, None) => return Err(format!("${{{name}}} is not set")),
+            (None, None) => return Err(VarError::Unset(name.to_string())),
         }
         rest = &body_and_more[end + 1..];
     }
@@ -380,7 +433,8 @@ mod tests {
             &|n| (n == "EDF_PATH").then(|| shipped.display().to_string()),
             out.path(),
         )
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(unset.contains("${SCRATCH} is not set"), "{unset}");
     }
 
