@@ -53,16 +53,37 @@ impl Inventory {
     }
 
     /// Refuses a node with fewer GPUs than the plan gives the step.
-    pub fn check(&self, planned: u32) -> Result<(), String> {
+    pub fn check(&self, planned: u32) -> Result<(), TooFewGpus> {
         if self.gpus.len() as u32 >= planned {
             return Ok(());
         }
-        Err(format!(
-            "the plan gives this step {planned} GPU(s) but {} are visible here ({})",
-            self.gpus.len(),
-            self.notes.join("; ")
-        ))
+        Err(TooFewGpus {
+            planned,
+            visible: self.gpus.len(),
+            notes: self.notes.join("; "),
+        })
     }
+}
+
+/// A node with fewer GPUs than the plan gives its step.
+#[derive(Debug, thiserror::Error)]
+#[error("the plan gives this step {planned} GPU(s) but {visible} are visible here ({notes})")]
+pub struct TooFewGpus {
+    pub planned: u32,
+    pub visible: usize,
+    /// What discovery saw, for the operator.
+    pub notes: String,
+}
+
+/// Why the HIP runtime could not count its devices.
+#[derive(Debug, thiserror::Error)]
+enum HipError {
+    #[error("no HIP runtime: {0}")]
+    NoRuntime(libloading::Error),
+    #[error("HIP runtime without hipGetDeviceCount: {0}")]
+    NoSymbol(libloading::Error),
+    #[error("hipGetDeviceCount failed with error {0}")]
+    Count(i32),
 }
 
 /// Looks at this node.
@@ -208,23 +229,22 @@ fn visible_by_variables(physical: usize) -> usize {
 }
 
 /// Devices the HIP runtime sees, loading it at run time.
-fn hip_device_count() -> Result<usize, String> {
+fn hip_device_count() -> Result<usize, HipError> {
     // SAFETY: loading the HIP runtime runs its initialisers, which is what
     // any HIP program does; the symbol has the documented C signature
     // `hipError_t hipGetDeviceCount(int *count)`.
     unsafe {
-        let library = libloading::Library::new("libamdhip64.so")
-            .map_err(|e| format!("no HIP runtime: {e}"))?;
+        let library = libloading::Library::new("libamdhip64.so").map_err(HipError::NoRuntime)?;
         let get_count: libloading::Symbol<unsafe extern "C" fn(*mut i32) -> i32> = library
             .get(b"hipGetDeviceCount\0")
-            .map_err(|e| format!("HIP runtime without hipGetDeviceCount: {e}"))?;
+            .map_err(HipError::NoSymbol)?;
         let mut count = 0;
         let code = get_count(&mut count);
         // An initialised HIP runtime must not be unloaded: keep it.
         std::mem::forget(library);
         match code {
             0 => Ok(count.max(0) as usize),
-            code => Err(format!("hipGetDeviceCount failed with error {code}")),
+            code => Err(HipError::Count(code)),
         }
     }
 }
@@ -240,7 +260,7 @@ mod tests {
         assert!(inventory.memory_bytes > 0);
         if inventory.gpus.is_empty() {
             assert!(!inventory.notes.is_empty(), "an empty GPU list says why");
-            let refused = inventory.check(1).unwrap_err();
+            let refused = inventory.check(1).unwrap_err().to_string();
             assert!(
                 refused.contains("gives this step 1 GPU(s) but 0"),
                 "{refused}"

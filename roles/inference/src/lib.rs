@@ -56,7 +56,7 @@ pub async fn run(run_dir: &Path, instance: &str) -> anyhow::Result<()> {
     let argv = with_free_port(&launch.ranks[0])?;
     let (argv, env) = match &launch.rendezvous_ifname {
         Some(ifname) => {
-            let own = rendezvous::interface_address(ifname).map_err(Refused)?;
+            let own = rendezvous::interface_address(ifname).map_err(|e| Refused(e.to_string()))?;
             let file = rendezvous::master_file(run_dir, instance, &rendezvous::step_name());
             rendezvous::publish(&file, own).map_err(anyhow::Error::msg)?;
             (rendezvous::with_master(&argv, own), host_ip(own))
@@ -121,7 +121,7 @@ async fn headless(
         .map_err(anyhow::Error::msg)?;
     let (argv, env) = match &launch.rendezvous_ifname {
         Some(ifname) => {
-            let own = rendezvous::interface_address(ifname).map_err(Refused)?;
+            let own = rendezvous::interface_address(ifname).map_err(|e| Refused(e.to_string()))?;
             let file = rendezvous::master_file(run_dir, instance, &rendezvous::step_name());
             // Rank 0 publishes once it has started; it meets the others
             // within the distributed timeout, so they wait as long.

@@ -20,9 +20,32 @@ use std::time::{Duration, Instant};
 /// How often a waiting rank looks for rank 0's address.
 const POLL: Duration = Duration::from_millis(500);
 
+/// Why the ranks of a replica could not meet.
+#[derive(Debug, thiserror::Error)]
+pub enum RendezvousError {
+    #[error("listing interfaces: {0}")]
+    Interfaces(nix::Error),
+    #[error("no IPv4 address on {ifname} (NET_IFNAME); this node has {seen}")]
+    NoAddress { ifname: String, seen: String },
+    #[error("{path}: {error}")]
+    Io {
+        path: PathBuf,
+        error: std::io::Error,
+    },
+    #[error("rank 0 did not publish its address in {file} within {limit:?}")]
+    NoMaster { file: PathBuf, limit: Duration },
+}
+
+fn io_at(path: &Path) -> impl FnOnce(std::io::Error) -> RendezvousError + '_ {
+    move |error| RendezvousError::Io {
+        path: path.to_path_buf(),
+        error,
+    }
+}
+
 /// The first IPv4 address of interface `ifname` on this node.
-pub fn interface_address(ifname: &str) -> Result<Ipv4Addr, String> {
-    let addresses = nix::ifaddrs::getifaddrs().map_err(|e| format!("listing interfaces: {e}"))?;
+pub fn interface_address(ifname: &str) -> Result<Ipv4Addr, RendezvousError> {
+    let addresses = nix::ifaddrs::getifaddrs().map_err(RendezvousError::Interfaces)?;
     let mut seen = Vec::new();
     for entry in addresses {
         if !seen.contains(&entry.interface_name) {
@@ -40,10 +63,10 @@ pub fn interface_address(ifname: &str) -> Result<Ipv4Addr, String> {
             return Ok(ip);
         }
     }
-    Err(format!(
-        "no IPv4 address on {ifname} (NET_IFNAME); this node has {}",
-        seen.join(", ")
-    ))
+    Err(RendezvousError::NoAddress {
+        ifname: ifname.to_string(),
+        seen: seen.join(", "),
+    })
 }
 
 /// The file rank 0 of this step publishes its address in.
@@ -55,16 +78,16 @@ pub fn master_file(run_dir: &Path, instance: &str, step: &str) -> PathBuf {
 }
 
 /// Rank 0: makes `addr` known to the other ranks of its step.
-pub fn publish(file: &Path, addr: Ipv4Addr) -> Result<(), String> {
+pub fn publish(file: &Path, addr: Ipv4Addr) -> Result<(), RendezvousError> {
     let dir = file.parent().expect("the file has a directory");
-    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    std::fs::create_dir_all(dir).map_err(io_at(dir))?;
     let tmp = file.with_extension("tmp");
-    std::fs::write(&tmp, addr.to_string()).map_err(|e| format!("{}: {e}", tmp.display()))?;
-    std::fs::rename(&tmp, file).map_err(|e| format!("{}: {e}", file.display()))
+    std::fs::write(&tmp, addr.to_string()).map_err(io_at(&tmp))?;
+    std::fs::rename(&tmp, file).map_err(io_at(file))
 }
 
 /// Ranks 1..: rank 0's address, once it has published it (at most `limit`).
-pub async fn await_master(file: &Path, limit: Duration) -> Result<Ipv4Addr, String> {
+pub async fn await_master(file: &Path, limit: Duration) -> Result<Ipv4Addr, RendezvousError> {
     let start = Instant::now();
     loop {
         if let Ok(text) = std::fs::read_to_string(file)
@@ -73,10 +96,10 @@ pub async fn await_master(file: &Path, limit: Duration) -> Result<Ipv4Addr, Stri
             return Ok(addr);
         }
         if start.elapsed() >= limit {
-            return Err(format!(
-                "rank 0 did not publish its address in {} within {limit:?}",
-                file.display()
-            ));
+            return Err(RendezvousError::NoMaster {
+                file: file.to_path_buf(),
+                limit,
+            });
         }
         tokio::time::sleep(POLL).await;
     }
@@ -111,8 +134,8 @@ mod tests {
 
     #[test]
     fn the_loopback_interface_has_its_address_and_a_missing_one_is_named() {
-        assert_eq!(interface_address("lo"), Ok(Ipv4Addr::LOCALHOST));
-        let missing = interface_address("hsn9").unwrap_err();
+        assert_eq!(interface_address("lo").unwrap(), Ipv4Addr::LOCALHOST);
+        let missing = interface_address("hsn9").unwrap_err().to_string();
         assert!(
             missing.contains("hsn9") && missing.contains("lo"),
             "{missing}"
@@ -152,12 +175,12 @@ mod tests {
         let old = master_file(run.path(), "inference-0", "40.3");
         publish(&old, Ipv4Addr::new(10, 0, 0, 1)).unwrap();
         let missing = await_master(&file, Duration::from_millis(600)).await;
-        assert!(missing.unwrap_err().contains("did not publish"));
+        assert!(missing.unwrap_err().to_string().contains("did not publish"));
         let waiter = tokio::spawn({
             let file = file.clone();
             async move { await_master(&file, Duration::from_secs(10)).await }
         });
         publish(&file, Ipv4Addr::new(172, 28, 0, 7)).unwrap();
-        assert_eq!(waiter.await.unwrap(), Ok(Ipv4Addr::new(172, 28, 0, 7)));
+        assert_eq!(waiter.await.unwrap().unwrap(), Ipv4Addr::new(172, 28, 0, 7));
     }
 }

@@ -14,6 +14,20 @@ use std::time::Duration;
 /// grace the supervisor gives this role, so the role is there to kill it.
 const STOP_GRACE: Duration = Duration::from_secs(5);
 
+/// Why vLLM could not be started.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("the vLLM command line is empty")]
+    Empty,
+    #[error("cannot start {program}: {error} (VLLM_COMMAND names the program that runs vLLM)")]
+    Spawn {
+        program: String,
+        error: std::io::Error,
+    },
+    #[error("vLLM exited as it started")]
+    Exited,
+}
+
 pub struct Server {
     child: tokio::process::Child,
     pgid: i32,
@@ -21,8 +35,8 @@ pub struct Server {
 
 impl Server {
     /// Starts `argv`; its output goes to the role's own stdout and stderr.
-    pub fn start(argv: &[String], env: &[(String, String)]) -> Result<Server, String> {
-        let (program, args) = argv.split_first().ok_or("the vLLM command line is empty")?;
+    pub fn start(argv: &[String], env: &[(String, String)]) -> Result<Server, StartError> {
+        let (program, args) = argv.split_first().ok_or(StartError::Empty)?;
         let mut command = tokio::process::Command::new(program);
         command
             .args(args)
@@ -37,10 +51,11 @@ impl Server {
                 Ok(())
             });
         }
-        let child = command.spawn().map_err(|e| {
-            format!("cannot start {program}: {e} (VLLM_COMMAND names the program that runs vLLM)")
+        let child = command.spawn().map_err(|error| StartError::Spawn {
+            program: program.clone(),
+            error,
         })?;
-        let pgid = child.id().ok_or("vLLM exited as it started")? as i32;
+        let pgid = child.id().ok_or(StartError::Exited)? as i32;
         Ok(Server { child, pgid })
     }
 
@@ -171,7 +186,8 @@ mod tests {
     async fn a_missing_program_is_named() {
         let err = Server::start(&["/nonexistent/vllm".into()], &[])
             .err()
-            .unwrap();
+            .unwrap()
+            .to_string();
         assert!(err.contains("cannot start /nonexistent/vllm"), "{err}");
         assert!(err.contains("VLLM_COMMAND"), "{err}");
     }
