@@ -345,7 +345,7 @@ pub fn compare(
 /// failed is not asked again (a hung Ray costs its whole time limit each
 /// time); its later rounds repeat why.
 fn ask(
-    peer: fn(usize) -> Result<f64, String>,
+    peer: fn(usize) -> Result<f64, peers::PeerError>,
     tasks: Option<usize>,
     failed: &mut Option<String>,
 ) -> PeerRate {
@@ -353,7 +353,8 @@ fn ask(
     if let Some(why) = failed {
         return Some(Err(why.clone()));
     }
-    let rate = peer(tasks);
+    // Kept as words: a round repeats them, and the report prints them.
+    let rate = peer(tasks).map_err(|e| e.to_string());
     if let Err(why) = &rate {
         *failed = Some(why.clone());
     }

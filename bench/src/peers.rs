@@ -22,23 +22,54 @@ pub fn python() -> PathBuf {
     }
 }
 
+/// Why a peer was not measured.
+#[derive(Debug, thiserror::Error)]
+pub enum PeerError {
+    #[error("cannot run {program}: {error}")]
+    Run {
+        program: String,
+        error: std::io::Error,
+    },
+    #[error(transparent)]
+    Wait(#[from] std::io::Error),
+    #[error("{program} took over {limit:?}")]
+    TimedOut { program: String, limit: Duration },
+    /// It failed: its status and the last lines of its stderr.
+    #[error("{program} failed ({status}): {tail}")]
+    Failed {
+        program: String,
+        status: std::process::ExitStatus,
+        tail: String,
+    },
+    #[error("unexpected peer output: {0:?}")]
+    Output(String),
+    #[error("{package} is not installed for {python} (scripts/bench-peers.sh installs it)")]
+    NotInstalled { package: String, python: PathBuf },
+}
+
 /// Runs `command` to its end within `limit`; its stdout, or why not.
-fn output_within(mut command: Command, limit: Duration) -> Result<String, String> {
+fn output_within(mut command: Command, limit: Duration) -> Result<String, PeerError> {
     let shown = format!("{:?}", command.get_program());
     let mut child = command
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .map_err(|e| format!("cannot run {shown}: {e}"))?;
+        .map_err(|error| PeerError::Run {
+            program: shown.clone(),
+            error,
+        })?;
     let started = Instant::now();
     let status = loop {
-        match child.try_wait().map_err(|e| e.to_string())? {
+        match child.try_wait()? {
             Some(status) => break status,
             None if started.elapsed() > limit => {
                 let _ = child.kill();
                 let _ = child.wait();
-                return Err(format!("{shown} took over {limit:?}"));
+                return Err(PeerError::TimedOut {
+                    program: shown,
+                    limit,
+                });
             }
             None => std::thread::sleep(Duration::from_millis(20)),
         }
@@ -49,44 +80,46 @@ fn output_within(mut command: Command, limit: Duration) -> Result<String, String
     child.stderr.take().map(|mut s| s.read_to_string(&mut err));
     if !status.success() {
         let tail: Vec<&str> = err.lines().rev().take(3).collect();
-        return Err(format!("{shown} failed ({status}): {}", tail.join(" | ")));
+        return Err(PeerError::Failed {
+            program: shown,
+            status,
+            tail: tail.join(" | "),
+        });
     }
     Ok(out)
 }
 
 /// The number a peer script printed as `{"value": …}` on its last line.
-fn value_of(out: &str) -> Result<f64, String> {
+fn value_of(out: &str) -> Result<f64, PeerError> {
     let last = out.lines().last().unwrap_or("");
     serde_json::from_str::<serde_json::Value>(last)
         .ok()
         .and_then(|v| v["value"].as_f64())
-        .ok_or_else(|| format!("unexpected peer output: {last:?}"))
+        .ok_or_else(|| PeerError::Output(last.to_string()))
 }
 
 /// Runs a peer's Python `script` (within five minutes) and reads the value
 /// it printed last.
-fn script_value(script: &str) -> Result<f64, String> {
+fn script_value(script: &str) -> Result<f64, PeerError> {
     let mut command = Command::new(python());
     command.args(["-c", script]);
     value_of(&output_within(command, Duration::from_secs(300))?)
 }
 
 /// Whether the peers' Python has the PyPI package `package`, or why not.
-fn installed(package: &str) -> Result<(), String> {
+fn installed(package: &str) -> Result<(), PeerError> {
     let mut probe = Command::new(python());
     probe.args(["-c", &format!("import {package}")]);
     output_within(probe, Duration::from_secs(60))
         .map(drop)
-        .map_err(|_| {
-            format!(
-                "{package} is not installed for {} (scripts/bench-peers.sh installs it)",
-                python().display()
-            )
+        .map_err(|_| PeerError::NotInstalled {
+            package: package.to_string(),
+            python: python(),
         })
 }
 
 /// Ray: `n` trivial remote tasks on a local Ray; tasks per second.
-pub fn ray_tasks(n: usize) -> Result<f64, String> {
+pub fn ray_tasks(n: usize) -> Result<f64, PeerError> {
     installed("ray")?;
     let script = format!(
         r#"
@@ -110,7 +143,7 @@ print(json.dumps({{"value": {n} / seconds}}))
 /// `ray start` on one host collide, so this uses Ray's own way to run
 /// several nodes on one machine (`ray.cluster_utils.Cluster`, which starts
 /// the same processes `ray start` does).
-pub fn ray_startup() -> Result<f64, String> {
+pub fn ray_startup() -> Result<f64, PeerError> {
     installed("ray")?;
     let script = r#"
 import json, time
@@ -132,7 +165,7 @@ print(json.dumps({"value": seconds}))
 /// same Rust code as its `hq` binary) and runs them inside Python. The
 /// tasks' output is discarded (by default each task leaves two files in
 /// the working directory).
-pub fn hq_submission(n: usize) -> Result<f64, String> {
+pub fn hq_submission(n: usize) -> Result<f64, PeerError> {
     installed("hyperqueue")?;
     let script = format!(
         r#"
@@ -159,7 +192,7 @@ print(json.dumps({{"value": {n} / seconds}}))
 
 /// One `srun true` (an allocation and its step) on the Slurm of this
 /// shell; seconds.
-pub fn srun_true() -> Result<f64, String> {
+pub fn srun_true() -> Result<f64, PeerError> {
     let mut command = Command::new("srun");
     command.args(["--nodes=1", "--ntasks=1", "true"]);
     let start = Instant::now();

@@ -196,7 +196,10 @@ fn startup_bench(a: StartupArgs) -> anyhow::Result<()> {
             report_ray_startup(on_slurm);
         }
         Err(why) => {
-            println!("{}", stats::skipped("srun (and the Slurm executor)", &why));
+            println!(
+                "{}",
+                stats::skipped("srun (and the Slurm executor)", &why.to_string())
+            );
             report_ray_startup(local);
         }
     }
@@ -212,7 +215,7 @@ fn report_ray_startup(ours: f64) {
                 stats::ratio_line("ray vs hpcagent", ray / ours, "the time", "—")
             );
         }
-        Err(why) => println!("{}", stats::skipped("ray", &why)),
+        Err(why) => println!("{}", stats::skipped("ray", &why.to_string())),
     }
 }
 
