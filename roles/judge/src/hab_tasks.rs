@@ -21,11 +21,32 @@ pub struct HabTasks {
     pub baselines: Option<PathBuf>,
 }
 
+/// Why a checkout cannot be read, or a task of it is not graded here.
+#[derive(Debug, thiserror::Error)]
+pub enum HabTaskError {
+    #[error("cannot read {root}: {error}")]
+    Read {
+        root: PathBuf,
+        error: std::io::Error,
+    },
+    #[error("{key} cannot be graded: {why}")]
+    Refused { key: String, why: String },
+    #[error(transparent)]
+    Find(#[from] hab::HabError),
+    #[error("{0} is not graded here")]
+    NotGraded(String),
+}
+
 impl HabTasks {
     /// The checkout's tasks, and the corpus of those the judge can grade.
-    pub fn load(root: &Path, baselines: Option<PathBuf>) -> Result<(HabTasks, Corpus), String> {
-        let (kernels, refusals) =
-            hab::load(root).map_err(|e| format!("cannot read {}: {e}", root.display()))?;
+    pub fn load(
+        root: &Path,
+        baselines: Option<PathBuf>,
+    ) -> Result<(HabTasks, Corpus), HabTaskError> {
+        let (kernels, refusals) = hab::load(root).map_err(|error| HabTaskError::Read {
+            root: root.to_path_buf(),
+            error,
+        })?;
         let (corpus, refused) = hab::graded_corpus(root, &kernels, refusals);
         let tasks = HabTasks {
             root: root.to_path_buf(),
@@ -37,26 +58,30 @@ impl HabTasks {
     }
 
     /// A task by path key, or by stem when unambiguous; a refused one says why.
-    pub fn find(&self, id: &str) -> Result<&Manifested, String> {
+    pub fn find(&self, id: &str) -> Result<&Manifested, HabTaskError> {
         let key = id.trim().trim_matches('/').trim_end_matches(".yaml");
+        let refused = |key: &str, why: &String| HabTaskError::Refused {
+            key: key.to_string(),
+            why: why.clone(),
+        };
         if let Some(why) = self.refused.get(key) {
-            return Err(format!("{key} cannot be graded: {why}"));
+            return Err(refused(key, why));
         }
-        let kernel = hab::find(&self.kernels, id).map_err(|e| e.to_string())?;
+        let kernel = hab::find(&self.kernels, id)?;
         match self.refused.get(&kernel.key) {
-            Some(why) => Err(format!("{} cannot be graded: {why}", kernel.key)),
+            Some(why) => Err(refused(&kernel.key, why)),
             None => Ok(kernel),
         }
     }
 
     /// The graded form of a task in `corpus`.
-    pub fn graded<'a>(&self, corpus: &'a Corpus, id: &str) -> Result<&'a Kernel, String> {
+    pub fn graded<'a>(&self, corpus: &'a Corpus, id: &str) -> Result<&'a Kernel, HabTaskError> {
         let key = &self.find(id)?.key;
         corpus
             .kernels
             .iter()
             .find(|k| &k.id == key)
-            .ok_or_else(|| format!("{key} is not graded here"))
+            .ok_or_else(|| HabTaskError::NotGraded(key.clone()))
     }
 
     /// The overlay's C baseline of a task, when the overlay has one.

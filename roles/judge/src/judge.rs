@@ -271,7 +271,8 @@ impl Judge {
     /// Loads the corpus and detects what this node has.
     pub fn new(config: JudgeConfig) -> Result<Judge, String> {
         let (corpus, hab) = if crate::corpus::hab::is_checkout(&config.corpus) {
-            let (tasks, corpus) = HabTasks::load(&config.corpus, config.baselines.clone())?;
+            let (tasks, corpus) = HabTasks::load(&config.corpus, config.baselines.clone())
+                .map_err(|e| e.to_string())?;
             (corpus, Some(tasks))
         } else {
             let corpus = Corpus::load(&config.corpus).map_err(|errors| {
@@ -333,7 +334,7 @@ impl Judge {
             Some(tasks) => Some(
                 tasks
                     .graded(&self.corpus, task_id)
-                    .map_err(JudgeError::InvalidArgument)?,
+                    .map_err(|e| JudgeError::InvalidArgument(e.to_string()))?,
             ),
             None => self.corpus.find(task_id),
         };

@@ -32,13 +32,75 @@ pub struct Made {
     pub shape: Vec<usize>,
 }
 
+/// Why an HPCAgent-Bench case cannot be made here.
+#[derive(Debug, thiserror::Error)]
+pub enum HabDataError {
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
+    #[error("cannot run {python}: {error}")]
+    Python {
+        python: String,
+        error: std::io::Error,
+    },
+    #[error("{python} could not check its modules: {stderr}")]
+    ModuleCheck { python: String, stderr: String },
+    #[error("{python}'s module check: {error}")]
+    ModuleAnswer {
+        python: String,
+        error: serde_json::Error,
+    },
+    #[error("{key} needs Python modules the judge's {python} cannot import: {names}")]
+    MissingModules {
+        key: String,
+        python: String,
+        names: String,
+    },
+    #[error("cannot read this node's memory: {0}")]
+    Memory(String),
+    #[error(
+        "{key} at {preset} needs {need_gib:.1} GiB for its inputs and outputs; this node has \
+         {have_gib:.1} GiB available: use a smaller preset"
+    )]
+    TooBig {
+        key: String,
+        preset: String,
+        need_gib: f64,
+        have_gib: f64,
+    },
+    #[error("{path}: {error}")]
+    Io {
+        path: PathBuf,
+        error: std::io::Error,
+    },
+    #[error("{path}: {error}")]
+    Listing {
+        path: PathBuf,
+        error: serde_json::Error,
+    },
+    #[error(transparent)]
+    Temp(std::io::Error),
+    /// The input script failed: its status, and the last lines of its stderr.
+    #[error("making the inputs failed ({status}):\n{tail}")]
+    Failed {
+        status: std::process::ExitStatus,
+        tail: String,
+    },
+}
+
+fn io_at(path: &Path) -> impl FnOnce(std::io::Error) -> HabDataError + '_ {
+    move |error| HabDataError::Io {
+        path: path.to_path_buf(),
+        error,
+    }
+}
+
 /// Those of `modules` that `python` cannot import (with the checkout on
 /// its path): a task that needs one is refused, by name, with them.
 pub fn missing_modules(
     python: &str,
     checkout: &Path,
     modules: &BTreeSet<String>,
-) -> Result<BTreeSet<String>, String> {
+) -> Result<BTreeSet<String>, HabDataError> {
     if modules.is_empty() {
         return Ok(BTreeSet::new());
     }
@@ -51,44 +113,48 @@ pub fn missing_modules(
         \x20   except Exception:\n\
         \x20       missing.append(name)\n\
         print(json.dumps(missing))\n";
-    let list = serde_json::to_string(modules).map_err(|e| e.to_string())?;
+    let list = serde_json::to_string(modules)?;
     let ran = Command::new(python)
         .args(["-c", PROBE])
         .arg(checkout)
         .arg(list)
         .output()
-        .map_err(|e| format!("cannot run {python}: {e}"))?;
+        .map_err(|error| HabDataError::Python {
+            python: python.to_string(),
+            error,
+        })?;
     if !ran.status.success() {
-        return Err(format!(
-            "{python} could not check its modules: {}",
-            String::from_utf8_lossy(&ran.stderr).trim()
-        ));
+        return Err(HabDataError::ModuleCheck {
+            python: python.to_string(),
+            stderr: String::from_utf8_lossy(&ran.stderr).trim().to_string(),
+        });
     }
-    serde_json::from_slice(&ran.stdout).map_err(|e| format!("{python}'s module check: {e}"))
+    serde_json::from_slice(&ran.stdout).map_err(|error| HabDataError::ModuleAnswer {
+        python: python.to_string(),
+        error,
+    })
 }
 
 /// Refuses a preset whose inputs and outputs do not fit this node's
 /// available memory (HPCAgent-Bench's larger presets reach 16 GiB), saying
 /// how much they need.
-pub fn check_fits(kernel: &Kernel, preset: &str) -> Result<(), String> {
+pub fn check_fits(kernel: &Kernel, preset: &str) -> Result<(), HabDataError> {
     // Where an initializer decides a shape (a sparse matrix's nonzeros),
     // the need is known only once it has run.
     let Ok(need) = kernel.bytes(preset) else {
         return Ok(());
     };
-    let mut system =
-        sysinfo::System::new().map_err(|e| format!("cannot read this node's memory: {e}"))?;
+    let mut system = sysinfo::System::new().map_err(|e| HabDataError::Memory(e.to_string()))?;
     system.refresh_memory();
     let have = system.available_memory();
     if need > have {
         const GIB: f64 = (1u64 << 30) as f64;
-        return Err(format!(
-            "{} at {preset} needs {:.1} GiB for its inputs and outputs; this node has {:.1} GiB \
-             available: use a smaller preset",
-            kernel.key,
-            need as f64 / GIB,
-            have as f64 / GIB
-        ));
+        return Err(HabDataError::TooBig {
+            key: kernel.key.clone(),
+            preset: preset.to_string(),
+            need_gib: need as f64 / GIB,
+            have_gib: have as f64 / GIB,
+        });
     }
     Ok(())
 }
@@ -109,14 +175,16 @@ pub fn make_inputs(
     plan: &InputPlan,
     out: &Path,
     reference: bool,
-) -> Result<MadeCase, String> {
+) -> Result<MadeCase, HabDataError> {
     let flags: &[&str] = if reference { &["--reference"] } else { &[] };
     run_script(python, plan, out, flags)?;
-    let listing = |name: &str| -> Result<Vec<Made>, String> {
+    let listing = |name: &str| -> Result<Vec<Made>, HabDataError> {
         let listed = out.join(name);
-        let text =
-            std::fs::read_to_string(&listed).map_err(|e| format!("{}: {e}", listed.display()))?;
-        serde_json::from_str(&text).map_err(|e| format!("{}: {e}", listed.display()))
+        let text = std::fs::read_to_string(&listed).map_err(io_at(&listed))?;
+        serde_json::from_str(&text).map_err(|error| HabDataError::Listing {
+            path: listed.clone(),
+            error,
+        })
     };
     Ok(MadeCase {
         inputs: listing("inputs.json")?,
@@ -125,36 +193,39 @@ pub fn make_inputs(
 }
 
 /// Runs `hab_inputs.py` on `plan` into `out` (created if absent).
-fn run_script(python: &str, plan: &InputPlan, out: &Path, flags: &[&str]) -> Result<(), String> {
-    let io = |what: &Path| {
-        let shown = what.display().to_string();
-        move |e: std::io::Error| format!("{shown}: {e}")
-    };
-    std::fs::create_dir_all(out).map_err(io(out))?;
-    let work = tempfile::tempdir().map_err(|e| e.to_string())?;
+fn run_script(
+    python: &str,
+    plan: &InputPlan,
+    out: &Path,
+    flags: &[&str],
+) -> Result<(), HabDataError> {
+    std::fs::create_dir_all(out).map_err(io_at(out))?;
+    let work = tempfile::tempdir().map_err(HabDataError::Temp)?;
     let (script, plan_file) = (
         work.path().join("hab_inputs.py"),
         work.path().join("plan.json"),
     );
-    std::fs::write(&script, SCRIPT).map_err(io(&script))?;
-    let text = serde_json::to_string(plan).map_err(|e| e.to_string())?;
-    std::fs::write(&plan_file, text).map_err(io(&plan_file))?;
+    std::fs::write(&script, SCRIPT).map_err(io_at(&script))?;
+    let text = serde_json::to_string(plan)?;
+    std::fs::write(&plan_file, text).map_err(io_at(&plan_file))?;
     let ran = Command::new(python)
         .arg(&script)
         .arg(&plan_file)
         .arg(out)
         .args(flags)
         .output()
-        .map_err(|e| format!("cannot run {python}: {e}"))?;
+        .map_err(|error| HabDataError::Python {
+            python: python.to_string(),
+            error,
+        })?;
     if !ran.status.success() {
         let stderr = String::from_utf8_lossy(&ran.stderr);
         let tail: Vec<&str> = stderr.lines().rev().take(12).collect();
         let tail: Vec<&str> = tail.into_iter().rev().collect();
-        return Err(format!(
-            "making the inputs failed ({}):\n{}",
-            ran.status,
-            tail.join("\n")
-        ));
+        return Err(HabDataError::Failed {
+            status: ran.status,
+            tail: tail.join("\n"),
+        });
     }
     Ok(())
 }
@@ -244,7 +315,7 @@ fn make_case(
         made.path(),
         &["--reference", "--case", "--time", &reps],
     )
-    .map_err(DataError::Reference)?;
+    .map_err(|e| DataError::Reference(e.to_string()))?;
     let arrays = readable_tempdir(&root.join("inputs"))?;
     for arg in case_args(made.path())?.iter().filter(|a| a.pointer) {
         let file = format!("{}.bin", arg.name);

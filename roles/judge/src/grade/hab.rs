@@ -9,7 +9,7 @@
 
 use crate::corpus::Preset;
 use crate::corpus::hab::{ROTATIONS, Rotation};
-use crate::data::hab::{HabCase, check_fits, missing_modules};
+use crate::data::hab::{HabCase, HabDataError, check_fits, missing_modules};
 use crate::data::{CaseInputs, Reference, seeded_rng};
 use crate::hab_tasks::{HabTasks, translator_symbol};
 use crate::judge::{Judge, Submission};
@@ -38,10 +38,10 @@ impl Judge {
         let kernel = prepared.kernel;
         let manifested = match tasks.find(&kernel.id) {
             Ok(m) => m,
-            Err(e) => return fail(verdict, Status::HarnessError, e),
+            Err(e) => return fail(verdict, Status::HarnessError, e.to_string()),
         };
         if let Err(why) = self.can_grade(tasks, manifested, prepared.preset) {
-            return fail(verdict, Status::HarnessError, why);
+            return fail(verdict, Status::HarnessError, why.to_string());
         }
         let mut cases = vec![self.hab_plan(tasks, manifested, prepared.preset, None, 0)];
         if mode == Mode::Submit {
@@ -117,17 +117,16 @@ impl Judge {
         tasks: &HabTasks,
         manifested: &crate::corpus::hab::Kernel,
         preset: Preset,
-    ) -> Result<(), String> {
+    ) -> Result<(), HabDataError> {
         let checkout = crate::corpus::hab::checkout(&tasks.root);
         let missing = missing_modules(self.data.python(), &checkout, &manifested.needs())?;
         if !missing.is_empty() {
             let names: Vec<&str> = missing.iter().map(String::as_str).collect();
-            return Err(format!(
-                "{} needs Python modules the judge's {} cannot import: {}",
-                manifested.key,
-                self.data.python(),
-                names.join(", ")
-            ));
+            return Err(HabDataError::MissingModules {
+                key: manifested.key.clone(),
+                python: self.data.python().to_string(),
+                names: names.join(", "),
+            });
         }
         check_fits(manifested, preset.as_str())
     }
