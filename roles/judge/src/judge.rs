@@ -15,7 +15,7 @@ use hpcagent_proto::v1 as pb;
 use crate::build::{self, Builder, flags, toolchain::Toolchain};
 use crate::corpus::{Corpus, Kernel, Precision, Preset, abi};
 use crate::data::DataCache;
-use crate::hab_tasks::HabTasks;
+use crate::hab_tasks::{HabTaskError, HabTasks};
 use crate::language::Language;
 use crate::profile::Profilers;
 use crate::slots::{self, Slots};
@@ -267,28 +267,56 @@ pub struct Judge {
     pub timing_lock: Option<std::fs::File>,
 }
 
+/// Why a judge refuses to start.
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    #[error(transparent)]
+    HabTasks(#[from] HabTaskError),
+    /// The corpus's problems, one a line.
+    #[error("the corpus at {path} is invalid:\n{problems}")]
+    Corpus { path: PathBuf, problems: String },
+    #[error(
+        "the cache {cache} is inside {root}, which submissions can read; put it elsewhere (--cache)"
+    )]
+    CacheLocation { cache: PathBuf, root: PathBuf },
+    #[error("cache {path}: {error}")]
+    Cache {
+        path: PathBuf,
+        error: std::io::Error,
+    },
+    /// What the node lacks for isolation, `; `-separated.
+    #[error(
+        "this judge refuses to grade: {0}. Run it where the kernel allows these \
+         (unprivileged user namespaces, Landlock), or allow weaker isolation \
+         explicitly (`--weak-isolation`, `ISOLATION=weak` in a campaign): every \
+         verdict will then say what it lacked"
+    )]
+    Isolation(String),
+}
+
 impl Judge {
     /// Loads the corpus and detects what this node has.
-    pub fn new(config: JudgeConfig) -> Result<Judge, String> {
+    pub fn new(config: JudgeConfig) -> Result<Judge, SetupError> {
         let (corpus, hab) = if crate::corpus::hab::is_checkout(&config.corpus) {
-            let (tasks, corpus) = HabTasks::load(&config.corpus, config.baselines.clone())
-                .map_err(|e| e.to_string())?;
+            let (tasks, corpus) = HabTasks::load(&config.corpus, config.baselines.clone())?;
             (corpus, Some(tasks))
         } else {
             let corpus = Corpus::load(&config.corpus).map_err(|errors| {
                 let lines: Vec<String> = errors.iter().map(ToString::to_string).collect();
-                format!(
-                    "the corpus at {} is invalid:\n{}",
-                    config.corpus.display(),
-                    lines.join("\n")
-                )
+                SetupError::Corpus {
+                    path: config.corpus.clone(),
+                    problems: lines.join("\n"),
+                }
             })?;
             (corpus, None)
         };
         let rank = build::rank();
         let cache = build::cache_root(&config.cache_base, rank.as_ref().map(|(_, r)| r.as_str()));
         check_cache_location(&cache, config.shared.as_deref())?;
-        std::fs::create_dir_all(&cache).map_err(|e| format!("cache {}: {e}", cache.display()))?;
+        std::fs::create_dir_all(&cache).map_err(|error| SetupError::Cache {
+            path: cache.clone(),
+            error,
+        })?;
         let toolchain = Toolchain::detect();
         let builder = Builder::new(toolchain, &cache, config.shared.clone());
         let gpus = visible_gpus();
@@ -301,13 +329,7 @@ impl Judge {
             Isolation::detect(rank.as_ref().and_then(|(_, r)| r.parse().ok()), &config.exe);
         let short = isolation.shortfalls();
         if !short.is_empty() && !config.weak_isolation {
-            return Err(format!(
-                "this judge refuses to grade: {}. Run it where the kernel allows these \
-                 (unprivileged user namespaces, Landlock), or allow weaker isolation \
-                 explicitly (`--weak-isolation`, `ISOLATION=weak` in a campaign): every \
-                 verdict will then say what it lacked",
-                short.join("; ")
-            ));
+            return Err(SetupError::Isolation(short.join("; ")));
         }
         Ok(Judge {
             data: DataCache::new(cache.clone(), config.python.clone()),
@@ -599,7 +621,7 @@ struct TaskSources {
 
 /// The cache holds the reference outputs: it must not lie where sandboxed
 /// runs may read (the system directories, the shared mount).
-fn check_cache_location(cache: &Path, shared: Option<&Path>) -> Result<(), String> {
+fn check_cache_location(cache: &Path, shared: Option<&Path>) -> Result<(), SetupError> {
     let absolute = std::path::absolute(cache).unwrap_or_else(|_| cache.to_path_buf());
     let readable = hpcagent_sandbox::landlock::SYSTEM_READ
         .iter()
@@ -607,11 +629,10 @@ fn check_cache_location(cache: &Path, shared: Option<&Path>) -> Result<(), Strin
         .chain(shared);
     for root in readable {
         if absolute.starts_with(root) {
-            return Err(format!(
-                "the cache {} is inside {}, which submissions can read; put it elsewhere (--cache)",
-                absolute.display(),
-                root.display()
-            ));
+            return Err(SetupError::CacheLocation {
+                cache: absolute,
+                root: root.to_path_buf(),
+            });
         }
     }
     Ok(())

@@ -83,7 +83,7 @@ pub async fn run(run_dir: &Path, instance: &str) -> anyhow::Result<()> {
     .await?
     .map_err(|e| Refused(e.to_string()))?;
     config.python = oracle.python;
-    let judge = Arc::new(Judge::new(config).map_err(Refused)?);
+    let judge = Arc::new(Judge::new(config).map_err(|e| Refused(e.to_string()))?);
 
     let port: u16 = match std::env::var("HPCAGENT_PORT") {
         Ok(p) => p.parse().context("HPCAGENT_PORT")?,
