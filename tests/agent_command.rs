@@ -125,3 +125,109 @@ fn an_agent_that_lingers_after_its_submit_is_recorded_finished_and_refused_after
         "the late write landed"
     );
 }
+
+/// What an agent CLI leaves in its workspace is hostile: a FIFO (a naive
+/// read waits forever for a writer and freezes the role instance), hard
+/// links (read as the role's user, outside the CLI's sandbox) and a file
+/// far bigger than memory. Each gets an answer within seconds; the one
+/// agent instance, whose other worker grades an honest task meanwhile,
+/// lives on unrestarted and both tasks settle `ok`.
+#[test]
+fn hostile_files_in_a_workspace_get_answers_and_the_instance_lives_on() {
+    let bait_dir = tempfile::tempdir().unwrap();
+    let bait = bait_dir.path().join("bait.txt");
+    std::fs::write(&bait, "BAIT-SECRET-7311").unwrap();
+    let (root, out) = campaign(
+        "gemm,atax",
+        &format!("--hostile-on gemm --bait {}", bait.display()),
+    );
+    assert!(out.status.success(), "{}\n{}", stdout(&out), stderr(&out));
+    let run_dir = only_run_dir(root.path());
+    assert_settled_exactly_once(&run_dir);
+    let log =
+        std::fs::read_to_string(run_dir.join("tasks/gemm.c.fp64/attempt-1/agent.stdout")).unwrap();
+
+    // (tool and path, an error expected, what the reply must say)
+    let cases = [
+        ("read_file fifo.c", true, "is a FIFO, not a plain file"),
+        ("write_file fifo.c", true, "not a plain file"),
+        ("score fifo.c", true, "is a FIFO, not a plain file"),
+        ("read_file linked.c", true, "hard link"),
+        ("write_file linked.c", true, "hard link"),
+        ("read_file config.c", true, "hard link"),
+        ("read_file twin.c", true, "has 2 names (a hard link)"),
+        (
+            "read_file huge.c",
+            false,
+            "[cut: the file has 1099511627776 bytes",
+        ),
+    ];
+    for (call, error, says) in cases {
+        let reply = log
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("hostile {call}: ")))
+            .unwrap_or_else(|| panic!("no reply to {call} in {log}"));
+        let seconds: f64 = reply
+            .split_whitespace()
+            .nth(1)
+            .and_then(|s| s.trim_end_matches('s').parse().ok())
+            .unwrap_or(f64::MAX);
+        // A hard link the sandbox did not let the CLI make reads as missing.
+        let file = call.split(' ').nth(1).unwrap();
+        let link = log
+            .lines()
+            .find(|l| l.starts_with(&format!("link {file}: ")))
+            .unwrap_or_default();
+        let made = link.is_empty() || link.ends_with(": made");
+        let answered = reply
+            .starts_with(&format!("error={}", if error { "True" } else { "False" }))
+            && reply.contains(says);
+        let pass = (answered || !made) && !reply.contains("BAIT-SECRET") && seconds < 5.0;
+        let reply = if made {
+            reply.to_string()
+        } else {
+            format!("({link}) {reply}")
+        };
+        common::suite::record(
+            "hostile",
+            &format!("agent CLI: {call} in its workspace"),
+            &format!("answered within 5 s: {says}"),
+            &reply,
+            pass,
+        );
+        assert!(pass, "{call}: {reply}\n{log}");
+    }
+    assert_eq!(
+        std::fs::read_to_string(&bait).unwrap(),
+        "BAIT-SECRET-7311",
+        "the bait was written through a link"
+    );
+
+    let reader = hpcagent_orchestrator::store::Reader::open(&run_dir).unwrap();
+    let statuses: Vec<(String, Option<String>)> = reader
+        .results()
+        .unwrap()
+        .into_iter()
+        .map(|r| (r.task, r.status))
+        .collect();
+    assert_eq!(
+        statuses,
+        [
+            ("atax.c.fp64".to_string(), Some("ok".to_string())),
+            ("gemm.c.fp64".to_string(), Some("ok".to_string()))
+        ]
+    );
+    let events = reader.events().unwrap();
+    let agent = |e: &&hpcagent_orchestrator::store::EventRow| e.instance.starts_with("agent");
+    let launches = events
+        .iter()
+        .filter(agent)
+        .filter(|e| e.kind == "launched")
+        .count();
+    let deaths: Vec<_> = events
+        .iter()
+        .filter(agent)
+        .filter(|e| e.kind == "dead" || e.kind == "failed")
+        .collect();
+    assert_eq!((launches, deaths.len()), (1, 0), "{events:?}");
+}

@@ -147,6 +147,7 @@ fn refused(command: &str, text: &str) -> String {
     let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
     let out = hpcagent()
         .args([command, "--env", env.to_str().unwrap()])
+        .current_dir(dir.path())
         .env("PATH", path)
         .env_remove("NOT_SET_ANYWHERE")
         .output()
@@ -161,6 +162,12 @@ fn refused(command: &str, text: &str) -> String {
         !marker.exists(),
         "{command} called sbatch despite the errors"
     );
+    let mut left: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    left.sort();
+    assert_eq!(left, ["bad.env", "bin"], "{command} wrote before refusing");
     stderr(&out).replace(&format!("{}:", env.display()), "bad.env:")
 }
 
@@ -187,9 +194,14 @@ fn malformed_env_files_fail_with_file_line_and_key() {
             "AGENT_NODES=two\n",
             "bad.env:1: AGENT_NODES: \"two\" is not a whole number",
         ),
+        // Written to env.resolved as is, the rest would be a setting of its own.
+        (
+            "# a name\nJOB_NAME=\"x\\nAGENT_POLICY=command\"\n",
+            "bad.env:2: JOB_NAME: the value holds a line break ('\\n'); a value is one line of text",
+        ),
     ];
     let mut wrong = Vec::new();
-    for command in ["plan", "submit", "config"] {
+    for command in ["plan", "submit", "config", "up"] {
         for (text, expected) in cases {
             let err = refused(command, text);
             let pass =

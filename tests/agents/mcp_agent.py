@@ -2,6 +2,7 @@
 """A scripted external agent CLI for tests of the `command` policy.
 
     mcp_agent.py MCP_CONFIG [--crash-on KERNEL] [--linger SECONDS]
+                            [--hostile-on KERNEL --bait PATH]
 
 Like a real agent CLI it reads the MCP configuration it was given, starts the
 server named there, and talks MCP (JSON-RPC, one message per line, on the
@@ -9,19 +10,25 @@ server's stdin/stdout): initialize, list the tools, read the task, score the
 workspace's solution file, submit it. With --crash-on KERNEL it exits 3 right
 after reading a task for KERNEL, before submitting anything. With --linger
 SECONDS it stays that long after its submit, as real CLIs do to write a closing
-message, then tries one more write and exits 0.
+message, then tries one more write and exits 0. With --hostile-on KERNEL,
+on a task for KERNEL it first leaves a FIFO, hard links (to PATH and to its
+attempt's MCP configuration, and a second name for its solution) and a 1 TiB
+sparse file in its workspace and reads each through the tools, printing each
+reply with how long it took.
 """
 import json
 import os
+import time
 import subprocess
 import sys
-import time
 
 
 def main() -> int:
     config = json.load(open(sys.argv[1]))
     crash_on = sys.argv[sys.argv.index("--crash-on") + 1] if "--crash-on" in sys.argv else None
     linger = float(sys.argv[sys.argv.index("--linger") + 1]) if "--linger" in sys.argv else None
+    hostile_on = sys.argv[sys.argv.index("--hostile-on") + 1] if "--hostile-on" in sys.argv else None
+    bait = sys.argv[sys.argv.index("--bait") + 1] if "--bait" in sys.argv else None
     server = config["mcpServers"]["hpcagent"]
     proc = subprocess.Popen(
         [server["command"], *server["args"]],
@@ -65,6 +72,8 @@ def main() -> int:
     if crash_on and f"Task: {crash_on} " in task:
         print("crashing on purpose", file=sys.stderr, flush=True)
         return 3
+    if hostile_on and f"Task: {hostile_on} " in task:
+        hostile_files(request, bait)
     call(4, "score", {})
     call(5, "submit", {})
     if linger is not None:
@@ -75,6 +84,39 @@ def main() -> int:
     proc.stdin.close()
     proc.wait(timeout=30)
     return 0
+
+
+def hostile_files(request, bait):
+    """Leaves what blocks or leaks a naive reader in the workspace and reads
+    each through the tools: `hostile NAME: error=BOOL SECONDSs TEXT`."""
+    os.mkfifo("fifo.c")
+    for name, target in [("linked.c", bait), ("config.c", "../mcp.json"), ("twin.c", "solution.c")]:
+        try:
+            os.link(target, name)
+            print(f"link {name}: made", flush=True)
+        except OSError as e:
+            print(f"link {name}: not made ({e})", flush=True)
+    with open("huge.c", "wb") as f:
+        f.truncate(1 << 40)
+    ident = 100
+    for tool, arguments in [
+        ("read_file", {"path": "fifo.c"}),
+        ("write_file", {"path": "fifo.c", "content": "x"}),
+        ("score", {"path": "fifo.c"}),
+        ("read_file", {"path": "linked.c"}),
+        ("write_file", {"path": "linked.c", "content": "pwned"}),
+        ("read_file", {"path": "config.c"}),
+        ("read_file", {"path": "twin.c"}),
+        ("read_file", {"path": "huge.c"}),
+    ]:
+        ident += 1
+        started = time.monotonic()
+        result = request(ident, "tools/call", {"name": tool, "arguments": arguments})
+        took = time.monotonic() - started
+        text = result["content"][0]["text"].replace("\n", " ")
+        print(f"hostile {tool} {arguments['path']}: error={result.get('isError')} "
+              f"{took:.2f}s {text[:300]} ... {text[-80:]}", flush=True)
+    os.unlink("twin.c")  # the solution has one name again, to be graded
 
 
 if __name__ == "__main__":

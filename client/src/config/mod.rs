@@ -207,6 +207,8 @@ pub fn resolve(sources: &Sources) -> Result<Config, ConfigError> {
         .map(|spec| resolve_key(&figment, spec, site, &layers))
         .collect();
 
+    errors.extend(resolved.iter().filter_map(control_character));
+
     let text = |key: &'static str| {
         resolved
             .iter()
@@ -589,6 +591,23 @@ fn cli_layer(overrides: &[Override], errors: &mut Vec<Diagnostic>) -> Layer {
         name: CLI_LAYER,
         values,
     }
+}
+
+/// A value must be one line of text: `env.resolved` carries each value to
+/// the roles on a line of its own, and a line break inside one would make
+/// the rest a setting of its own there, past every check made here.
+fn control_character(r: &Resolved) -> Option<Diagnostic> {
+    let c = r.text.chars().find(|c| c.is_control() && *c != '\t')?;
+    let what = if matches!(c, '\n' | '\r') {
+        "a line break"
+    } else {
+        "a control character"
+    };
+    Some(Diagnostic::new(
+        r.origin.clone(),
+        Some(r.key.into()),
+        format!("the value holds {what} ({c:?}); a value is one line of text"),
+    ))
 }
 
 /// Quotes a value for an env file: single quotes unless it needs none.

@@ -183,3 +183,36 @@ fn committed_docs_match_the_key_table() {
         "docs/env-file.md is stale: run `cargo run -- config --docs > docs/env-file.md`"
     );
 }
+
+/// A line break in a value would become a line of its own in env.resolved:
+/// refused wherever the value came from, at that origin.
+#[test]
+fn a_value_with_a_line_break_is_refused_at_its_origin() {
+    assert_eq!(
+        errors("JOB_NAME=x\rAGENT_POLICY=command\n"),
+        ["run.env:1: JOB_NAME: the value holds a line break ('\\r'); a value is one line of text"]
+    );
+    let file = env_file("");
+    let err = resolve(&sources(
+        &file,
+        &[("HPCAGENT_ACCOUNT", "a\u{7}b")],
+        &[("JOB_NAME", "x\nAGENT_POLICY=command")],
+    ))
+    .unwrap_err();
+    let said: Vec<String> = err.0.iter().map(ToString::to_string).collect();
+    assert_eq!(said.len(), 2, "{said:?}");
+    assert!(
+        said.iter()
+            .any(|d| d.contains("--set JOB_NAME=") && d.contains("a line break"))
+    );
+    assert!(said.iter().any(|d| d.contains("HPCAGENT_ACCOUNT") && d.contains("a control character ('\\u{7}')")));
+    // A tab is text.
+    let file = env_file("JOB_NAME='a\tb'\n");
+    assert_eq!(
+        resolve(&sources(&file, &[], &[]))
+            .unwrap()
+            .settings
+            .job_name,
+        "a\tb"
+    );
+}

@@ -22,7 +22,8 @@ pub async fn prepare(
     let solution = tools.solution_file();
     tools
         .workspace()
-        .write(&solution, &task_view::solution(&task, &task.precision))?;
+        .write(&solution, &task_view::solution(&task, &task.precision))
+        .map_err(|e| e.to_string())?;
     prompt::copy_into(skills, tools.workspace().root()).map_err(|e| e.to_string())?;
     let names: Vec<&str> = tools.specs().iter().map(|s| s.name).collect();
     Ok(Briefing {

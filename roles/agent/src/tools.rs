@@ -19,10 +19,12 @@ use serde_json::{Value, json};
 use crate::judge_link::{JudgeLink, LinkError};
 use crate::search::Search;
 use crate::task_view;
-use crate::workspace::Workspace;
+use crate::workspace::{Workspace, WorkspaceError};
 
 /// The verdict file a submit leaves in the attempt directory.
 pub const VERDICT_FILE: &str = "verdict.json";
+/// The longest a file tool may take before its call is answered with an error.
+const FILE_DEADLINE: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// One tool as a model sees it.
 #[derive(Debug, Clone)]
@@ -254,25 +256,30 @@ impl Toolbox {
                 Ok(task) => ToolReply::ok(task_view::statement(&task, &self.solution_file())),
                 Err(e) => self.link_failed(e),
             },
-            "list_files" => match self.workspace.list(&text("path").unwrap_or_default()) {
-                Ok(files) => ToolReply::ok(
-                    files
-                        .iter()
-                        .map(|(f, size)| format!("{f} ({size} bytes)"))
-                        .collect::<Vec<_>>()
-                        .join("\n"),
-                ),
-                Err(why) => ToolReply::error(why),
-            },
-            "read_file" => match required(&args, "path").and_then(|p| self.workspace.read(&p)) {
-                Ok(content) => ToolReply::ok(content),
+            "list_files" => {
+                let path = text("path").unwrap_or_default();
+                match self.in_workspace(move |ws| ws.list(&path)).await {
+                    Ok((files, cut)) => ToolReply::ok(listing(&files, cut)),
+                    Err(why) => ToolReply::error(why),
+                }
+            }
+            "read_file" => match required(&args, "path") {
+                Ok(path) => match self.in_workspace(move |ws| ws.read(&path)).await {
+                    Ok(content) => ToolReply::ok(content),
+                    Err(why) => ToolReply::error(why),
+                },
                 Err(why) => ToolReply::error(why),
             },
             "write_file" => {
-                let written = required(&args, "path").and_then(|p| {
-                    let content = required(&args, "content")?;
-                    self.workspace.write(&p, &content).map(|n| (p, n))
-                });
+                let written = match (required(&args, "path"), required(&args, "content")) {
+                    (Ok(path), Ok(content)) => {
+                        let shown = path.clone();
+                        self.in_workspace(move |ws| ws.write(&path, &content))
+                            .await
+                            .map(|n| (shown, n))
+                    }
+                    (Err(why), _) | (_, Err(why)) => Err(why),
+                };
                 match written {
                     Ok((path, n)) => ToolReply::ok(format!("wrote {n} bytes to {path}")),
                     Err(why) => ToolReply::error(why),
@@ -319,7 +326,7 @@ impl Toolbox {
             .and_then(Value::as_str)
             .map(str::to_string)
             .unwrap_or_else(|| self.solution_file());
-        let source = match self.workspace.read(&path) {
+        let source = match self.in_workspace(move |ws| ws.read_source(&path)).await {
             Ok(source) => source,
             Err(why) => return ToolReply::error(why),
         };
@@ -407,6 +414,25 @@ impl Toolbox {
         self.submitted = Some(status);
         self.submit_seen.store(true, Ordering::Release);
         ToolReply::ok(summary.to_string()).ending("submitted")
+    }
+
+    /// Runs a file operation off the async runtime, with a deadline: what
+    /// the agent left in its workspace must never stall the role, whose
+    /// heartbeats and other attempts share this runtime.
+    async fn in_workspace<T: Send + 'static>(
+        &self,
+        operation: impl FnOnce(&Workspace) -> Result<T, WorkspaceError> + Send + 'static,
+    ) -> Result<T, String> {
+        let workspace = self.workspace.clone();
+        let blocking = tokio::task::spawn_blocking(move || operation(&workspace));
+        match tokio::time::timeout(FILE_DEADLINE, blocking).await {
+            Ok(Ok(done)) => done.map_err(|e| e.to_string()),
+            Ok(Err(panicked)) => Err(format!("the file operation failed: {panicked}")),
+            Err(_) => Err(format!(
+                "the file operation took over {} s and was abandoned",
+                FILE_DEADLINE.as_secs()
+            )),
+        }
     }
 
     fn link_failed(&self, e: LinkError) -> ToolReply {
@@ -531,6 +557,21 @@ fn profile_summary(r: &pb::ProfileReport) -> String {
 }
 
 /// The last `limit` characters of `text`.
+/// A `list_files` reply: one file per line with its size.
+fn listing(files: &[(String, u64)], cut: bool) -> String {
+    let mut lines: Vec<String> = files
+        .iter()
+        .map(|(f, size)| format!("{f} ({size} bytes)"))
+        .collect();
+    if cut {
+        lines.push(format!(
+            "[cut: only the first {} files are listed]",
+            files.len()
+        ));
+    }
+    lines.join("\n")
+}
+
 fn tail(text: &str, limit: usize) -> String {
     let start = match limit.checked_sub(1) {
         Some(n) => text.char_indices().rev().nth(n).map_or(0, |(i, _)| i),
