@@ -346,3 +346,111 @@ fn an_hpcagent_bench_campaign_settles_against_its_baselines_overlay() {
         ]
     );
 }
+
+/// A run directory on a memory filesystem is refused before anything of
+/// the run is written: no run directory, no lock, no plan.
+#[test]
+fn a_run_on_a_memory_filesystem_is_refused_before_anything_is_written() {
+    let shm = tempfile::tempdir_in("/dev/shm").expect("/dev/shm, a tmpfs on Linux");
+    let out = hpcagent()
+        .args(["up", "--env", example("local.env").to_str().unwrap()])
+        .args(["--set", "KERNELS=gemm", "--set"])
+        .arg(format!("RUN_ROOT={}", shm.path().display()))
+        .current_dir(common::repo())
+        .output()
+        .unwrap();
+    let left: Vec<_> = std::fs::read_dir(shm.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    let pass =
+        !out.status.success() && stderr(&out).contains("memory filesystem") && left.is_empty();
+    common::suite::record(
+        "hostile",
+        "up: RUN_ROOT on a memory filesystem",
+        "refused, nothing written",
+        &format!(
+            "{:?}, left {left:?}",
+            stderr(&out).lines().last().unwrap_or("")
+        ),
+        pass,
+    );
+    assert!(pass, "{}\nleft: {left:?}", stderr(&out));
+}
+
+/// The results store deleted while a campaign runs (SQLite goes on writing
+/// to the deleted file without an error): `up` notices, stops within a
+/// minute naming the store, and offers no `--resume` that cannot work.
+#[test]
+fn a_store_deleted_mid_campaign_stops_up_naming_the_store() {
+    let root = tempfile::tempdir().unwrap();
+    let mut up = hpcagent()
+        .args(["up", "--env", example("local.env").to_str().unwrap()])
+        .args(["--set", "KERNELS=gemm", "--set", "AGENT_POLICY=command"])
+        // An agent that thinks for a long time: the campaign is mid-way.
+        .args(["--set", "AGENT_COMMAND=sleep 600"])
+        .args([
+            "--set",
+            "INFERENCE_URL=http://127.0.0.1:9/v1",
+            "--set",
+            "LLM_MODEL=none",
+        ])
+        .arg("--set")
+        .arg(format!("RUN_ROOT={}", root.path().display()))
+        .current_dir(common::repo())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    let run_dir = loop {
+        let leased = std::fs::read_dir(root.path())
+            .ok()
+            .and_then(|mut dirs| dirs.next())
+            .map(|d| d.unwrap().path())
+            .filter(|dir| {
+                hpcagent_orchestrator::store::Reader::open(dir)
+                    .map(|r| r.attempts().unwrap_or_default())
+                    .is_ok_and(|a| !a.is_empty())
+            });
+        if let Some(dir) = leased {
+            break dir;
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(120),
+            "no attempt started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    };
+    for file in ["results.sqlite", "results.sqlite-wal", "results.sqlite-shm"] {
+        let _ = std::fs::remove_file(run_dir.join(file));
+    }
+    let deleted = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = up.try_wait().unwrap() {
+            break Some(status);
+        }
+        if deleted.elapsed() > std::time::Duration::from_secs(60) {
+            up.kill().unwrap();
+            break None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    };
+    let took = deleted.elapsed();
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut up.stderr.take().unwrap(), &mut err).unwrap();
+    let store = run_dir.join("results.sqlite");
+    let named = format!("{} was deleted while the campaign ran", store.display());
+    let pass = status.is_some_and(|s| s.code() == Some(1))
+        && err.contains(&named)
+        && err.contains("cannot be resumed")
+        && !err.contains("--resume");
+    common::suite::record(
+        "hostile",
+        "up: the results store deleted mid-campaign",
+        "exit 1 within 60 s, naming the store",
+        &format!("{status:?} after {took:.1?}"),
+        pass,
+    );
+    assert!(pass, "{status:?} after {took:?}:\n{err}");
+}

@@ -7,7 +7,7 @@ use anyhow::Context;
 use clap::{Args, ValueEnum};
 use hpcagent_orchestrator::campaign::{self, ExecutorKind, Outcome, Up};
 use hpcagent_orchestrator::slurm::chain::{self, Next};
-use hpcagent_orchestrator::store::Reader;
+use hpcagent_orchestrator::store::{self, Reader};
 
 use super::ConfigFlags;
 use super::judge::runtime;
@@ -132,6 +132,15 @@ pub fn run(args: UpArgs) -> anyhow::Result<ExitCode> {
                 run_dir.display()
             );
             ExitCode::from(if *signal == "INT" { 130 } else { 143 })
+        }
+        Outcome::Failed(why) if !run_dir.join(store::FILE_NAME).exists() => {
+            // Nothing to resume from: say so rather than offer a --resume.
+            eprintln!(
+                "the campaign failed: {why}\nits results store is gone, so it cannot be \
+                 resumed; how each attempt ended is kept in {}",
+                run_dir.join("attempts.jsonl").display()
+            );
+            ExitCode::from(1)
         }
         Outcome::Failed(why) => {
             eprintln!(

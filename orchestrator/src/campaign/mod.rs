@@ -111,6 +111,7 @@ pub async fn up(up: Up) -> anyhow::Result<Outcome> {
         anyhow::anyhow!("the corpus is invalid:\n{}", lines.join("\n"))
     })?;
     let specs = tasks::task_set(&up.config, &corpus, &refused)?;
+    crate::store::check_filesystem(&up.run_dir, up.config.settings.allow_memory_db)?;
     std::fs::create_dir_all(&up.run_dir)
         .with_context(|| format!("cannot create {}", up.run_dir.display()))?;
     let _lock = lock_run_dir(&up.run_dir)?;
@@ -231,7 +232,13 @@ pub async fn up(up: Up) -> anyhow::Result<Outcome> {
     };
     let _ = server_stop.send(true);
     store.campaign_state(outcome.state());
-    store.flush().await?;
+    // A campaign that failed may have failed for its store: the outcome
+    // says why already, and the operator reads that rather than the echo.
+    if let Err(e) = store.flush().await
+        && !matches!(outcome, Outcome::Failed(_))
+    {
+        return Err(e.into());
+    }
     let _ = std::fs::remove_file(up.run_dir.join(ENDPOINT_FILE));
     Ok(outcome)
 }
@@ -413,6 +420,7 @@ async fn run<E: Executor>(
                 break Outcome::Failed(format!("{}: {}", c.instance, c.reason));
             }
         }
+        campaign.store.check_file();
         if let Some(why) = campaign.store.failure() {
             break Outcome::Failed(format!("the results store failed: {why}"));
         }

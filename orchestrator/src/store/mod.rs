@@ -51,6 +51,8 @@ pub enum StoreError {
     Closed,
     #[error("{path}: a write failed, the store is incomplete: {why}")]
     Failed { path: PathBuf, why: String },
+    #[error("{path}: {why}")]
+    Opened { path: PathBuf, why: std::io::Error },
 }
 
 /// A task as the store keeps it.
@@ -101,7 +103,11 @@ impl TaskRow {
 
 /// The filesystem type holding `path` (longest matching mount point).
 pub fn filesystem_of(path: &Path) -> String {
-    let path = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    // A run directory not made yet is on its nearest existing ancestor's.
+    let path = path
+        .ancestors()
+        .find_map(|p| std::fs::canonicalize(p).ok())
+        .unwrap_or_else(|| path.to_path_buf());
     let mounts = std::fs::read_to_string("/proc/mounts").unwrap_or_default();
     mounts
         .lines()
@@ -115,6 +121,19 @@ pub fn filesystem_of(path: &Path) -> String {
         .max_by_key(|(len, _)| *len)
         .map(|(_, fstype)| fstype)
         .unwrap_or_default()
+}
+
+/// Refuses a run directory on a memory filesystem unless allowed; made to
+/// be asked before anything of the run is written.
+pub fn check_filesystem(run_dir: &Path, allow_memory: bool) -> Result<(), StoreError> {
+    let fstype = filesystem_of(run_dir);
+    if !allow_memory && is_memory_filesystem(&fstype) {
+        return Err(StoreError::MemoryFilesystem {
+            path: run_dir.join(FILE_NAME),
+            fstype,
+        });
+    }
+    Ok(())
 }
 
 /// Whether a filesystem of type `fstype` keeps its files in memory.
@@ -348,6 +367,43 @@ mod tests {
             ]
         );
         assert!(text.contains("\"outcome\":\"expired\""), "{text}");
+    }
+
+    #[test]
+    fn a_store_file_deleted_or_replaced_fails_the_store() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), false).unwrap();
+        store.check_file();
+        assert_eq!(store.failure(), None);
+        let path = dir.path().join(FILE_NAME);
+        std::fs::rename(&path, dir.path().join("moved")).unwrap();
+        std::fs::write(&path, "").unwrap();
+        store.check_file();
+        let why = store.failure().unwrap();
+        assert!(
+            why.contains(&format!("{} was replaced", path.display())),
+            "{why}"
+        );
+
+        let other = tempfile::tempdir().unwrap();
+        let store = Store::open(other.path(), false).unwrap();
+        std::fs::remove_file(other.path().join(FILE_NAME)).unwrap();
+        store.check_file();
+        assert!(
+            store
+                .failure()
+                .unwrap()
+                .contains("was deleted while the campaign ran")
+        );
+    }
+
+    #[test]
+    fn a_run_directory_not_made_yet_is_judged_by_its_ancestor() {
+        assert!(matches!(
+            check_filesystem(Path::new("/dev/shm/not/made/yet"), false),
+            Err(StoreError::MemoryFilesystem { .. })
+        ));
+        assert!(check_filesystem(Path::new("/dev/shm/not/made/yet"), true).is_ok());
     }
 
     #[tokio::test]

@@ -2,6 +2,7 @@
 //! in one transaction, each change under its own savepoint, and appends the
 //! committed ends of attempts to the attempts' log.
 
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -11,7 +12,7 @@ use rusqlite::{Connection, params};
 use super::attempt_log::{self, AttemptLog};
 use super::schema::{SCHEMA, add_missing_columns};
 use super::{
-    FILE_NAME, StoreError, TaskRow, filesystem_of, is_memory_filesystem, is_network_filesystem,
+    FILE_NAME, StoreError, TaskRow, check_filesystem, filesystem_of, is_network_filesystem,
 };
 
 /// A change to the store. `Fn`, not `FnOnce`: a batch in which one change
@@ -35,6 +36,8 @@ enum Op {
 #[derive(Clone)]
 pub struct Store {
     path: PathBuf,
+    /// The file opened (device and inode), to notice it deleted or replaced.
+    identity: (u64, u64),
     ops: mpsc::Sender<Op>,
     failure: Arc<Mutex<Option<String>>>,
 }
@@ -50,10 +53,8 @@ impl Store {
     /// Opens (or creates) the store of `run_dir` and starts its writer.
     pub fn open(run_dir: &Path, allow_memory: bool) -> Result<Store, StoreError> {
         let path = run_dir.join(FILE_NAME);
+        check_filesystem(run_dir, allow_memory)?;
         let fstype = filesystem_of(run_dir);
-        if !allow_memory && is_memory_filesystem(&fstype) {
-            return Err(StoreError::MemoryFilesystem { path, fstype });
-        }
         let sqlite = |source| StoreError::Sqlite {
             path: path.clone(),
             source,
@@ -73,6 +74,12 @@ impl Store {
             .map_err(sqlite)?;
         conn.execute_batch(SCHEMA).map_err(sqlite)?;
         add_missing_columns(&conn).map_err(sqlite)?;
+        let identity = std::fs::metadata(&path)
+            .map(|m| (m.dev(), m.ino()))
+            .map_err(|why| StoreError::Opened {
+                path: path.clone(),
+                why,
+            })?;
         let (ops, queue) = mpsc::channel();
         let log = AttemptLog::new(run_dir);
         let failure = Arc::new(Mutex::new(None));
@@ -81,7 +88,36 @@ impl Store {
             .name("store-writer".into())
             .spawn(move || writer(conn, queue, log, writer_failure))
             .map_err(|e| sqlite(rusqlite::Error::ToSqlConversionFailure(Box::new(e))))?;
-        Ok(Store { path, ops, failure })
+        Ok(Store {
+            path,
+            identity,
+            ops,
+            failure,
+        })
+    }
+
+    /// Whether the store's file is still the one opened; if not, the store
+    /// is failed. SQLite goes on writing to a file deleted under it without
+    /// an error, so a campaign would report progress into nothing: this is
+    /// how it notices (a `stat` of the path, cheap enough for every tick).
+    pub fn check_file(&self) {
+        let why = match std::fs::metadata(&self.path) {
+            Ok(m) if (m.dev(), m.ino()) == self.identity => return,
+            Ok(_) => "was replaced by another file while the campaign ran".to_string(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                "was deleted while the campaign ran".to_string()
+            }
+            Err(e) => format!("cannot be checked: {e}"),
+        };
+        let why = format!(
+            "{} {why}; what the campaign records from now on would be lost",
+            self.path.display()
+        );
+        let mut failure = self.failure.lock().expect("store failure lock");
+        if failure.is_none() {
+            tracing::error!("store: {why}");
+            *failure = Some(why);
+        }
     }
 
     /// The first write that failed, if one did: the store no longer holds
