@@ -197,3 +197,41 @@ fn the_task_shows_the_manifest_s_name_hints_and_level_budget() {
         "{task}"
     );
 }
+
+/// `--warm` makes a task's cases before any grade asks: the public case
+/// and the five a submit checks are in the cache while the judge is idle,
+/// and a task it cannot find is passed over without stopping it.
+#[test]
+fn a_warmed_judge_has_the_cases_of_a_submit_before_it_is_asked() {
+    let cache = tempfile::tempdir().unwrap();
+    let mut args = corpus_args(false);
+    args.extend(["--warm", "product,no_such_task"]);
+    let judge = JudgeServer::start(&args, &[], Some(cache.path()));
+    let cases = || {
+        let mut found = Vec::new();
+        let mut dirs = vec![cache.path().to_path_buf()];
+        while let Some(dir) = dirs.pop() {
+            for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+                let path = entry.path();
+                if !path.is_dir() {
+                    continue;
+                }
+                let name = entry.file_name().to_string_lossy().into_owned();
+                if dir.ends_with("reference") && name.starts_with("product_fp64-") {
+                    found.push(name);
+                } else {
+                    dirs.push(path);
+                }
+            }
+        }
+        found
+    };
+    let started = std::time::Instant::now();
+    while cases().len() < 6 && started.elapsed() < std::time::Duration::from_secs(120) {
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    assert_eq!(cases().len(), 6, "{:?}", cases());
+    let v = judge.grade("submit", "product", "c", "hab/product_ok.c", &[]);
+    assert_eq!(v["status"], "ok", "{}", summary(&v));
+    assert_eq!(cases().len(), 6, "the submit made cases of its own");
+}

@@ -65,8 +65,11 @@ const DRIVER: &str = r#"
 typedef void (*gemm_fn)(const double *, const double *, double *, int64_t, int64_t, int64_t,
                         double, double, uint8_t *, int64_t);
 /* argv: library, pairs (each: fresh inputs, then two calls), or "alone N" */
+#ifndef SIZES
+#define SIZES 100, 110, 120 /* gemm at S in the project's corpus */
+#endif
 int main(int argc, char **argv) {
-  const int64_t NI = 100, NJ = 110, NK = 120;
+  const int64_t sizes[3] = {SIZES}, NI = sizes[0], NJ = sizes[1], NK = sizes[2];
   int pairs = atoi(argv[2]), per_draw = argc > 3 ? 1 : 2;
   void *lib = dlopen(argv[1], RTLD_NOW);
   if (!lib) { fprintf(stderr, "%s\n", dlerror()); return 1; }
@@ -92,7 +95,7 @@ int main(int argc, char **argv) {
 "#;
 
 /// The judge's fixed flags for C, from the toolchain the judge detects.
-fn judge_flags() -> anyhow::Result<Vec<String>> {
+pub(crate) fn judge_flags() -> anyhow::Result<Vec<String>> {
     let toolchain = hpcagent_judge::build::toolchain::Toolchain::detect();
     let compiler = toolchain
         .compiler(hpcagent_judge::language::Language::C)
@@ -100,7 +103,7 @@ fn judge_flags() -> anyhow::Result<Vec<String>> {
     Ok(compiler.flags.clone())
 }
 
-fn run(command: &mut Command, what: &str) -> anyhow::Result<()> {
+pub(crate) fn run(command: &mut Command, what: &str) -> anyhow::Result<()> {
     let out = command
         .output()
         .with_context(|| format!("cannot run {what}"))?;
@@ -112,8 +115,25 @@ fn run(command: &mut Command, what: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Compiles the by-hand driver for gemm of `sizes` (NI, NJ, NK).
+pub(crate) fn driver(dir: &Path, sizes: [i64; 3]) -> anyhow::Result<PathBuf> {
+    let source = dir.join("driver.c");
+    std::fs::write(&source, DRIVER)?;
+    let [ni, nj, nk] = sizes;
+    let driver = dir.join(format!("driver-{ni}-{nj}-{nk}"));
+    run(
+        Command::new("gcc")
+            .args(["-O2", &format!("-DSIZES={ni},{nj},{nk}"), "-o"])
+            .arg(&driver)
+            .arg(&source)
+            .arg("-ldl"),
+        "gcc (the driver)",
+    )?;
+    Ok(driver)
+}
+
 /// What the driver makes after the build.
-enum Calls {
+pub(crate) enum Calls {
     /// A warm-up pair and this many pairs, fresh inputs for each.
     Pairs(u32),
     /// 1 + this many calls of the submission alone, on one input.
@@ -121,7 +141,7 @@ enum Calls {
 }
 
 /// Compile with the judge's flags, then `calls` through the driver.
-fn by_hand(
+pub(crate) fn by_hand(
     flags: &[String],
     source: &Path,
     driver: &Path,
@@ -148,9 +168,9 @@ fn by_hand(
     Ok(start.elapsed().as_secs_f64())
 }
 
-struct Judge {
+pub(crate) struct Judge {
     process: std::process::Child,
-    url: String,
+    pub url: String,
 }
 
 impl Drop for Judge {
@@ -161,11 +181,27 @@ impl Drop for Judge {
 }
 
 fn start_judge(options: &Options) -> anyhow::Result<Judge> {
-    let mut process = Command::new(&options.exe)
+    start_judge_with(
+        &options.exe,
+        &options.repo,
+        &options.work_dir.join("cache"),
+        &[],
+    )
+}
+
+/// A judge serving at S from `cache`, with `extra` arguments.
+pub(crate) fn start_judge_with(
+    exe: &Path,
+    repo: &Path,
+    cache: &Path,
+    extra: &[String],
+) -> anyhow::Result<Judge> {
+    let mut process = Command::new(exe)
         .args(["judge", "serve", "--listen", "127.0.0.1:0", "--preset", "S"])
         .arg("--cache")
-        .arg(options.work_dir.join("cache"))
-        .current_dir(&options.repo)
+        .arg(cache)
+        .args(extra)
+        .current_dir(repo)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -187,13 +223,13 @@ fn start_judge(options: &Options) -> anyhow::Result<Judge> {
 
 /// A client connected to the judge, as an agent holds one: a grade's
 /// latency is its Score call, not the start of a process to make it.
-struct Client {
+pub(crate) struct Client {
     runtime: tokio::runtime::Runtime,
     judge: JudgeClient<Channel>,
 }
 
 impl Client {
-    fn connect(judge: &Judge) -> anyhow::Result<Client> {
+    pub(crate) fn connect(judge: &Judge) -> anyhow::Result<Client> {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()?;
@@ -206,8 +242,19 @@ impl Client {
     /// One Score of `source`; seconds, whether the build was cached, and
     /// the timed pairs it made.
     fn grade(&mut self, source: &Path) -> anyhow::Result<(f64, bool, u32)> {
+        self.ask("gemm", source, false)
+    }
+
+    /// One Score (or Submit) of `source` to `task`: seconds, whether the
+    /// build was cached, the timed pairs it made.
+    pub(crate) fn ask(
+        &mut self,
+        task: &str,
+        source: &Path,
+        submit: bool,
+    ) -> anyhow::Result<(f64, bool, u32)> {
         let request = pb::GradeRequest {
-            task_id: "gemm".into(),
+            task_id: task.into(),
             language: "c".into(),
             code: Some(pb::grade_request::Code::Source(std::fs::read_to_string(
                 source,
@@ -216,11 +263,13 @@ impl Client {
             ..Default::default()
         };
         let start = Instant::now();
-        let verdict = self
-            .runtime
-            .block_on(self.judge.score(request))
-            .context("Score")?
-            .into_inner();
+        let verdict = if submit {
+            self.runtime.block_on(self.judge.submit(request))
+        } else {
+            self.runtime.block_on(self.judge.score(request))
+        }
+        .context("the grade")?
+        .into_inner();
         let seconds = start.elapsed().as_secs_f64();
         anyhow::ensure!(
             verdict.status() == pb::Status::Ok,
@@ -236,17 +285,7 @@ pub fn run_bench(options: &Options) -> anyhow::Result<Outcome> {
     std::fs::create_dir_all(&options.work_dir)?;
     let dir = &options.work_dir;
     let flags = judge_flags()?;
-    let driver_source = dir.join("driver.c");
-    std::fs::write(&driver_source, DRIVER)?;
-    let driver = dir.join("driver");
-    run(
-        Command::new("gcc")
-            .args(["-O2", "-o"])
-            .arg(&driver)
-            .arg(&driver_source)
-            .arg("-ldl"),
-        "gcc (the driver)",
-    )?;
+    let driver = driver(dir, [100, 110, 120])?;
     let gemm = std::fs::read_to_string(options.repo.join("tests/submissions/gemm_ok.c"))?;
     let judge = start_judge(options)?;
     let mut client = Client::connect(&judge)?;

@@ -8,12 +8,15 @@
 //! - [`scale`]: a simulated 1,000-node allocation's orchestrator footprint.
 //! - [`startup`]: `hpcagent up` to every role ready, against `srun` and Ray.
 //! - [`judge`]: a grade against the same build and runs done by hand.
+//! - [`judge_peer`]: hpcagent's judge against HPCAgent-Bench's own on its
+//!   gemm at its S: warm, a fresh judge's first grade, a submit.
 //!
 //! It owns the simulations and the measuring; the code measured is the
 //! other crates' own, unchanged. Errors are `anyhow`: a bench is an edge.
 
 pub mod dispatch;
 pub mod judge;
+pub mod judge_peer;
 pub mod peers;
 pub mod scale;
 pub mod sim;

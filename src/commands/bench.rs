@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
-use hpcagent_bench::{dispatch, judge, peers, scale, startup, stats};
+use hpcagent_bench::{dispatch, judge, judge_peer, peers, scale, startup, stats};
 
 use super::judge::runtime;
 
@@ -74,6 +74,18 @@ struct JudgeArgs {
     /// Rounds of (by hand, new source, cached); each ratio is the median of the rounds'.
     #[arg(long, default_value_t = 11)]
     repeats: usize,
+    /// HPCAgent-Bench's `hpcagent-bench` executable (scripts/bench-peers.sh
+    /// installs it from a checkout): then its judge is measured beside
+    /// hpcagent's on its gemm at its S, after the bench above.
+    #[arg(long, value_name = "EXE", requires = "hab_corpus")]
+    peer_hab: Option<PathBuf>,
+    /// The HPCAgent-Bench corpus both judges grade from
+    /// (`<checkout>/hpcagent_bench/benchmarks`).
+    #[arg(long, value_name = "DIR")]
+    hab_corpus: Option<PathBuf>,
+    /// Rounds of the comparison with HPCAgent-Bench's judge.
+    #[arg(long, default_value_t = 3)]
+    peer_rounds: usize,
 }
 
 #[derive(Debug, Args)]
@@ -230,6 +242,18 @@ fn judge_bench(a: JudgeArgs) -> anyhow::Result<()> {
     let outcome = judge::run_bench(&options)?;
     super::end_quietly_when_stdout_closes();
     println!("{}", judge::render(&outcome, a.repeats));
+    if let (Some(peer), Some(corpus)) = (a.peer_hab, a.hab_corpus) {
+        let options = judge_peer::Options {
+            exe: exe()?,
+            repo: std::env::current_dir()?,
+            corpus: std::path::absolute(corpus)?,
+            peer,
+            rounds: a.peer_rounds,
+            work_dir: scratch.path().join("peer"),
+        };
+        let outcome = judge_peer::run_bench(&options)?;
+        println!("{}", judge_peer::render(&outcome));
+    }
     Ok(())
 }
 

@@ -145,6 +145,12 @@ struct ServeArgs {
     /// Address to listen on.
     #[arg(long, default_value = "127.0.0.1:8800")]
     listen: std::net::SocketAddr,
+    /// Tasks (comma-separated ids or path keys) whose cases to make in
+    /// the background from the start, before any grade asks: an
+    /// HPCAgent-Bench task's public case with its reference's times, and
+    /// the held-out cases of a submit.
+    #[arg(long, value_delimiter = ',', value_name = "TASKS")]
+    warm: Vec<String>,
     #[command(flatten)]
     setup: JudgeSetup,
 }
@@ -283,8 +289,21 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         .with_context(|| format!("cannot listen on {}", args.listen))?;
     // The bound address (the port may have been 0) for scripts and tests.
     println!("listening on {}", listener.local_addr()?);
+    let judge = Arc::new(judge);
+    if !args.warm.is_empty() {
+        let (judge, tasks, preset) = (judge.clone(), args.warm, args.setup.preset);
+        tokio::spawn(async move {
+            let warmed = judge.warm(&tasks, preset).await;
+            tracing::info!(
+                made = warmed.made.len(),
+                refused = warmed.refused.len(),
+                took_s = warmed.took.as_secs_f64(),
+                "warmed the tasks' cases"
+            );
+        });
+    }
     tonic::transport::Server::builder()
-        .add_service(Service::new(Arc::new(judge), None))
+        .add_service(Service::new(judge, None))
         .serve_with_incoming_shutdown(hpcagent_orchestrator::control::incoming(listener), async {
             let _ = tokio::signal::ctrl_c().await;
         })

@@ -28,6 +28,7 @@ pub mod slots;
 pub mod timing;
 pub mod verdict;
 pub mod verify;
+pub mod warm;
 
 pub use judge::{Judge, JudgeConfig, JudgeError, Submission};
 // The corpus is a crate of its own; the judge's modules name it as before.

@@ -260,20 +260,42 @@ struct Timed {
 }
 
 impl DataCache {
+    /// Those of `modules` this cache's Python cannot import, checked once
+    /// per judge.
+    pub fn missing_modules(
+        &self,
+        checkout: &Path,
+        modules: &BTreeSet<String>,
+    ) -> Result<BTreeSet<String>, HabDataError> {
+        if let Some(known) = self.missing.lock().expect("module table").get(modules) {
+            return Ok(known.clone());
+        }
+        let missing = missing_modules(&self.python, checkout, modules)?;
+        self.missing
+            .lock()
+            .expect("module table")
+            .insert(modules.clone(), missing.clone());
+        Ok(missing)
+    }
+
     /// The case `plan` describes for `kernel` (the task as the judge
-    /// grades it), made on first use: inputs, reference outputs and the
-    /// reference's times.
+    /// grades it), made on first use: inputs, reference outputs and, when
+    /// `timed` (the case a speedup is measured on), the reference's times.
+    /// A held-out case only checks answers: timing its reference would
+    /// cost a submit 20 calls of NumPy per case for nothing.
     pub async fn hab_case(
         &self,
         kernel: &corpus::Kernel,
         plan: &InputPlan,
+        timed: bool,
     ) -> Result<HabCase, DataError> {
         let plan_text = serde_json::to_string(plan).map_err(|e| DataError::Case(e.to_string()))?;
+        let reps = if timed { REFERENCE_REPS } else { 0 };
         let hash = fingerprint(&[
             kernel.fingerprint.as_bytes(),
             plan_text.as_bytes(),
             SCRIPT.as_bytes(),
-            &REFERENCE_REPS.to_le_bytes(),
+            &reps.to_le_bytes(),
         ]);
         let key = format!("{}-{}", kernel.symbol(corpus::Precision::Fp64), &hash[..24]);
         let inputs_dir = self.root.join("inputs").join(&key);
@@ -284,7 +306,7 @@ impl DataCache {
             let (python, plan, root) = (self.python.clone(), plan.clone(), self.root.clone());
             let (to_inputs, to_reference) = (inputs_dir.clone(), reference_dir.clone());
             tokio::task::spawn_blocking(move || {
-                make_case(&python, &plan, &root, &to_inputs, &to_reference)
+                make_case(&python, &plan, reps, &root, &to_inputs, &to_reference)
             })
             .await
             .map_err(|e| DataError::Case(format!("making the case panicked: {e}")))??;
@@ -298,6 +320,7 @@ impl DataCache {
 fn make_case(
     python: &str,
     plan: &InputPlan,
+    reps: u32,
     root: &Path,
     inputs: &Path,
     reference: &Path,
@@ -308,14 +331,11 @@ fn make_case(
         .prefix(".tmp-")
         .tempdir_in(&private)
         .map_err(io(&private))?;
-    let reps = REFERENCE_REPS.to_string();
-    run_script(
-        python,
-        plan,
-        made.path(),
-        &["--reference", "--case", "--time", &reps],
-    )
-    .map_err(|e| DataError::Reference(e.to_string()))?;
+    let reps = reps.to_string();
+    let timing: &[&str] = if reps == "0" { &[] } else { &["--time", &reps] };
+    let flags = [&["--reference", "--case"][..], timing].concat();
+    run_script(python, plan, made.path(), &flags)
+        .map_err(|e| DataError::Reference(e.to_string()))?;
     let arrays = readable_tempdir(&root.join("inputs"))?;
     for arg in case_args(made.path())?.iter().filter(|a| a.pointer) {
         let file = format!("{}.bin", arg.name);

@@ -12,7 +12,7 @@ pub mod hab;
 
 pub use generate::{Draw, seeded_rng};
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -94,6 +94,10 @@ pub struct DataCache {
     reference_timeout: Duration,
     /// One lock per key, so two slots asking for the same case produce it once.
     locks: Arc<Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>>,
+    /// Which modules the Python lacks, by the set asked about: its
+    /// installation does not change under a judge, and a check is a
+    /// Python start (a tenth of a second or more) on every grade.
+    missing: Arc<Mutex<HashMap<BTreeSet<String>, BTreeSet<String>>>>,
 }
 
 impl DataCache {
@@ -104,6 +108,7 @@ impl DataCache {
             python,
             reference_timeout: Duration::from_secs(900),
             locks: Arc::default(),
+            missing: Arc::default(),
         }
     }
 

@@ -9,7 +9,7 @@
 
 use crate::corpus::Preset;
 use crate::corpus::hab::{ROTATIONS, Rotation};
-use crate::data::hab::{HabCase, HabDataError, check_fits, missing_modules};
+use crate::data::hab::{HabCase, HabDataError, check_fits};
 use crate::data::{CaseInputs, Reference, seeded_rng};
 use crate::hab_tasks::{HabTasks, translator_symbol};
 use crate::judge::{Judge, Submission};
@@ -43,24 +43,13 @@ impl Judge {
         if let Err(why) = self.can_grade(tasks, manifested, prepared.preset) {
             return fail(verdict, Status::HarnessError, why.to_string());
         }
-        let mut cases = vec![self.hab_plan(tasks, manifested, prepared.preset, None, 0)];
-        if mode == Mode::Submit {
-            cases.extend(ROTATIONS.iter().enumerate().map(|(i, rotation)| {
-                let preset = held_out_preset(i).min(prepared.preset);
-                self.hab_plan(tasks, manifested, preset, Some(*rotation), i as u32 + 1)
-            }));
-        }
-        let mut made: Vec<HabCase> = Vec::new();
-        for plan in cases {
-            let case = match plan {
-                Ok(plan) => self.data.hab_case(kernel, &plan).await,
-                Err(e) => return fail(verdict, Status::HarnessError, e.to_string()),
-            };
-            match case {
-                Ok(case) => made.push(case),
-                Err(e) => return fail(verdict, Status::HarnessError, e.to_string()),
-            }
-        }
+        let made = match self
+            .hab_cases(tasks, kernel, manifested, prepared.preset, mode)
+            .await
+        {
+            Ok(made) => made,
+            Err(e) => return fail(verdict, Status::HarnessError, e),
+        };
         let baseline = match tasks.baseline(manifested) {
             Some(file) => match self
                 .build_overlay_baseline(prepared, manifested, &file, slot)
@@ -110,16 +99,45 @@ impl Judge {
         verdict
     }
 
+    /// The cases a grade in `mode` runs, made on first use: the public one
+    /// (timed), then for `Submit` the held-out ones.
+    pub(crate) async fn hab_cases(
+        &self,
+        tasks: &HabTasks,
+        kernel: &crate::corpus::Kernel,
+        manifested: &crate::corpus::hab::Kernel,
+        preset: Preset,
+        mode: Mode,
+    ) -> Result<Vec<HabCase>, String> {
+        let plan = |preset, rotation, index| {
+            self.hab_plan(tasks, manifested, preset, rotation, index)
+                .map_err(|e| e.to_string())
+        };
+        let mut plans = vec![plan(preset, None, 0)?];
+        if mode == Mode::Submit {
+            for (i, rotation) in ROTATIONS.iter().enumerate() {
+                let held_out = held_out_preset(i).min(preset);
+                plans.push(plan(held_out, Some(*rotation), i as u32 + 1)?);
+            }
+        }
+        let mut made = Vec::new();
+        for (index, plan) in plans.iter().enumerate() {
+            let case = self.data.hab_case(kernel, plan, index == 0).await;
+            made.push(case.map_err(|e| e.to_string())?);
+        }
+        Ok(made)
+    }
+
     /// Why this judge cannot grade the task at `preset`, if it cannot: a
     /// module its Python lacks, or inputs larger than the node's memory.
-    fn can_grade(
+    pub(crate) fn can_grade(
         &self,
         tasks: &HabTasks,
         manifested: &crate::corpus::hab::Kernel,
         preset: Preset,
     ) -> Result<(), HabDataError> {
         let checkout = crate::corpus::hab::checkout(&tasks.root);
-        let missing = missing_modules(self.data.python(), &checkout, &manifested.needs())?;
+        let missing = self.data.missing_modules(&checkout, &manifested.needs())?;
         if !missing.is_empty() {
             let names: Vec<&str> = missing.iter().map(String::as_str).collect();
             return Err(HabDataError::MissingModules {

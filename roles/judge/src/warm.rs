@@ -1,0 +1,96 @@
+//! Work a judge does before it is asked: the cases of the tasks it will
+//! grade, made in its idle time, so that an agent's first grade of a task
+//! does not wait for them.
+//!
+//! For an HPCAgent-Bench task, a case is Python's work: inputs drawn as
+//! HPCAgent-Bench draws them, its NumPy reference's outputs, and for the
+//! public case 20 timed calls of the reference (the denominator of every
+//! speedup on the task). A fresh judge's first grade paid for all of that,
+//! and a submit for five held-out cases more. Made here, they are in the
+//! judge's cache when the grade comes, and a later judge on the same cache
+//! finds them there.
+//!
+//! Each case is made under the node's timing lock, taken on a descriptor
+//! of its own (a lock is per open file, and the runners' descriptor is
+//! shared): the reference is timed while no grade on the node times its
+//! calls, and no grade's calls are timed while Python draws inputs beside
+//! them. A grade that needs a case being made waits for it on the case's
+//! own lock and finds it made. Native tasks need nothing ahead: their
+//! inputs are drawn in Rust in milliseconds and their baseline is timed
+//! beside each submission.
+//!
+//! This module owns what to make ahead and in what order; how a case is
+//! made is [`crate::data::hab`]'s.
+
+use std::time::{Duration, Instant};
+
+use nix::fcntl::{Flock, FlockArg};
+
+use crate::corpus::Preset;
+use crate::grade::Mode;
+use crate::judge::{Judge, timing_lock_path};
+
+/// What warming did: tasks whose cases are made, and those refused with why.
+#[derive(Debug, Default)]
+pub struct Warmed {
+    pub made: Vec<String>,
+    pub refused: Vec<(String, String)>,
+    pub took: Duration,
+}
+
+impl Judge {
+    /// Makes the cases a submit of each of `tasks` (ids or path keys) at
+    /// `preset` runs: the public case, then the held-out ones. Tasks of a
+    /// corpus that is not an HPCAgent-Bench checkout need nothing.
+    pub async fn warm(&self, tasks: &[String], preset: Preset) -> Warmed {
+        let started = Instant::now();
+        let mut warmed = Warmed::default();
+        let Some(hab) = &self.hab else {
+            return warmed;
+        };
+        for id in tasks {
+            match self.warm_task(hab, id, preset).await {
+                Ok(()) => warmed.made.push(id.clone()),
+                Err(why) => {
+                    tracing::warn!("warming {id}: {why}");
+                    warmed.refused.push((id.clone(), why));
+                }
+            }
+        }
+        warmed.took = started.elapsed();
+        warmed
+    }
+
+    async fn warm_task(
+        &self,
+        hab: &crate::hab_tasks::HabTasks,
+        id: &str,
+        preset: Preset,
+    ) -> Result<(), String> {
+        let manifested = hab.find(id)?;
+        let kernel = hab.graded(&self.corpus, id)?;
+        self.can_grade(hab, manifested, preset)?;
+        let _quiet = node_quiet().await?;
+        self.hab_cases(hab, kernel, manifested, preset, Mode::Submit)
+            .await
+            .map(drop)
+    }
+}
+
+/// Waits for the node's timing lock and holds it until dropped.
+async fn node_quiet() -> Result<Flock<std::fs::File>, String> {
+    let path = timing_lock_path();
+    tokio::task::spawn_blocking(move || {
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        Flock::lock(file, FlockArg::LockExclusive)
+            .map_err(|(_, e)| format!("{}: {e}", path.display()))
+    })
+    .await
+    .map_err(|e| format!("waiting for the timing lock: {e}"))?
+}
