@@ -290,18 +290,9 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     // The bound address (the port may have been 0) for scripts and tests.
     println!("listening on {}", listener.local_addr()?);
     let judge = Arc::new(judge);
-    if !args.warm.is_empty() {
-        let (judge, tasks, preset) = (judge.clone(), args.warm, args.setup.preset);
-        tokio::spawn(async move {
-            let warmed = judge.warm(&tasks, preset).await;
-            tracing::info!(
-                made = warmed.made.len(),
-                refused = warmed.refused.len(),
-                took_s = warmed.took.as_secs_f64(),
-                "warmed the tasks' cases"
-            );
-        });
-    }
+    let preset = args.setup.preset;
+    let warm = args.warm.into_iter().map(|t| (t, preset)).collect();
+    hpcagent_judge::warm::spawn(judge.clone(), warm);
     tonic::transport::Server::builder()
         .add_service(Service::new(judge, None))
         .serve_with_incoming_shutdown(hpcagent_orchestrator::control::incoming(listener), async {

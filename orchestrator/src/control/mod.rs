@@ -292,6 +292,23 @@ fn pb_role(role: Role) -> pb::Role {
 }
 
 /// A monotonic instant as Unix milliseconds (for clients on other clocks).
+/// The unsettled tasks' kernels and presets, each once, in the order of
+/// the task list (the order leases go out): what a judge prepares while
+/// agents think.
+fn tasks_to_warm(sched: &Scheduler) -> Vec<pb::TaskToWarm> {
+    let mut seen = std::collections::HashSet::new();
+    sched
+        .tasks()
+        .iter()
+        .filter(|t| !t.state.is_finished())
+        .filter(|t| seen.insert((&t.spec.kernel, &t.spec.preset)))
+        .map(|t| pb::TaskToWarm {
+            kernel: t.spec.kernel.clone(),
+            preset: t.spec.preset.clone().unwrap_or_default(),
+        })
+        .collect()
+}
+
 fn unix_ms(at: Instant) -> i64 {
     let now = Instant::now();
     let unix = SystemTime::now()
@@ -374,10 +391,16 @@ impl Orchestrator for Control {
             ),
         );
         tracing::info!(instance = %r.instance, node = %r.node, endpoint = %r.endpoint, "registered");
+        let warm = if role == Role::Judge {
+            tasks_to_warm(&self.campaign.scheduler())
+        } else {
+            Vec::new()
+        };
         Ok(Response::new(pb::Assignment {
             campaign: self.campaign.id.clone(),
             heartbeat_interval_ms: self.campaign.heartbeat_interval.as_millis() as u32,
             workers: self.campaign.workers_per_agent,
+            warm,
         }))
     }
 

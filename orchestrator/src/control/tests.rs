@@ -1,5 +1,44 @@
 use super::*;
-use crate::scheduler::TaskSpec;
+use crate::scheduler::{Settings, Task, TaskSpec, TaskState};
+
+/// A judge warms each unsettled kernel and preset once, in the task list's
+/// order (repeats and languages of a kernel share its cases).
+#[test]
+fn judges_warm_the_unsettled_kernels_once_each_in_order() {
+    let task = |id: &str, kernel: &str, preset: Option<&str>| {
+        Task::pending(TaskSpec {
+            id: id.into(),
+            kernel: kernel.into(),
+            language: "c".into(),
+            precision: "fp64".into(),
+            preset: preset.map(str::to_string),
+            budget: None,
+        })
+    };
+    let mut tasks = vec![
+        task("gemm.c.fp64", "gemm", None),
+        task("gemm.c.fp64#2", "gemm", None),
+        task("gemm.c.fp64@L", "gemm", Some("L")),
+        task("atax.c.fp64", "atax", None),
+        task("bicg.c.fp64", "bicg", None),
+    ];
+    tasks[3].state = TaskState::Settled("ok".into(), Some(1.0));
+    let settings = Settings {
+        max_attempts: 3,
+        task_budget: Duration::from_secs(600),
+        lease_ttl: Duration::from_secs(30),
+        needs_inference: false,
+    };
+    let warm: Vec<(String, String)> = tasks_to_warm(&Scheduler::new(settings, tasks))
+        .into_iter()
+        .map(|t| (t.kernel, t.preset))
+        .collect();
+    let pair = |k: &str, p: &str| (k.to_string(), p.to_string());
+    assert_eq!(
+        warm,
+        [pair("gemm", ""), pair("gemm", "L"), pair("bicg", "")]
+    );
+}
 
 #[test]
 fn a_verdict_matches_its_lease_s_kernel_by_name_or_by_path() {

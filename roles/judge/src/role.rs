@@ -118,6 +118,17 @@ pub async fn run(run_dir: &Path, instance: &str) -> anyhow::Result<()> {
     let assignment = ctx
         .register(pb::Role::Judge, &endpoint, capabilities)
         .await?;
+    let warm = assignment
+        .warm
+        .iter()
+        .map(|t| {
+            (
+                t.kernel.clone(),
+                t.preset.parse().unwrap_or(judge.config.preset),
+            )
+        })
+        .collect();
+    crate::warm::spawn(judge.clone(), warm);
     let heartbeat = start_heartbeats(
         ctx.client.clone(),
         instance.to_string(),

@@ -39,17 +39,18 @@ pub struct Warmed {
 }
 
 impl Judge {
-    /// Makes the cases a submit of each of `tasks` (ids or path keys) at
-    /// `preset` runs: the public case, then the held-out ones. Tasks of a
-    /// corpus that is not an HPCAgent-Bench checkout need nothing.
-    pub async fn warm(&self, tasks: &[String], preset: Preset) -> Warmed {
+    /// Makes the cases a submit of each of `tasks` (ids or path keys, each
+    /// at its public preset) runs: the public case, then the held-out
+    /// ones. Tasks of a corpus that is not an HPCAgent-Bench checkout need
+    /// nothing.
+    pub async fn warm(&self, tasks: &[(String, Preset)]) -> Warmed {
         let started = Instant::now();
         let mut warmed = Warmed::default();
         let Some(hab) = &self.hab else {
             return warmed;
         };
-        for id in tasks {
-            match self.warm_task(hab, id, preset).await {
+        for (id, preset) in tasks {
+            match self.warm_task(hab, id, *preset).await {
                 Ok(()) => warmed.made.push(id.clone()),
                 Err(why) => {
                     tracing::warn!("warming {id}: {why}");
@@ -93,4 +94,20 @@ async fn node_quiet() -> Result<Flock<std::fs::File>, String> {
     })
     .await
     .map_err(|e| format!("waiting for the timing lock: {e}"))?
+}
+
+/// Warms `tasks` in the background, and logs what it made.
+pub fn spawn(judge: std::sync::Arc<Judge>, tasks: Vec<(String, Preset)>) {
+    if tasks.is_empty() {
+        return;
+    }
+    tokio::spawn(async move {
+        let warmed = judge.warm(&tasks).await;
+        tracing::info!(
+            made = warmed.made.len(),
+            refused = warmed.refused.len(),
+            took_s = warmed.took.as_secs_f64(),
+            "warmed the tasks' cases"
+        );
+    });
 }
