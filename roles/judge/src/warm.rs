@@ -30,11 +30,27 @@ use crate::corpus::Preset;
 use crate::grade::Mode;
 use crate::judge::{Judge, timing_lock_path};
 
+/// Why a task was not warmed.
+#[derive(Debug, thiserror::Error)]
+pub enum WarmError {
+    #[error(transparent)]
+    Task(#[from] crate::hab_tasks::HabTaskError),
+    #[error(transparent)]
+    Data(#[from] crate::data::hab::HabDataError),
+    #[error("waiting for the node's timing lock {path}: {error}")]
+    Lock {
+        path: std::path::PathBuf,
+        error: std::io::Error,
+    },
+    #[error("{0}")]
+    Case(String),
+}
+
 /// What warming did: tasks whose cases are made, and those refused with why.
 #[derive(Debug, Default)]
 pub struct Warmed {
     pub made: Vec<String>,
-    pub refused: Vec<(String, String)>,
+    pub refused: Vec<(String, WarmError)>,
     pub took: Duration,
 }
 
@@ -67,7 +83,7 @@ impl Judge {
         hab: &crate::hab_tasks::HabTasks,
         id: &str,
         preset: Preset,
-    ) -> Result<(), String> {
+    ) -> Result<(), WarmError> {
         let manifested = hab.find(id)?;
         let kernel = hab.graded(&self.corpus, id)?;
         self.can_grade(hab, manifested, preset)?;
@@ -75,25 +91,27 @@ impl Judge {
         self.hab_cases(hab, kernel, manifested, preset, Mode::Submit)
             .await
             .map(drop)
+            .map_err(WarmError::Case)
     }
 }
 
 /// Waits for the node's timing lock and holds it until dropped.
-async fn node_quiet() -> Result<Flock<std::fs::File>, String> {
+async fn node_quiet() -> Result<Flock<std::fs::File>, WarmError> {
     let path = timing_lock_path();
+    let held = path.clone();
     tokio::task::spawn_blocking(move || {
         let file = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
             .create(true)
             .truncate(false)
-            .open(&path)
-            .map_err(|e| format!("{}: {e}", path.display()))?;
-        Flock::lock(file, FlockArg::LockExclusive)
-            .map_err(|(_, e)| format!("{}: {e}", path.display()))
+            .open(&path)?;
+        Flock::lock(file, FlockArg::LockExclusive).map_err(|(_, e)| e.into())
     })
     .await
-    .map_err(|e| format!("waiting for the timing lock: {e}"))?
+    .map_err(std::io::Error::other)
+    .and_then(|locked| locked)
+    .map_err(|error| WarmError::Lock { path: held, error })
 }
 
 /// Warms `tasks` in the background, and logs what it made.
