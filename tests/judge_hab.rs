@@ -207,25 +207,7 @@ fn a_warmed_judge_has_the_cases_of_a_submit_before_it_is_asked() {
     let mut args = corpus_args(false);
     args.extend(["--warm", "product,no_such_task"]);
     let judge = JudgeServer::start(&args, &[], Some(cache.path()));
-    let cases = || {
-        let mut found = Vec::new();
-        let mut dirs = vec![cache.path().to_path_buf()];
-        while let Some(dir) = dirs.pop() {
-            for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
-                let path = entry.path();
-                if !path.is_dir() {
-                    continue;
-                }
-                let name = entry.file_name().to_string_lossy().into_owned();
-                if dir.ends_with("reference") && name.starts_with("product_fp64-") {
-                    found.push(name);
-                } else {
-                    dirs.push(path);
-                }
-            }
-        }
-        found
-    };
+    let cases = || product_cases(cache.path());
     let started = std::time::Instant::now();
     while cases().len() < 6 && started.elapsed() < std::time::Duration::from_secs(120) {
         std::thread::sleep(std::time::Duration::from_millis(200));
@@ -234,4 +216,39 @@ fn a_warmed_judge_has_the_cases_of_a_submit_before_it_is_asked() {
     let v = judge.grade("submit", "product", "c", "hab/product_ok.c", &[]);
     assert_eq!(v["status"], "ok", "{}", summary(&v));
     assert_eq!(cases().len(), 6, "the submit made cases of its own");
+}
+
+/// Warming stops at its disk budget: with none, no case is made ahead,
+/// and a Score makes only the one it needs.
+#[test]
+fn warming_stops_at_its_disk_budget() {
+    let cache = tempfile::tempdir().unwrap();
+    let mut args = corpus_args(false);
+    args.extend(["--warm", "product", "--warm-budget", "0"]);
+    let judge = JudgeServer::start(&args, &[], Some(cache.path()));
+    let v = judge.grade("score", "product", "c", "hab/product_ok.c", &[]);
+    assert_eq!(v["status"], "ok", "{}", summary(&v));
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    assert_eq!(product_cases(cache.path()).len(), 1);
+}
+
+/// The cached cases of the `product` fixture under a judge's cache.
+fn product_cases(cache: &std::path::Path) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut dirs = vec![cache.to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if !path.is_dir() {
+                continue;
+            }
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if dir.ends_with("reference") && name.starts_with("product_fp64-") {
+                found.push(name);
+            } else {
+                dirs.push(path);
+            }
+        }
+    }
+    found
 }

@@ -151,6 +151,10 @@ struct ServeArgs {
     /// the held-out cases of a submit.
     #[arg(long, value_delimiter = ',', value_name = "TASKS")]
     warm: Vec<String>,
+    /// The most disk (MiB) the warmed cases may take; the tasks after are
+    /// made when first graded.
+    #[arg(long, value_name = "MIB", default_value_t = hpcagent_judge::warm::WARM_BUDGET >> 20)]
+    warm_budget: u64,
     #[command(flatten)]
     setup: JudgeSetup,
 }
@@ -292,7 +296,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let judge = Arc::new(judge);
     let preset = args.setup.preset;
     let warm = args.warm.into_iter().map(|t| (t, preset)).collect();
-    hpcagent_judge::warm::spawn(judge.clone(), warm);
+    hpcagent_judge::warm::spawn(judge.clone(), warm, args.warm_budget << 20);
     tonic::transport::Server::builder()
         .add_service(Service::new(judge, None))
         .serve_with_incoming_shutdown(hpcagent_orchestrator::control::incoming(listener), async {

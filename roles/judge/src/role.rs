@@ -128,7 +128,7 @@ pub async fn run(run_dir: &Path, instance: &str) -> anyhow::Result<()> {
             )
         })
         .collect();
-    crate::warm::spawn(judge.clone(), warm);
+    crate::warm::spawn(judge.clone(), warm, crate::warm::WARM_BUDGET);
     let heartbeat = start_heartbeats(
         ctx.client.clone(),
         instance.to_string(),

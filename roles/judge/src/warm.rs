@@ -19,6 +19,12 @@
 //! inputs are drawn in Rust in milliseconds and their baseline is timed
 //! beside each submission.
 //!
+//! What is made ahead stays on disk in the judge's cache, and a task's
+//! cases can be large (HPCAgent-Bench's gemm at S: about 430 MB for its
+//! six): warming stops once the cases it went through take
+//! [`WARM_BUDGET`], leaving the rest of the list (the tasks leased last)
+//! to be made when first graded.
+//!
 //! This module owns what to make ahead and in what order; how a case is
 //! made is [`crate::data::hab`]'s.
 
@@ -29,6 +35,11 @@ use nix::fcntl::{Flock, FlockArg};
 use crate::corpus::Preset;
 use crate::grade::Mode;
 use crate::judge::{Judge, timing_lock_path};
+
+/// The most disk the cases warming goes through may take: over a
+/// corpus of hundreds of tasks, making every case ahead would fill a run
+/// directory (each judge has its cache) with hundreds of gigabytes.
+pub const WARM_BUDGET: u64 = 4 << 30;
 
 /// Why a task was not warmed.
 #[derive(Debug, thiserror::Error)]
@@ -51,6 +62,10 @@ pub enum WarmError {
 pub struct Warmed {
     pub made: Vec<String>,
     pub refused: Vec<(String, WarmError)>,
+    /// What the cases of `made` take on disk.
+    pub bytes: u64,
+    /// Tasks left unwarmed once [`WARM_BUDGET`] was reached.
+    pub left: usize,
     pub took: Duration,
 }
 
@@ -59,15 +74,22 @@ impl Judge {
     /// at its public preset) runs: the public case, then the held-out
     /// ones. Tasks of a corpus that is not an HPCAgent-Bench checkout need
     /// nothing.
-    pub async fn warm(&self, tasks: &[(String, Preset)]) -> Warmed {
+    pub async fn warm(&self, tasks: &[(String, Preset)], budget: u64) -> Warmed {
         let started = Instant::now();
         let mut warmed = Warmed::default();
         let Some(hab) = &self.hab else {
             return warmed;
         };
-        for (id, preset) in tasks {
+        for (done, (id, preset)) in tasks.iter().enumerate() {
+            if warmed.bytes >= budget {
+                warmed.left = tasks.len() - done;
+                break;
+            }
             match self.warm_task(hab, id, *preset).await {
-                Ok(()) => warmed.made.push(id.clone()),
+                Ok(bytes) => {
+                    warmed.made.push(id.clone());
+                    warmed.bytes += bytes;
+                }
                 Err(why) => {
                     tracing::warn!("warming {id}: {why}");
                     warmed.refused.push((id.clone(), why));
@@ -83,15 +105,16 @@ impl Judge {
         hab: &crate::hab_tasks::HabTasks,
         id: &str,
         preset: Preset,
-    ) -> Result<(), WarmError> {
+    ) -> Result<u64, WarmError> {
         let manifested = hab.find(id)?;
         let kernel = hab.graded(&self.corpus, id)?;
         self.can_grade(hab, manifested, preset)?;
         let _quiet = node_quiet().await?;
-        self.hab_cases(hab, kernel, manifested, preset, Mode::Submit)
+        let cases = self
+            .hab_cases(hab, kernel, manifested, preset, Mode::Submit)
             .await
-            .map(drop)
-            .map_err(WarmError::Case)
+            .map_err(WarmError::Case)?;
+        Ok(cases.iter().map(|c| c.bytes).sum())
     }
 }
 
@@ -114,16 +137,19 @@ async fn node_quiet() -> Result<Flock<std::fs::File>, WarmError> {
     .map_err(|error| WarmError::Lock { path: held, error })
 }
 
-/// Warms `tasks` in the background, and logs what it made.
-pub fn spawn(judge: std::sync::Arc<Judge>, tasks: Vec<(String, Preset)>) {
+/// Warms `tasks` in the background, within `budget` bytes, and logs what
+/// it made.
+pub fn spawn(judge: std::sync::Arc<Judge>, tasks: Vec<(String, Preset)>, budget: u64) {
     if tasks.is_empty() {
         return;
     }
     tokio::spawn(async move {
-        let warmed = judge.warm(&tasks).await;
+        let warmed = judge.warm(&tasks, budget).await;
         tracing::info!(
             made = warmed.made.len(),
             refused = warmed.refused.len(),
+            left = warmed.left,
+            mib = warmed.bytes >> 20,
             took_s = warmed.took.as_secs_f64(),
             "warmed the tasks' cases"
         );

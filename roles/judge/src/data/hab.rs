@@ -241,6 +241,26 @@ pub struct HabCase {
     pub reference: Reference,
     /// The NumPy reference's call times on these inputs.
     pub reference_ns: Vec<u64>,
+    /// What the case takes in the cache: its arrays, the reference's
+    /// outputs and what it keeps beside them.
+    pub bytes: u64,
+}
+
+/// What the files under `dir` take, its subdirectories' included.
+fn bytes_under(dir: &Path) -> u64 {
+    std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|entry| Some((entry.path(), entry.metadata().ok()?)))
+        .map(|(path, meta)| {
+            if meta.is_dir() {
+                bytes_under(&path)
+            } else {
+                meta.len()
+            }
+        })
+        .sum()
 }
 
 /// One argument of `case.json`.
@@ -424,5 +444,6 @@ fn read_case(
         },
         reference: Reference { outputs },
         reference_ns,
+        bytes: bytes_under(inputs) + bytes_under(reference),
     })
 }
