@@ -8,7 +8,9 @@ mod common;
 
 use std::os::unix::fs::PermissionsExt;
 
-use common::{assert_settled_exactly_once, example, hpcagent, only_run_dir, repo, stderr, stdout};
+use common::{
+    assert_settled_exactly_once, command_campaign, hpcagent, only_run_dir, repo, stderr, stdout,
+};
 use serde_json::Value;
 
 /// A local campaign over `kernels` whose agents are tests/agents/mcp_agent.py
@@ -16,26 +18,8 @@ use serde_json::Value;
 fn campaign(kernels: &str, options: &str) -> (tempfile::TempDir, std::process::Output) {
     let root = tempfile::tempdir().unwrap();
     let agent = repo().join("tests/agents/mcp_agent.py");
-    let out = hpcagent()
-        .args(["up", "--env", example("local.env").to_str().unwrap()])
-        .args(["--set", "AGENT_POLICY=command", "--set"])
-        .arg(format!("KERNELS={kernels}"))
-        .args(["--set", "AGENT_NODES=1", "--set", "JUDGE_NODES=1"])
-        // The scripted agent needs no model; the policy still gets an endpoint.
-        .args([
-            "--set",
-            "INFERENCE_URL=http://127.0.0.1:9/v1",
-            "--set",
-            "LLM_MODEL=none",
-        ])
-        .arg("--set")
-        .arg(format!(
-            "AGENT_COMMAND=python3 {} {{mcp_config}} {options}",
-            agent.display()
-        ))
-        .arg("--set")
-        .arg(format!("RUN_ROOT={}", root.path().display()))
-        .current_dir(repo())
+    let command = format!("python3 {} {{mcp_config}} {options}", agent.display());
+    let out = command_campaign(hpcagent(), kernels, &command, root.path())
         .output()
         .unwrap();
     (root, out)

@@ -17,7 +17,7 @@ use std::os::unix::net::UnixListener;
 use std::path::Path;
 
 use common::{
-    Unprivileged, assert_settled_exactly_once, example, only_run_dir, repo, stderr, stdout,
+    Unprivileged, assert_settled_exactly_once, command_campaign, only_run_dir, repo, stderr, stdout,
 };
 use serde_json::Value;
 
@@ -34,32 +34,10 @@ fn a_hostile_agent_cli_stays_in_its_sandbox() {
     tcp.set_nonblocking(true).unwrap();
     let agent = repo().join("tests/agents/hostile_agent.py");
 
-    let out = user
-        .hpcagent()
-        .args(["up", "--env", example("local.env").to_str().unwrap()])
-        .args([
-            "--set",
-            "AGENT_POLICY=command",
-            "--set",
-            "KERNELS=gemm,atax",
-        ])
-        .args(["--set", "AGENT_NODES=1", "--set", "JUDGE_NODES=1"])
-        .args([
-            "--set",
-            "INFERENCE_URL=http://127.0.0.1:9/v1",
-            "--set",
-            "LLM_MODEL=none",
-        ])
-        .arg("--set")
-        .arg(format!(
-            "AGENT_COMMAND=/usr/bin/python3 {} {{mcp_config}}",
-            agent.display()
-        ))
-        .arg("--set")
-        .arg(format!("RUN_ROOT={}", user.runs().display()))
+    let command = format!("/usr/bin/python3 {} {{mcp_config}}", agent.display());
+    let out = command_campaign(user.hpcagent(), "gemm,atax", &command, &user.runs())
         .env("BAIT_UNIX", &socket)
         .env("BAIT_TCP", tcp.local_addr().unwrap().port().to_string())
-        .current_dir(repo())
         .output()
         .unwrap();
     assert!(out.status.success(), "{}\n{}", stdout(&out), stderr(&out));

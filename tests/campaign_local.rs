@@ -4,8 +4,8 @@
 mod common;
 
 use common::{
-    assert_settled_exactly_once, attempt_log, example, hpcagent, only_run_dir, read_plan, repo,
-    stderr, stdout,
+    assert_settled_exactly_once, attempt_log, command_campaign, example, hpcagent, only_run_dir,
+    read_plan, repo, stderr, stdout,
 };
 use serde_json::Value;
 
@@ -384,20 +384,8 @@ fn a_run_on_a_memory_filesystem_is_refused_before_anything_is_written() {
 #[test]
 fn a_store_deleted_mid_campaign_stops_up_naming_the_store() {
     let root = tempfile::tempdir().unwrap();
-    let mut up = hpcagent()
-        .args(["up", "--env", example("local.env").to_str().unwrap()])
-        .args(["--set", "KERNELS=gemm", "--set", "AGENT_POLICY=command"])
-        // An agent that thinks for a long time: the campaign is mid-way.
-        .args(["--set", "AGENT_COMMAND=sleep 600"])
-        .args([
-            "--set",
-            "INFERENCE_URL=http://127.0.0.1:9/v1",
-            "--set",
-            "LLM_MODEL=none",
-        ])
-        .arg("--set")
-        .arg(format!("RUN_ROOT={}", root.path().display()))
-        .current_dir(common::repo())
+    // An agent that thinks for a long time: the campaign is mid-way.
+    let mut up = command_campaign(hpcagent(), "gemm", "sleep 600", root.path())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
         .spawn()

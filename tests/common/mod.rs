@@ -362,6 +362,30 @@ pub fn assert_fault_survived(case: &str, run_dir: &Path) {
     assert_settled_exactly_once(run_dir);
 }
 
+/// `up` with examples/local.env and the `command` policy: `agent_command`
+/// as the agent CLI of every task of `kernels`, one agent node and one
+/// judge node, runs under `runs`. The scripted agents need no model; the
+/// policy still gets an endpoint. `up` is the command to add these to
+/// (`hpcagent()`, or an unprivileged user's).
+pub fn command_campaign(
+    mut up: Command,
+    kernels: &str,
+    agent_command: &str,
+    runs: &Path,
+) -> Command {
+    up.args(["up", "--env", example("local.env").to_str().unwrap()])
+        .args(["--set", "AGENT_POLICY=command", "--set"])
+        .arg(format!("KERNELS={kernels}"))
+        .args(["--set", "AGENT_NODES=1", "--set", "JUDGE_NODES=1"])
+        .args(["--set", "INFERENCE_URL=http://127.0.0.1:9/v1"])
+        .args(["--set", "LLM_MODEL=none", "--set"])
+        .arg(format!("AGENT_COMMAND={agent_command}"))
+        .arg("--set")
+        .arg(format!("RUN_ROOT={}", runs.display()))
+        .current_dir(repo());
+    up
+}
+
 /// The only run directory under `root`.
 pub fn only_run_dir(root: &Path) -> PathBuf {
     let dirs: Vec<PathBuf> = std::fs::read_dir(root)
