@@ -65,6 +65,12 @@ impl Slots {
         self.count
     }
 
+    /// Whether no grade holds a slot (none waits for one either, since a
+    /// waiting grade takes a freed slot at once).
+    pub fn all_free(&self) -> bool {
+        self.permits.available_permits() == self.count
+    }
+
     /// Waits for a free slot.
     pub async fn acquire(&self) -> Held {
         let permit = self
@@ -138,5 +144,15 @@ mod tests {
         let again =
             tokio::time::timeout(std::time::Duration::from_millis(50), slots.acquire()).await;
         assert_eq!(again.unwrap().slot.index, 0);
+    }
+
+    #[tokio::test]
+    async fn all_free_until_a_grade_holds_any_slot() {
+        let slots = Slots::new(2, &[0, 1], &[]);
+        assert!(slots.all_free());
+        let held = slots.acquire().await;
+        assert!(!slots.all_free());
+        drop(held);
+        assert!(slots.all_free());
     }
 }

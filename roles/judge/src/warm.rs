@@ -10,11 +10,11 @@
 //! judge's cache when the grade comes, and a later judge on the same cache
 //! finds them there.
 //!
-//! Each case is made under the node's timing lock, taken on a descriptor
-//! of its own (a lock is per open file, and the runners' descriptor is
-//! shared): the reference is timed while no grade on the node times its
-//! calls, and no grade's calls are timed while Python draws inputs beside
-//! them. A grade that needs a case being made waits for it on the case's
+//! A task's cases are made only while the judge grades nothing, and under
+//! the node's timing lock, taken on a descriptor of its own (a lock is per
+//! open file, and the runners' descriptor is shared): the reference is
+//! timed while no grade on the node times its calls, and no grade's calls
+//! are timed while Python draws inputs beside them. A grade that needs a case being made waits for it on the case's
 //! own lock and finds it made. Native tasks need nothing ahead: their
 //! inputs are drawn in Rust in milliseconds and their baseline is timed
 //! beside each submission.
@@ -40,6 +40,9 @@ use crate::judge::{Judge, timing_lock_path};
 /// corpus of hundreds of tasks, making every case ahead would fill a run
 /// directory (each judge has its cache) with hundreds of gigabytes.
 pub const WARM_BUDGET: u64 = 4 << 30;
+
+/// How often warming looks again whether this judge's grades are done.
+const GRADES_FIRST_POLL: Duration = Duration::from_millis(100);
 
 /// Why a task was not warmed.
 #[derive(Debug, thiserror::Error)]
@@ -109,6 +112,10 @@ impl Judge {
         let manifested = hab.find(id)?;
         let kernel = hab.graded(&self.corpus, id)?;
         self.can_grade(hab, manifested, preset)?;
+        // Grades first: a case is made only while this judge grades nothing.
+        while !self.slots.all_free() {
+            tokio::time::sleep(GRADES_FIRST_POLL).await;
+        }
         let _quiet = node_quiet().await?;
         let cases = self
             .hab_cases(hab, kernel, manifested, preset, Mode::Submit)
