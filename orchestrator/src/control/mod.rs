@@ -291,7 +291,6 @@ fn pb_role(role: Role) -> pb::Role {
     }
 }
 
-/// A monotonic instant as Unix milliseconds (for clients on other clocks).
 /// The unsettled tasks' kernels and presets, each once, in the order of
 /// the task list (the order leases go out): what a judge prepares while
 /// agents think.
@@ -309,6 +308,7 @@ fn tasks_to_warm(sched: &Scheduler) -> Vec<pb::TaskToWarm> {
         .collect()
 }
 
+/// A monotonic instant as Unix milliseconds (for clients on other clocks).
 fn unix_ms(at: Instant) -> i64 {
     let now = Instant::now();
     let unix = SystemTime::now()

@@ -123,9 +123,10 @@ pub fn filesystem_of(path: &Path) -> String {
         .unwrap_or_default()
 }
 
-/// Refuses a run directory on a memory filesystem unless allowed; made to
-/// be asked before anything of the run is written.
-pub fn check_filesystem(run_dir: &Path, allow_memory: bool) -> Result<(), StoreError> {
+/// The filesystem type of a run directory, refused when it keeps files
+/// in memory unless allowed; made to be asked before anything of the run
+/// is written.
+pub fn check_filesystem(run_dir: &Path, allow_memory: bool) -> Result<String, StoreError> {
     let fstype = filesystem_of(run_dir);
     if !allow_memory && is_memory_filesystem(&fstype) {
         return Err(StoreError::MemoryFilesystem {
@@ -133,7 +134,7 @@ pub fn check_filesystem(run_dir: &Path, allow_memory: bool) -> Result<(), StoreE
             fstype,
         });
     }
-    Ok(())
+    Ok(fstype)
 }
 
 /// Whether a filesystem of type `fstype` keeps its files in memory.

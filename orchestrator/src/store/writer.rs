@@ -11,9 +11,7 @@ use rusqlite::{Connection, params};
 
 use super::attempt_log::{self, AttemptLog};
 use super::schema::{SCHEMA, add_missing_columns};
-use super::{
-    FILE_NAME, StoreError, TaskRow, check_filesystem, filesystem_of, is_network_filesystem,
-};
+use super::{FILE_NAME, StoreError, TaskRow, check_filesystem, is_network_filesystem};
 
 /// A change to the store. `Fn`, not `FnOnce`: a batch in which one change
 /// fails is rolled back and applied again change by change.
@@ -53,8 +51,7 @@ impl Store {
     /// Opens (or creates) the store of `run_dir` and starts its writer.
     pub fn open(run_dir: &Path, allow_memory: bool) -> Result<Store, StoreError> {
         let path = run_dir.join(FILE_NAME);
-        check_filesystem(run_dir, allow_memory)?;
-        let fstype = filesystem_of(run_dir);
+        let fstype = check_filesystem(run_dir, allow_memory)?;
         let sqlite = |source| StoreError::Sqlite {
             path: path.clone(),
             source,

@@ -14,10 +14,10 @@
 //! the node's timing lock, taken on a descriptor of its own (a lock is per
 //! open file, and the runners' descriptor is shared): the reference is
 //! timed while no grade on the node times its calls, and no grade's calls
-//! are timed while Python draws inputs beside them. A grade that needs a case being made waits for it on the case's
-//! own lock and finds it made. Native tasks need nothing ahead: their
-//! inputs are drawn in Rust in milliseconds and their baseline is timed
-//! beside each submission.
+//! are timed while Python draws inputs beside them. A grade that needs a
+//! case being made waits for it on the case's own lock and finds it made.
+//! Native tasks need nothing ahead: their inputs are drawn in Rust in
+//! milliseconds and their baseline is timed beside each submission.
 //!
 //! What is made ahead stays on disk in the judge's cache, and a task's
 //! cases can be large (HPCAgent-Bench's gemm at S: about 430 MB for its
@@ -33,6 +33,7 @@ use std::time::{Duration, Instant};
 use nix::fcntl::{Flock, FlockArg};
 
 use crate::corpus::Preset;
+use crate::data::hab::HabCase;
 use crate::grade::Mode;
 use crate::judge::{Judge, timing_lock_path};
 
@@ -121,7 +122,7 @@ impl Judge {
             .hab_cases(hab, kernel, manifested, preset, Mode::Submit)
             .await
             .map_err(WarmError::Case)?;
-        Ok(cases.iter().map(|c| c.bytes).sum())
+        Ok(cases.iter().map(HabCase::bytes).sum())
     }
 }
 

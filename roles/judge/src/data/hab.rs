@@ -241,9 +241,16 @@ pub struct HabCase {
     pub reference: Reference,
     /// The NumPy reference's call times on these inputs.
     pub reference_ns: Vec<u64>,
-    /// What the case takes in the cache: its arrays, the reference's
-    /// outputs and what it keeps beside them.
-    pub bytes: u64,
+    /// Its directories in the cache: the arrays, and the reference's side.
+    dirs: [PathBuf; 2],
+}
+
+impl HabCase {
+    /// What the case takes in the cache (a walk of its directories: asked
+    /// by warming, not by grades).
+    pub fn bytes(&self) -> u64 {
+        self.dirs.iter().map(|dir| bytes_under(dir)).sum()
+    }
 }
 
 /// What the files under `dir` take, its subdirectories' included.
@@ -351,8 +358,12 @@ fn make_case(
         .prefix(".tmp-")
         .tempdir_in(&private)
         .map_err(io(&private))?;
-    let reps = reps.to_string();
-    let timing: &[&str] = if reps == "0" { &[] } else { &["--time", &reps] };
+    let reps_text = reps.to_string();
+    let timing: &[&str] = if reps == 0 {
+        &[]
+    } else {
+        &["--time", &reps_text]
+    };
     let flags = [&["--reference", "--case"][..], timing].concat();
     run_script(python, plan, made.path(), &flags)
         .map_err(|e| DataError::Reference(e.to_string()))?;
@@ -444,6 +455,6 @@ fn read_case(
         },
         reference: Reference { outputs },
         reference_ns,
-        bytes: bytes_under(inputs) + bytes_under(reference),
+        dirs: [inputs.to_path_buf(), reference.to_path_buf()],
     })
 }
