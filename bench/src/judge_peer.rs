@@ -8,12 +8,15 @@
 //! a grade of either judge: `gcc` with the judge's flags, then 1 + 20 calls
 //! through a driver (compiled beforehand, not counted).
 //!
-//! Each round measures, alternating which judge goes first:
+//! Each round measures, the peer first in odd rounds and hpcagent first in
+//! even ones:
 //! - a warm grade (a judge that graded the task before);
 //! - a fresh judge's first grade over the cache an earlier judge kept;
 //! - a fresh judge's first grade over an empty cache, after idle time as
 //!   long as the peer's first grade took beyond its warm one (its baseline's
-//!   cost): what a judge started before agents submit has had to prepare;
+//!   cost, from the round's own grades when the peer goes first, else from
+//!   the round before): what a judge started before agents submit has had
+//!   to prepare;
 //! - a submit (5 held-out cases on both).
 //!
 //! Times are as a client sees them, from request to answer; a judge's own
@@ -82,66 +85,56 @@ pub fn run_bench(options: &Options) -> anyhow::Result<Outcome> {
     let flags = judge_flags()?;
     let driver = driver(dir, SIZES)?;
     let gemm = std::fs::read_to_string(options.repo.join("tests/submissions/gemm_ok.c"))?;
-    let mut variants = 0;
-    let mut variant = || -> anyhow::Result<PathBuf> {
-        variants += 1;
-        let path = dir.join(format!("variant-{variants}.c"));
-        std::fs::write(&path, format!("/* variant {variants} */\n{gemm}"))?;
-        Ok(path)
+    let mut variants = Variants {
+        dir: dir.clone(),
+        gemm,
+        made: 0,
     };
 
     let peer_cache = dir.join("peer-shared");
     let mut peer = Peer::start(&options.peer, &peer_cache)?;
-    peer.grade(&variant()?, false)?;
+    peer.grade(&variants.next()?, false)?;
     let kept = dir.join("cache-kept");
     let judge = start_judge_with(&options.exe, &options.repo, &kept, &corpus_args(options))?;
     let mut ours = Client::connect(&judge)?;
-    ours.ask(TASK, &variant()?, true)?;
+    ours.ask(TASK, &variants.next()?, true)?;
 
-    let mut rounds = Vec::new();
+    let mut rounds: Vec<Round> = Vec::new();
     for r in 0..options.rounds {
-        let hand = by_hand(&flags, &variant()?, &driver, dir, Calls::Alone(CALLS))?;
-        let mut round = Round {
-            hand,
-            ..Round::default()
+        let hand = by_hand(&flags, &variants.next()?, &driver, dir, Calls::Alone(CALLS))?;
+        let mut on = Bench {
+            options,
+            variants: &mut variants,
+            round: r,
         };
-        let mut peer_grades = |round: &mut Round| -> anyhow::Result<()> {
-            round.peer.warm = peer.grade(&variant()?, false)?;
-            let mut fresh = Peer::start(&options.peer, &peer_cache)?;
-            round.peer.fresh_kept = fresh.grade(&variant()?, false)?;
-            drop(fresh);
-            let empty = dir.join(format!("peer-empty-{r}"));
-            let mut fresh = Peer::start(&options.peer, &empty)?;
-            std::thread::sleep(Duration::from_secs_f64(round.idle));
-            round.peer.fresh_empty = fresh.grade(&variant()?, false)?;
-            round.peer.submit = peer.grade(&variant()?, true)?;
-            Ok(())
+        // The idle time is the peer's baseline cost: what its first grade
+        // took beyond its warm one, measured in the round when the peer
+        // goes first, else taken from the round before.
+        let round = match rounds.last().filter(|_| r % 2 == 1) {
+            Some(before) => {
+                let idle = before.idle;
+                let ours = on.ours(&mut ours, &kept, idle)?;
+                let (peer, _) = on.peer(&mut peer, &peer_cache, Some(idle))?;
+                Round {
+                    hand,
+                    idle,
+                    peer,
+                    ours,
+                }
+            }
+            None => {
+                let (peer, idle) = on.peer(&mut peer, &peer_cache, None)?;
+                let ours = on.ours(&mut ours, &kept, idle)?;
+                Round {
+                    hand,
+                    idle,
+                    peer,
+                    ours,
+                }
+            }
         };
-        // The idle time is the peer's baseline cost, so the peer's warm and
-        // kept-cache grades come first in every round; the alternation is
-        // in the rest.
-        round.idle = 0.0;
-        peer_grades(&mut round)?;
-        round.idle = (round.peer.fresh_kept - round.peer.warm).max(0.0);
-        let mut our_grades = |round: &mut Round| -> anyhow::Result<()> {
-            round.ours.warm = ours.ask(TASK, &variant()?, false)?.0;
-            let fresh =
-                start_judge_with(&options.exe, &options.repo, &kept, &corpus_args(options))?;
-            round.ours.fresh_kept = Client::connect(&fresh)?.ask(TASK, &variant()?, false)?.0;
-            drop(fresh);
-            let mut args = corpus_args(options);
-            args.extend(["--warm".to_string(), TASK.to_string()]);
-            let empty = dir.join(format!("cache-empty-{r}"));
-            let fresh = start_judge_with(&options.exe, &options.repo, &empty, &args)?;
-            let mut client = Client::connect(&fresh)?;
-            std::thread::sleep(Duration::from_secs_f64(round.idle));
-            round.ours.fresh_empty = client.ask(TASK, &variant()?, false)?.0;
-            round.ours.submit = ours.ask(TASK, &variant()?, true)?.0;
-            Ok(())
-        };
-        our_grades(&mut round)?;
         eprintln!(
-            "round {}: by hand {:.2} s; peer {:.2}/{:.2}/{:.2}/{:.2}; hpcagent {:.2}/{:.2}/{:.2}/{:.2} (warm/fresh kept/fresh empty after {:.1} s/submit)",
+            "round {}: by hand {:.2} s; peer {:.2}/{:.2}/{:.2}/{:.2}; hpcagent {:.2}/{:.2}/{:.2}/{:.2} (warm/fresh kept/fresh empty after {:.1} s/submit; {} first)",
             r + 1,
             round.hand,
             round.peer.warm,
@@ -152,11 +145,91 @@ pub fn run_bench(options: &Options) -> anyhow::Result<Outcome> {
             round.ours.fresh_kept,
             round.ours.fresh_empty,
             round.ours.submit,
-            round.idle
+            round.idle,
+            if r % 2 == 1 { "hpcagent" } else { "peer" }
         );
         rounds.push(round);
     }
     Ok(summarize(&rounds))
+}
+
+/// The submission, new each grade (a comment) so no build is cached.
+struct Variants {
+    dir: PathBuf,
+    gemm: String,
+    made: usize,
+}
+
+impl Variants {
+    fn next(&mut self) -> anyhow::Result<PathBuf> {
+        self.made += 1;
+        let path = self.dir.join(format!("variant-{}.c", self.made));
+        std::fs::write(&path, format!("/* variant {} */\n{}", self.made, self.gemm))?;
+        Ok(path)
+    }
+}
+
+/// One round's grades of either judge.
+struct Bench<'a> {
+    options: &'a Options,
+    variants: &'a mut Variants,
+    round: usize,
+}
+
+impl Bench<'_> {
+    /// The peer's four grades, and its baseline cost (its first grade over
+    /// its warm one); its empty-cache grade after `idle`, or that cost.
+    fn peer(
+        &mut self,
+        warm: &mut Peer,
+        kept: &Path,
+        idle: Option<f64>,
+    ) -> anyhow::Result<(Grades, f64)> {
+        let exe = &self.options.peer;
+        let mut g = Grades {
+            warm: warm.grade(&self.variants.next()?, false)?,
+            ..Grades::default()
+        };
+        g.fresh_kept = Peer::start(exe, kept)?.grade(&self.variants.next()?, false)?;
+        let cost = (g.fresh_kept - g.warm).max(0.0);
+        let empty = self
+            .options
+            .work_dir
+            .join(format!("peer-empty-{}", self.round));
+        let mut fresh = Peer::start(exe, &empty)?;
+        std::thread::sleep(Duration::from_secs_f64(idle.unwrap_or(cost)));
+        g.fresh_empty = fresh.grade(&self.variants.next()?, false)?;
+        g.submit = warm.grade(&self.variants.next()?, true)?;
+        Ok((g, cost))
+    }
+
+    /// hpcagent's four grades; its judge over an empty cache is started
+    /// with the task to warm, as a campaign's judges are, `idle` s before.
+    fn ours(&mut self, warm: &mut Client, kept: &Path, idle: f64) -> anyhow::Result<Grades> {
+        let (exe, repo) = (&self.options.exe, &self.options.repo);
+        let args = corpus_args(self.options);
+        let mut g = Grades {
+            warm: warm.ask(TASK, &self.variants.next()?, false)?.0,
+            ..Grades::default()
+        };
+        let fresh = start_judge_with(exe, repo, kept, &args)?;
+        g.fresh_kept = Client::connect(&fresh)?
+            .ask(TASK, &self.variants.next()?, false)?
+            .0;
+        drop(fresh);
+        let mut warming = args;
+        warming.extend(["--warm".to_string(), TASK.to_string()]);
+        let empty = self
+            .options
+            .work_dir
+            .join(format!("cache-empty-{}", self.round));
+        let fresh = start_judge_with(exe, repo, &empty, &warming)?;
+        let mut client = Client::connect(&fresh)?;
+        std::thread::sleep(Duration::from_secs_f64(idle));
+        g.fresh_empty = client.ask(TASK, &self.variants.next()?, false)?.0;
+        g.submit = warm.ask(TASK, &self.variants.next()?, true)?.0;
+        Ok(g)
+    }
 }
 
 fn corpus_args(options: &Options) -> Vec<String> {
