@@ -122,6 +122,24 @@ fn submit_adds_five_held_out_variants_of_the_draw() {
 }
 
 #[test]
+fn every_call_timed_against_numpy_is_held_to_the_first_s_bits() {
+    // Its submit no longer calls the public case twice more: the 21 calls
+    // timed against NumPy are the determinism check, and a change after
+    // the first few calls is caught.
+    let v = numpy_judge().grade("submit", "product", "c", "hab/product_drifts_late.c", &[]);
+    assert_eq!(v["status"], "incorrect", "{}", summary(&v));
+    assert_eq!(v["deterministic"], false, "{v}");
+    assert!(
+        v["message"].as_str().unwrap().contains("not deterministic"),
+        "{}",
+        summary(&v)
+    );
+    // A score checks no determinism: the same source is ok there.
+    let v = numpy_judge().grade("score", "product", "c", "hab/product_drifts_late.c", &[]);
+    assert_eq!(v["status"], "ok", "{}", summary(&v));
+}
+
+#[test]
 fn an_answer_remembered_from_the_public_case_fails_the_held_out_ones() {
     let v = numpy_judge().grade("submit", "product", "c", "hab/product_replay.c", &[]);
     assert_eq!(v["status"], "overfit", "{}", summary(&v));

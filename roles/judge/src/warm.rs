@@ -10,8 +10,8 @@
 //! judge's cache when the grade comes, and a later judge on the same cache
 //! finds them there.
 //!
-//! A task's cases are made only while the judge grades nothing, and under
-//! the node's timing lock, taken on a descriptor of its own (a lock is per
+//! A case is made only while the judge grades nothing, and under the
+//! node's timing lock, taken for that case on a descriptor of its own (a lock is per
 //! open file, and the runners' descriptor is shared): the reference is
 //! timed while no grade on the node times its calls, and no grade's calls
 //! are timed while Python draws inputs beside them. A grade that needs a
@@ -33,7 +33,6 @@ use std::time::{Duration, Instant};
 use nix::fcntl::{Flock, FlockArg};
 
 use crate::corpus::Preset;
-use crate::data::hab::HabCase;
 use crate::grade::Mode;
 use crate::judge::{Judge, timing_lock_path};
 
@@ -59,6 +58,8 @@ pub enum WarmError {
     },
     #[error("{0}")]
     Case(String),
+    #[error(transparent)]
+    CaseData(#[from] crate::data::DataError),
 }
 
 /// What warming did: tasks whose cases are made, and those refused with why.
@@ -113,16 +114,22 @@ impl Judge {
         let manifested = hab.find(id)?;
         let kernel = hab.graded(&self.corpus, id)?;
         self.can_grade(hab, manifested, preset)?;
-        // Grades first: a case is made only while this judge grades nothing.
-        while !self.slots.all_free() {
-            tokio::time::sleep(GRADES_FIRST_POLL).await;
-        }
-        let _quiet = node_quiet().await?;
-        let cases = self
-            .hab_cases(hab, kernel, manifested, preset, Mode::Submit)
-            .await
+        let plans = self
+            .hab_case_plans(hab, manifested, preset, Mode::Submit)
             .map_err(WarmError::Case)?;
-        Ok(cases.iter().map(HabCase::bytes).sum())
+        let mut bytes = 0;
+        for (index, plan) in plans.iter().enumerate() {
+            // Grades first: a case is made only while this judge grades
+            // nothing, and the node's lock is held for one case at a time,
+            // so another judge's grade waits for one case at most.
+            while !self.slots.all_free() {
+                tokio::time::sleep(GRADES_FIRST_POLL).await;
+            }
+            let _quiet = node_quiet().await?;
+            let case = self.data.hab_case(kernel, plan, index == 0).await?;
+            bytes += case.bytes();
+        }
+        Ok(bytes)
     }
 }
 

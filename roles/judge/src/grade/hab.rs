@@ -17,7 +17,8 @@ use crate::slots::Slot;
 use crate::verdict::{Status, Verdict};
 
 use super::{
-    Extras, Marks, Mode, PlanError, Planner, Prepared, checks_after_public, fail, judge_outcome,
+    Extras, Marks, Mode, PlanError, Planner, Prepared, Public, checks_after_public, fail,
+    judge_outcome,
 };
 use rand_core::RngCore;
 
@@ -109,6 +110,25 @@ impl Judge {
         preset: Preset,
         mode: Mode,
     ) -> Result<Vec<HabCase>, String> {
+        let plans = self.hab_case_plans(tasks, manifested, preset, mode)?;
+        let mut made = Vec::new();
+        for (index, plan) in plans.iter().enumerate() {
+            let case = self.data.hab_case(kernel, plan, index == 0).await;
+            made.push(case.map_err(|e| e.to_string())?);
+        }
+        Ok(made)
+    }
+
+    /// The plans of the cases a grade in `mode` runs: the public case
+    /// first (the only one whose reference is timed), then for `Submit`
+    /// the held-out ones.
+    pub(crate) fn hab_case_plans(
+        &self,
+        tasks: &HabTasks,
+        manifested: &crate::corpus::hab::Kernel,
+        preset: Preset,
+        mode: Mode,
+    ) -> Result<Vec<crate::corpus::hab::InputPlan>, String> {
         let plan = |preset, rotation, index| {
             self.hab_plan(tasks, manifested, preset, rotation, index)
                 .map_err(|e| e.to_string())
@@ -120,12 +140,7 @@ impl Judge {
                 plans.push(plan(held_out, Some(*rotation), i as u32 + 1)?);
             }
         }
-        let mut made = Vec::new();
-        for (index, plan) in plans.iter().enumerate() {
-            let case = self.data.hab_case(kernel, plan, index == 0).await;
-            made.push(case.map_err(|e| e.to_string())?);
-        }
-        Ok(made)
+        Ok(plans)
     }
 
     /// Why this judge cannot grade the task at `preset`, if it cannot: a
@@ -188,9 +203,16 @@ impl Judge {
         let mut planner = Planner::per_case(prepared.kernel, prepared.precision);
         let public = if paired {
             planner.pairs_on(&data[0].0, self.stop_rule())?;
-            planner.check("public", &data[0].0, true, submit)?
+            Public {
+                step: planner.check("public", &data[0].0, true, submit)?,
+                repeats: false,
+            }
         } else {
-            planner.check_calls("public", &data[0].0, 1 + TIMED_CALLS, true, submit)?
+            // The calls timed against NumPy check determinism too.
+            Public {
+                step: planner.check_calls("public", &data[0].0, 1 + TIMED_CALLS, true, submit)?,
+                repeats: true,
+            }
         };
         checks_after_public(planner, public, data, submit)
     }

@@ -21,7 +21,7 @@ use std::time::Instant;
 
 pub(crate) use outcome::{Checked, Read, judge_outcome};
 pub(crate) use plan::Planner;
-use plan::{Marks, PlanError, checks_after_public};
+use plan::{Marks, PlanError, Public, checks_after_public};
 pub(crate) use prepare::Prepared;
 pub(crate) use run::Extras;
 
@@ -163,7 +163,10 @@ impl Judge {
             );
             planner.pairs(&sizes, seed, self.stop_rule())?;
         }
-        let public = planner.check("public", &data[0].0, true, submit)?;
+        let public = Public {
+            step: planner.check("public", &data[0].0, true, submit)?,
+            repeats: false,
+        };
         checks_after_public(planner, public, data, submit)
     }
 

@@ -325,10 +325,11 @@ fn input_files(kernel: &Kernel, case: &CaseInputs) -> Vec<Option<PathBuf>> {
 
 /// The checks after the public one (step `public`): each held-out case,
 /// and for `Submit` the public case twice more, whose answers must agree
-/// with its first to the bit.
+/// with its first to the bit, unless the public step `repeats` itself
+/// (several calls, every one's answer held against the first's).
 pub(crate) fn checks_after_public<'a>(
     mut planner: Planner<'a>,
-    public: usize,
+    public: Public,
     data: &[(CaseInputs, Reference)],
     submit: bool,
 ) -> Result<(Planner<'a>, Marks), PlanError> {
@@ -337,7 +338,7 @@ pub(crate) fn checks_after_public<'a>(
         held_out.push(planner.check(&format!("held-out {i}"), inputs, true, false)?);
     }
     let mut repeats = Vec::new();
-    if submit {
+    if submit && !public.repeats {
         for _ in 0..2 {
             repeats.push(planner.check("public again", &data[0].0, false, true)?);
         }
@@ -345,11 +346,20 @@ pub(crate) fn checks_after_public<'a>(
     Ok((
         planner,
         Marks {
-            public,
+            public: public.step,
             held_out,
             repeats,
         },
     ))
+}
+
+/// The public case's step, and whether it calls the submission often
+/// enough (three times or more, digests kept) to be its own determinism
+/// check.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Public {
+    pub step: usize,
+    pub repeats: bool,
 }
 
 /// Where the verdict's steps are, before the data they read is at hand.
