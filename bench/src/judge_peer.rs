@@ -1,12 +1,17 @@
 //! `hpcagent bench judge --peer-hab …`: hpcagent's judge and
 //! HPCAgent-Bench's own judge on the same work in the same run.
 //!
-//! The work is HPCAgent-Bench's gemm at its S (NI=1000, NJ=1100, NK=1200),
-//! graded from an HPCAgent-Bench checkout by both judges, the source an
-//! i-k-j C kernel (tests/submissions/gemm_ok.c, new each grade by a
-//! comment so that no build comes from a cache). By hand, the same work as
-//! a grade of either judge: `gcc` with the judge's flags, then 1 + 20 calls
-//! through a driver (compiled beforehand, not counted).
+//! The work is HPCAgent-Bench's gemm, graded from an HPCAgent-Bench
+//! checkout by both judges, the source an i-k-j C kernel
+//! (tests/submissions/gemm_ok.c, new each grade by a comment so that no
+//! build comes from a cache), at two sizes: HPCAgent-Bench's S (NI=1000,
+//! NJ=1100, NK=1200), then hpcagent's own S (its corpus's gemm, 100×110×120),
+//! where a call takes a millisecond and what a judge adds to it shows. For
+//! the second, both judges read a copy of the peer's package whose gemm S
+//! is set to those sizes (HPCAgent-Bench reads its corpus from its own
+//! package only). By hand, the same work as a grade of either judge: `gcc`
+//! with the judge's flags, then 1 + 20 calls through a driver (compiled
+//! beforehand, not counted).
 //!
 //! Each round measures, the peer first in odd rounds and hpcagent first in
 //! even ones:
@@ -29,13 +34,13 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 
-use crate::judge::{Calls, Client, by_hand, driver, judge_flags, start_judge_with};
+use crate::judge::{Calls, Client, by_hand, driver, judge_flags, run, start_judge_with};
 use crate::stats::median;
 
 /// The task, by its path key in an HPCAgent-Bench checkout.
 const TASK: &str = "scientific_computing/dense_linear_algebra/gemm/gemm";
 /// gemm at HPCAgent-Bench's S.
-const SIZES: [i64; 3] = [1000, 1100, 1200];
+const HAB_S: [i64; 3] = [1000, 1100, 1200];
 /// Timed calls both judges make of a submission, after one to warm up.
 const CALLS: usize = 20;
 
@@ -68,9 +73,22 @@ struct Grades {
     submit: f64,
 }
 
+/// Whose S the work is at, its sizes, and where both judges read the task.
+struct Work {
+    whose: &'static str,
+    sizes: [i64; 3],
+    /// `hpcagent_bench/benchmarks` as hpcagent's judge reads it.
+    corpus: PathBuf,
+    /// The peer's package copy to import instead of its installed one.
+    package: Option<PathBuf>,
+}
+
 /// Medians over the rounds: seconds, and ratios to by hand.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Outcome {
+    /// Whose S, and its sizes.
+    pub whose: String,
+    pub sizes: [i64; 3],
     pub rounds: usize,
     pub by_hand_s: f64,
     pub idle_s: f64,
@@ -78,12 +96,114 @@ pub struct Outcome {
     pub rows: Vec<(String, f64, f64, f64, f64, f64)>,
 }
 
-pub fn run_bench(options: &Options) -> anyhow::Result<Outcome> {
+/// Both sizes, HPCAgent-Bench's S first.
+pub fn run_bench(options: &Options) -> anyhow::Result<Vec<Outcome>> {
     anyhow::ensure!(options.rounds > 0, "the bench needs at least one round");
-    let dir = &options.work_dir;
+    std::fs::create_dir_all(&options.work_dir)?;
+    let theirs = Work {
+        whose: "HPCAgent-Bench's S",
+        sizes: HAB_S,
+        corpus: options.corpus.clone(),
+        package: None,
+    };
+    let ours = own_size(options)?;
+    let mut outcomes = Vec::new();
+    for work in [theirs, ours] {
+        eprintln!("gemm at {} ({:?})", work.whose, work.sizes);
+        outcomes.push(measure(options, &work)?);
+    }
+    Ok(outcomes)
+}
+
+/// The work at hpcagent's S: a copy of the peer's installed package whose
+/// gemm S is the sizes of hpcagent's own gemm at S.
+fn own_size(options: &Options) -> anyhow::Result<Work> {
+    let corpus = hpcagent_judge::corpus::Corpus::load(&options.repo.join("benchmarks"))
+        .map_err(|e| anyhow::anyhow!("hpcagent's corpus: {e:?}"))?;
+    let gemm = corpus
+        .find("gemm")
+        .context("hpcagent's corpus has no gemm")?;
+    let s = gemm.sizes(hpcagent_judge::corpus::Preset::S);
+    let size = |n: &str| {
+        s.get(n)
+            .copied()
+            .with_context(|| format!("gemm's S has no {n}"))
+    };
+    let sizes = [size("NI")?, size("NJ")?, size("NK")?];
+    let installed = imported_package(&options.peer, None)?;
+    let root = options.work_dir.join("peer-at-own-s");
+    let package = root.join("hpcagent_bench");
+    if package.exists() {
+        std::fs::remove_dir_all(&package)?;
+    }
+    std::fs::create_dir_all(&root)?;
+    run(
+        Command::new("cp").arg("-r").arg(&installed).arg(&package),
+        "cp (the peer's package)",
+    )?;
+    let corpus = package.join("benchmarks");
+    let manifest = corpus.join(format!("{TASK}.yaml"));
+    let text = std::fs::read_to_string(&manifest)
+        .with_context(|| format!("cannot read {}", manifest.display()))?;
+    let theirs = "  S:\n    NI: 1000\n    NJ: 1100\n    NK: 1200\n";
+    anyhow::ensure!(
+        text.contains(theirs),
+        "{} does not set S as this bench knows it (NI: 1000, NJ: 1100, NK: 1200)",
+        manifest.display()
+    );
+    let own = format!(
+        "  S:\n    NI: {}\n    NJ: {}\n    NK: {}\n",
+        sizes[0], sizes[1], sizes[2]
+    );
+    std::fs::write(&manifest, text.replacen(theirs, &own, 1))?;
+    let imported = imported_package(&options.peer, Some(&root))?;
+    anyhow::ensure!(
+        imported.canonicalize()? == package.canonicalize()?,
+        "the peer imports {} ahead of the copy {}: it would grade at its own S",
+        imported.display(),
+        package.display()
+    );
+    Ok(Work {
+        whose: "hpcagent's S",
+        sizes,
+        corpus,
+        package: Some(root),
+    })
+}
+
+/// The directory of the `hpcagent_bench` package the peer's venv imports
+/// (with `path` ahead of its own when given).
+fn imported_package(peer: &Path, path: Option<&Path>) -> anyhow::Result<PathBuf> {
+    let python = peer.with_file_name("python");
+    let mut command = Command::new(&python);
+    if let Some(path) = path {
+        command.env("PYTHONPATH", path);
+    }
+    let out = command
+        .args([
+            "-c",
+            "import hpcagent_bench, os; print(os.path.dirname(hpcagent_bench.__file__))",
+        ])
+        .output()
+        .with_context(|| format!("cannot run {}", python.display()))?;
+    anyhow::ensure!(
+        out.status.success(),
+        "{} cannot import hpcagent_bench: {}",
+        python.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(PathBuf::from(String::from_utf8(out.stdout)?.trim()))
+}
+
+/// Every round at one size.
+fn measure(options: &Options, work: &Work) -> anyhow::Result<Outcome> {
+    let dir = &options.work_dir.join(format!(
+        "{}x{}x{}",
+        work.sizes[0], work.sizes[1], work.sizes[2]
+    ));
     std::fs::create_dir_all(dir)?;
     let flags = judge_flags()?;
-    let driver = driver(dir, SIZES)?;
+    let driver = driver(dir, work.sizes)?;
     let gemm = std::fs::read_to_string(options.repo.join("tests/submissions/gemm_ok.c"))?;
     let mut variants = Variants {
         dir: dir.clone(),
@@ -92,10 +212,10 @@ pub fn run_bench(options: &Options) -> anyhow::Result<Outcome> {
     };
 
     let peer_cache = dir.join("peer-shared");
-    let mut peer = Peer::start(&options.peer, &peer_cache)?;
+    let mut peer = Peer::start(&options.peer, &peer_cache, work)?;
     peer.grade(&variants.next()?, false)?;
     let kept = dir.join("cache-kept");
-    let judge = start_judge_with(&options.exe, &options.repo, &kept, &corpus_args(options))?;
+    let judge = start_judge_with(&options.exe, &options.repo, &kept, &corpus_args(work))?;
     let mut ours = Client::connect(&judge)?;
     ours.ask(TASK, &variants.next()?, true)?;
 
@@ -104,6 +224,8 @@ pub fn run_bench(options: &Options) -> anyhow::Result<Outcome> {
         let hand = by_hand(&flags, &variants.next()?, &driver, dir, Calls::Alone(CALLS))?;
         let mut on = Bench {
             options,
+            work,
+            dir,
             variants: &mut variants,
             round: r,
         };
@@ -150,7 +272,7 @@ pub fn run_bench(options: &Options) -> anyhow::Result<Outcome> {
         );
         rounds.push(round);
     }
-    Ok(summarize(&rounds))
+    Ok(summarize(work, &rounds))
 }
 
 /// The submission, new each grade (a comment) so no build is cached.
@@ -172,6 +294,8 @@ impl Variants {
 /// One round's grades of either judge.
 struct Bench<'a> {
     options: &'a Options,
+    work: &'a Work,
+    dir: &'a Path,
     variants: &'a mut Variants,
     round: usize,
 }
@@ -190,13 +314,10 @@ impl Bench<'_> {
             warm: warm.grade(&self.variants.next()?, false)?,
             ..Grades::default()
         };
-        g.fresh_kept = Peer::start(exe, kept)?.grade(&self.variants.next()?, false)?;
+        g.fresh_kept = Peer::start(exe, kept, self.work)?.grade(&self.variants.next()?, false)?;
         let cost = (g.fresh_kept - g.warm).max(0.0);
-        let empty = self
-            .options
-            .work_dir
-            .join(format!("peer-empty-{}", self.round));
-        let mut fresh = Peer::start(exe, &empty)?;
+        let empty = self.dir.join(format!("peer-empty-{}", self.round));
+        let mut fresh = Peer::start(exe, &empty, self.work)?;
         std::thread::sleep(Duration::from_secs_f64(idle.unwrap_or(cost)));
         g.fresh_empty = fresh.grade(&self.variants.next()?, false)?;
         g.submit = warm.grade(&self.variants.next()?, true)?;
@@ -207,7 +328,7 @@ impl Bench<'_> {
     /// with the task to warm, as a campaign's judges are, `idle` s before.
     fn ours(&mut self, warm: &mut Client, kept: &Path, idle: f64) -> anyhow::Result<Grades> {
         let (exe, repo) = (&self.options.exe, &self.options.repo);
-        let args = corpus_args(self.options);
+        let args = corpus_args(self.work);
         let mut g = Grades {
             warm: warm.ask(TASK, &self.variants.next()?, false)?.0,
             ..Grades::default()
@@ -219,10 +340,7 @@ impl Bench<'_> {
         drop(fresh);
         let mut warming = args;
         warming.extend(["--warm".to_string(), TASK.to_string()]);
-        let empty = self
-            .options
-            .work_dir
-            .join(format!("cache-empty-{}", self.round));
+        let empty = self.dir.join(format!("cache-empty-{}", self.round));
         let fresh = start_judge_with(exe, repo, &empty, &warming)?;
         let mut client = Client::connect(&fresh)?;
         std::thread::sleep(Duration::from_secs_f64(idle));
@@ -232,11 +350,11 @@ impl Bench<'_> {
     }
 }
 
-fn corpus_args(options: &Options) -> Vec<String> {
-    vec!["--corpus".into(), options.corpus.display().to_string()]
+fn corpus_args(work: &Work) -> Vec<String> {
+    vec!["--corpus".into(), work.corpus.display().to_string()]
 }
 
-fn summarize(rounds: &[Round]) -> Outcome {
+fn summarize(work: &Work, rounds: &[Round]) -> Outcome {
     let med = |f: &dyn Fn(&Round) -> f64| median(&mut rounds.iter().map(f).collect::<Vec<_>>());
     let row = |what: &str, pick: fn(&Grades) -> f64| {
         (
@@ -249,6 +367,8 @@ fn summarize(rounds: &[Round]) -> Outcome {
         )
     };
     Outcome {
+        whose: work.whose.to_string(),
+        sizes: work.sizes,
         rounds: rounds.len(),
         by_hand_s: med(&|r| r.hand),
         idle_s: med(&|r| r.idle),
@@ -263,11 +383,11 @@ fn summarize(rounds: &[Round]) -> Outcome {
 
 pub fn render(o: &Outcome) -> String {
     let mut out = format!(
-        "hpcagent judge vs HPCAgent-Bench's judge: gemm at HPCAgent-Bench's S ({}×{}×{}) in C, \
+        "hpcagent judge vs HPCAgent-Bench's judge: gemm at {} ({}×{}×{}) in C, \
          an i-k-j kernel, 1 + {CALLS} calls a grade; medians of {} rounds\n\
-         by hand (gcc, then 1 + {CALLS} calls): {:.2} s; idle before a fresh judge's first \
-         grade over an empty cache: {:.1} s\n",
-        SIZES[0], SIZES[1], SIZES[2], o.rounds, o.by_hand_s, o.idle_s
+         by hand (gcc, then 1 + {CALLS} calls): {:.3} s; idle before a fresh judge's first \
+         grade over an empty cache: {:.2} s\n",
+        o.whose, o.sizes[0], o.sizes[1], o.sizes[2], o.rounds, o.by_hand_s, o.idle_s
     );
     out.push_str(&format!(
         "{:<42} {:>22} {:>22} {:>16}\n",
@@ -275,7 +395,7 @@ pub fn render(o: &Outcome) -> String {
     ));
     for (what, peer, peer_ratio, ours, ours_ratio, vs) in &o.rows {
         out.push_str(&format!(
-            "{what:<42} {:>13.2} s ({peer_ratio:.2}×) {:>13.2} s ({ours_ratio:.2}×) {vs:>15.2}×\n",
+            "{what:<42} {:>13.3} s ({peer_ratio:.2}×) {:>13.3} s ({ours_ratio:.2}×) {vs:>15.2}×\n",
             peer, ours
         ));
     }
@@ -302,12 +422,18 @@ impl Drop for Peer {
 }
 
 impl Peer {
-    /// Serves it at S with `shared` as its shared directory; returns once
-    /// it accepts connections.
-    fn start(exe: &Path, shared: &Path) -> anyhow::Result<Peer> {
+    /// Serves `work` at S with `shared` as its shared directory; returns
+    /// once it accepts connections.
+    fn start(exe: &Path, shared: &Path, work: &Work) -> anyhow::Result<Peer> {
         std::fs::create_dir_all(shared)?;
         let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
-        let process = Command::new(exe)
+        let mut command = Command::new(exe);
+        if let Some(package) = &work.package {
+            // Ahead of the venv's editable install, whose finder Python
+            // consults after the path.
+            command.env("PYTHONPATH", package);
+        }
+        let process = command
             .args(["serve", "--host", "127.0.0.1", "--port", &port.to_string()])
             .args(["--preset", "S"])
             .env("HPCAGENT_BENCH_SHARED_DIR", shared)

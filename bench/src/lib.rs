@@ -9,11 +9,15 @@
 //! - [`startup`]: `hpcagent up` to every role ready, against `srun` and Ray.
 //! - [`judge`]: a grade against the same build and runs done by hand.
 //! - [`judge_peer`]: hpcagent's judge against HPCAgent-Bench's own on its
-//!   gemm at its S: warm, a fresh judge's first grade, a submit.
+//!   gemm at its S and at hpcagent's: warm, a fresh judge's first grade, a
+//!   submit.
+//! - [`campaign`]: the judge's busy time over a baseline-policy campaign,
+//!   against the same builds and calls by hand.
 //!
 //! It owns the simulations and the measuring; the code measured is the
 //! other crates' own, unchanged. Errors are `anyhow`: a bench is an edge.
 
+pub mod campaign;
 pub mod dispatch;
 pub mod judge;
 pub mod judge_peer;

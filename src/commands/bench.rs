@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
-use hpcagent_bench::{dispatch, judge, judge_peer, peers, scale, startup, stats};
+use hpcagent_bench::{campaign, dispatch, judge, judge_peer, peers, scale, startup, stats};
 
 use super::judge::runtime;
 
@@ -23,6 +23,8 @@ enum Bench {
     Startup(StartupArgs),
     /// A grade against the same work by hand, and a cached resubmission.
     Judge(JudgeArgs),
+    /// The judge's busy time over a baseline-policy campaign, against the same work by hand.
+    Campaign(CampaignArgs),
     /// The orchestrator's CPU and memory for a simulated 1,000-node allocation.
     Scale(ScaleArgs),
     /// The simulated instances of `bench scale` (started by it).
@@ -89,6 +91,21 @@ struct JudgeArgs {
 }
 
 #[derive(Debug, Args)]
+struct CampaignArgs {
+    /// The campaign's preset: where the corpus's calls take 0.1–1 s.
+    #[arg(long, default_value = "M")]
+    preset: hpcagent_judge::corpus::Preset,
+    /// Only these kernels (repeatable; default: the whole corpus).
+    #[arg(long = "kernel", value_name = "NAME")]
+    kernels: Vec<String>,
+    /// Where the campaign runs, kept after the bench (default: a new
+    /// directory in the temporary one); a campaign that finished there is
+    /// measured again, not run again.
+    #[arg(long, value_name = "DIR")]
+    run_dir: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
 struct ScaleArgs {
     #[arg(long, default_value_t = 1000)]
     nodes: usize,
@@ -116,6 +133,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         Bench::Dispatch(a) => dispatch_bench(a),
         Bench::Startup(a) => startup_bench(a),
         Bench::Judge(a) => judge_bench(a),
+        Bench::Campaign(a) => campaign_bench(a),
         Bench::Scale(a) => scale_bench(a),
         Bench::ScaleAgents(a) => {
             runtime()?.block_on(scale::agents(&a.url, &a.tokens, a.workers, a.seconds))
@@ -251,9 +269,32 @@ fn judge_bench(a: JudgeArgs) -> anyhow::Result<()> {
             rounds: a.peer_rounds,
             work_dir: scratch.path().join("peer"),
         };
-        let outcome = judge_peer::run_bench(&options)?;
-        println!("{}", judge_peer::render(&outcome));
+        for outcome in judge_peer::run_bench(&options)? {
+            println!("{}", judge_peer::render(&outcome));
+        }
     }
+    Ok(())
+}
+
+fn campaign_bench(a: CampaignArgs) -> anyhow::Result<()> {
+    let scratch = scratch("campaign")?;
+    let options = campaign::Options {
+        exe: exe()?,
+        repo: std::env::current_dir()?,
+        preset: a.preset,
+        kernels: a.kernels,
+        work_dir: scratch.path().to_path_buf(),
+        run_dir: match a.run_dir {
+            Some(dir) => std::path::absolute(dir)?,
+            None => std::env::temp_dir().join(format!(
+                "hpcagent-bench-campaign-{}",
+                hpcagent_orchestrator::store::now() as u64
+            )),
+        },
+    };
+    let outcome = campaign::run_bench(&options)?;
+    super::end_quietly_when_stdout_closes();
+    println!("{}", campaign::render(&outcome));
     Ok(())
 }
 

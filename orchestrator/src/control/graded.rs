@@ -101,6 +101,8 @@ struct StoredVerdict<'a> {
     hidden_passed: u32,
     hidden_total: u32,
     deterministic: bool,
+    /// The grade's time at the judge, from the request to the verdict.
+    elapsed_s: f64,
 }
 
 fn verdict_json(v: &pb::Verdict, status: &str) -> String {
@@ -121,6 +123,7 @@ fn verdict_json(v: &pb::Verdict, status: &str) -> String {
         hidden_passed: v.hidden_passed,
         hidden_total: v.hidden_total,
         deterministic: v.deterministic,
+        elapsed_s: v.elapsed_s,
     };
     serde_json::to_string(&stored).expect("a verdict serializes")
 }

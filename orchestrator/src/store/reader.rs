@@ -51,6 +51,9 @@ pub struct VerdictRow {
     pub speedup_high: Option<f64>,
     pub settled: bool,
     pub at: f64,
+    /// The verdict as the control plane stored it (JSON): pairs, medians,
+    /// the grade's time at the judge, ….
+    pub detail: String,
 }
 
 /// One event of a role instance (launched, ready, dead, …) or of the campaign
@@ -223,7 +226,8 @@ impl Reader {
     pub fn verdicts(&self) -> Result<Vec<VerdictRow>, ReadError> {
         let mut stmt = self.conn.prepare(&format!(
             "SELECT task_id, attempt, COALESCE(kind, ''), COALESCE(judge, ''),
-             COALESCE(status, ''), speedup, COALESCE(settled, 0), at, {}
+             COALESCE(status, ''), speedup, COALESCE(settled, 0), at, {},
+             COALESCE(verdict, '')
              FROM verdicts ORDER BY id",
             self.verdicts_interval
         ))?;
@@ -239,6 +243,7 @@ impl Reader {
                 at: r.get(7)?,
                 speedup_low: r.get(8)?,
                 speedup_high: r.get(9)?,
+                detail: r.get(10)?,
             })
         })?
         .collect::<rusqlite::Result<_>>()
