@@ -172,9 +172,11 @@ pub fn run_bench(options: &Options) -> anyhow::Result<Outcome> {
 fn rehearse(options: &Options, corpus: &Corpus, flags: &[String]) -> anyhow::Result<()> {
     let dir = options.work_dir.join("rehearsal");
     std::fs::create_dir_all(&dir)?;
-    for kernel in corpus.kernels.iter().filter(|k| {
-        options.kernels.is_empty() || options.kernels.iter().any(|n| *n == k.name)
-    }) {
+    for kernel in corpus
+        .kernels
+        .iter()
+        .filter(|k| options.kernels.is_empty() || options.kernels.contains(&k.name))
+    {
         let work = Work {
             kernel,
             precision: Precision::Fp64,
