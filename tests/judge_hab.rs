@@ -252,21 +252,5 @@ fn warming_stops_at_its_disk_budget() {
 
 /// The cached cases of the `product` fixture under a judge's cache.
 fn product_cases(cache: &std::path::Path) -> Vec<String> {
-    let mut found = Vec::new();
-    let mut dirs = vec![cache.to_path_buf()];
-    while let Some(dir) = dirs.pop() {
-        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
-            let path = entry.path();
-            if !path.is_dir() {
-                continue;
-            }
-            let name = entry.file_name().to_string_lossy().into_owned();
-            if dir.ends_with("reference") && name.starts_with("product_fp64-") {
-                found.push(name);
-            } else {
-                dirs.push(path);
-            }
-        }
-    }
-    found
+    common::reference_dirs(cache, "product_fp64-")
 }

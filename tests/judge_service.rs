@@ -737,3 +737,31 @@ fn corpus_check_refuses_degenerate_tasks() {
     );
     assert!(line("doubled").is_empty(), "{text}");
 }
+
+/// A native task's cases are made ahead too: a judge told to warm gemm
+/// has the reference outputs of its public case and of the held-out cases
+/// of a submit before any grade, and the submit makes none of its own.
+#[test]
+fn a_warmed_judge_has_a_native_task_s_references_before_it_is_asked() {
+    let cache = tempfile::tempdir().unwrap();
+    let judge = JudgeServer::start(&["--warm", "gemm"], &[], Some(cache.path()));
+    let made = || common::reference_dirs(cache.path(), "gemm-");
+    let started = std::time::Instant::now();
+    while made().len() < 3 && started.elapsed() < std::time::Duration::from_secs(60) {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let before = made();
+    assert_eq!(
+        before.len(),
+        3,
+        "the public case and 2 held-out: {before:?}"
+    );
+    let v = judge.grade("submit", "gemm", "c", "gemm_ok.c", &[]);
+    assert_eq!(status(&v), "ok", "{v}");
+    assert_eq!(v["hidden_total"], 2, "{v}");
+    let mut after = made();
+    after.sort();
+    let mut before = before;
+    before.sort();
+    assert_eq!(after, before, "the submit made cases of its own");
+}

@@ -295,7 +295,15 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     println!("listening on {}", listener.local_addr()?);
     let judge = Arc::new(judge);
     let preset = args.setup.preset;
-    let warm = args.warm.into_iter().map(|t| (t, preset)).collect();
+    let warm = args
+        .warm
+        .into_iter()
+        .map(|kernel| hpcagent_judge::warm::ToWarm {
+            kernel,
+            precision: None,
+            preset,
+        })
+        .collect();
     hpcagent_judge::warm::spawn(judge.clone(), warm, args.warm_budget << 20);
     tonic::transport::Server::builder()
         .add_service(Service::new(judge, None))

@@ -449,3 +449,26 @@ impl Unprivileged {
         command
     }
 }
+
+/// The cases whose reference outputs a judge's cache holds: the names of
+/// the directories under a `reference` directory that start with `prefix`
+/// (a kernel's ident and `-` for a native task).
+pub fn reference_dirs(cache: &Path, prefix: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut dirs = vec![cache.to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if !path.is_dir() {
+                continue;
+            }
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if dir.ends_with("reference") && name.starts_with(prefix) {
+                found.push(name);
+            } else {
+                dirs.push(path);
+            }
+        }
+    }
+    found
+}

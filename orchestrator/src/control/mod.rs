@@ -291,19 +291,20 @@ fn pb_role(role: Role) -> pb::Role {
     }
 }
 
-/// The unsettled tasks' kernels and presets, each once, in the order of
-/// the task list (the order leases go out): what a judge prepares while
-/// agents think.
+/// The unsettled tasks' kernels, precisions and presets, each once, in the
+/// order of the task list (the order leases go out): what a judge prepares
+/// while agents think.
 fn tasks_to_warm(sched: &Scheduler) -> Vec<pb::TaskToWarm> {
     let mut seen = std::collections::HashSet::new();
     sched
         .tasks()
         .iter()
         .filter(|t| !t.state.is_finished())
-        .filter(|t| seen.insert((&t.spec.kernel, &t.spec.preset)))
+        .filter(|t| seen.insert((&t.spec.kernel, &t.spec.precision, &t.spec.preset)))
         .map(|t| pb::TaskToWarm {
             kernel: t.spec.kernel.clone(),
             preset: t.spec.preset.clone().unwrap_or_default(),
+            precision: t.spec.precision.clone(),
         })
         .collect()
 }

@@ -1,42 +1,43 @@
 use super::*;
 use crate::scheduler::{Settings, Task, TaskSpec, TaskState};
 
-/// A judge warms each unsettled kernel and preset once, in the task list's
-/// order (repeats and languages of a kernel share its cases).
+/// A judge warms each unsettled kernel, precision and preset once, in the
+/// task list's order (repeats and languages of a kernel share its cases).
 #[test]
 fn judges_warm_the_unsettled_kernels_once_each_in_order() {
-    let task = |id: &str, kernel: &str, preset: Option<&str>| {
+    let task = |id: &str, kernel: &str, precision: &str, preset: Option<&str>| {
         Task::pending(TaskSpec {
             id: id.into(),
             kernel: kernel.into(),
             language: "c".into(),
-            precision: "fp64".into(),
+            precision: precision.into(),
             preset: preset.map(str::to_string),
             budget: None,
         })
     };
     let mut tasks = vec![
-        task("gemm.c.fp64", "gemm", None),
-        task("gemm.c.fp64#2", "gemm", None),
-        task("gemm.c.fp64@L", "gemm", Some("L")),
-        task("atax.c.fp64", "atax", None),
-        task("bicg.c.fp64", "bicg", None),
+        task("gemm.c.fp64", "gemm", "fp64", None),
+        task("gemm.c.fp64#2", "gemm", "fp64", None),
+        task("gemm.cpp.fp64", "gemm", "fp64", None),
+        task("gemm.c.fp32", "gemm", "fp32", None),
+        task("gemm.c.fp64@L", "gemm", "fp64", Some("L")),
+        task("atax.c.fp64", "atax", "fp64", None),
+        task("bicg.c.fp64", "bicg", "fp64", None),
     ];
-    tasks[3].state = TaskState::Settled("ok".into(), Some(1.0));
+    tasks[5].state = TaskState::Settled("ok".into(), Some(1.0));
     let settings = Settings {
         max_attempts: 3,
         task_budget: Duration::from_secs(600),
         lease_ttl: Duration::from_secs(30),
         needs_inference: false,
     };
-    let warm: Vec<(String, String)> = tasks_to_warm(&Scheduler::new(settings, tasks))
+    let warm: Vec<String> = tasks_to_warm(&Scheduler::new(settings, tasks))
         .into_iter()
-        .map(|t| (t.kernel, t.preset))
+        .map(|t| format!("{} {} {}", t.kernel, t.precision, t.preset))
         .collect();
-    let pair = |k: &str, p: &str| (k.to_string(), p.to_string());
     assert_eq!(
         warm,
-        [pair("gemm", ""), pair("gemm", "L"), pair("bicg", "")]
+        ["gemm fp64 ", "gemm fp32 ", "gemm fp64 L", "bicg fp64 "]
     );
 }
 

@@ -121,11 +121,10 @@ pub async fn run(run_dir: &Path, instance: &str) -> anyhow::Result<()> {
     let warm = assignment
         .warm
         .iter()
-        .map(|t| {
-            (
-                t.kernel.clone(),
-                t.preset.parse().unwrap_or(judge.config.preset),
-            )
+        .map(|t| crate::warm::ToWarm {
+            kernel: t.kernel.clone(),
+            precision: t.precision.parse().ok(),
+            preset: t.preset.parse().unwrap_or(judge.config.preset),
         })
         .collect();
     crate::warm::spawn(judge.clone(), warm, crate::warm::WARM_BUDGET);

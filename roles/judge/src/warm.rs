@@ -16,8 +16,11 @@
 //! timed while no grade on the node times its calls, and no grade's calls
 //! are timed while Python draws inputs beside them. A grade that needs a
 //! case being made waits for it on the case's own lock and finds it made.
-//! Native tasks need nothing ahead: their inputs are drawn in Rust in
-//! milliseconds and their baseline is timed beside each submission.
+//! A native task's inputs are drawn in Rust in milliseconds and its
+//! baseline is timed beside each submission, but its cases' reference
+//! outputs are Python's too (a process and NumPy's import per case, 0.3 s
+//! at S before the reference's own work): warming makes the public case
+//! and the held-out cases of a submit at the task's precision.
 //!
 //! What is made ahead stays on disk in the judge's cache, and a task's
 //! cases can be large (HPCAgent-Bench's gemm at S: about 430 MB for its
@@ -32,7 +35,8 @@ use std::time::{Duration, Instant};
 
 use nix::fcntl::{Flock, FlockArg};
 
-use crate::corpus::Preset;
+use crate::cases;
+use crate::corpus::{Precision, Preset};
 use crate::grade::Mode;
 use crate::judge::{Judge, timing_lock_path};
 
@@ -43,6 +47,16 @@ pub const WARM_BUDGET: u64 = 4 << 30;
 
 /// How often warming looks again whether this judge's grades are done.
 const GRADES_FIRST_POLL: Duration = Duration::from_millis(100);
+
+/// A task to make the cases of: a kernel (an id, or an HPCAgent-Bench
+/// path key), its precision where the campaign names one (else the
+/// kernel's first), and its public case's preset.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToWarm {
+    pub kernel: String,
+    pub precision: Option<Precision>,
+    pub preset: Preset,
+}
 
 /// Why a task was not warmed.
 #[derive(Debug, thiserror::Error)]
@@ -60,6 +74,10 @@ pub enum WarmError {
     Case(String),
     #[error(transparent)]
     CaseData(#[from] crate::data::DataError),
+    #[error("{0} is not in the corpus")]
+    NoKernel(String),
+    #[error(transparent)]
+    Size(#[from] crate::corpus::SizeError),
 }
 
 /// What warming did: tasks whose cases are made, and those refused with why.
@@ -75,34 +93,67 @@ pub struct Warmed {
 }
 
 impl Judge {
-    /// Makes the cases a submit of each of `tasks` (ids or path keys, each
-    /// at its public preset) runs: the public case, then the held-out
-    /// ones. Tasks of a corpus that is not an HPCAgent-Bench checkout need
-    /// nothing.
-    pub async fn warm(&self, tasks: &[(String, Preset)], budget: u64) -> Warmed {
+    /// Makes the cases a submit of each of `tasks` runs: the public case,
+    /// then the held-out ones.
+    pub async fn warm(&self, tasks: &[ToWarm], budget: u64) -> Warmed {
         let started = Instant::now();
         let mut warmed = Warmed::default();
-        let Some(hab) = &self.hab else {
-            return warmed;
-        };
-        for (done, (id, preset)) in tasks.iter().enumerate() {
+        for (done, task) in tasks.iter().enumerate() {
             if warmed.bytes >= budget {
                 warmed.left = tasks.len() - done;
                 break;
             }
-            match self.warm_task(hab, id, *preset).await {
+            let made = match &self.hab {
+                Some(hab) => self.warm_task(hab, &task.kernel, task.preset).await,
+                None => self.warm_native(task).await,
+            };
+            match made {
                 Ok(bytes) => {
-                    warmed.made.push(id.clone());
+                    warmed.made.push(task.kernel.clone());
                     warmed.bytes += bytes;
                 }
                 Err(why) => {
-                    tracing::warn!("warming {id}: {why}");
-                    warmed.refused.push((id.clone(), why));
+                    tracing::warn!("warming {}: {why}", task.kernel);
+                    warmed.refused.push((task.kernel.clone(), why));
                 }
             }
         }
         warmed.took = started.elapsed();
         warmed
+    }
+
+    /// A native task's cases: inputs and reference outputs; what they take
+    /// on disk.
+    async fn warm_native(&self, task: &ToWarm) -> Result<u64, WarmError> {
+        let kernel = self
+            .corpus
+            .find(&task.kernel)
+            .ok_or_else(|| WarmError::NoKernel(task.kernel.clone()))?;
+        let precision = task.precision.unwrap_or(kernel.precisions[0]);
+        let (preset, config) = (task.preset, &self.config);
+        let mut plan = vec![cases::public(kernel, precision, preset, config.public_seed)];
+        plan.extend(cases::held_out(
+            kernel,
+            precision,
+            preset,
+            config.secret,
+            config.hidden_cases,
+        ));
+        let mut bytes = 0;
+        for case in &plan {
+            self.grades_first().await;
+            let _quiet = node_quiet().await?;
+            self.case_data(kernel, case).await?;
+            bytes += kernel.bytes(&case.sizes, precision)?;
+        }
+        Ok(bytes)
+    }
+
+    /// Returns once this judge grades nothing.
+    async fn grades_first(&self) {
+        while !self.slots.all_free() {
+            tokio::time::sleep(GRADES_FIRST_POLL).await;
+        }
     }
 
     async fn warm_task(
@@ -122,9 +173,7 @@ impl Judge {
             // Grades first: a case is made only while this judge grades
             // nothing, and the node's lock is held for one case at a time,
             // so another judge's grade waits for one case at most.
-            while !self.slots.all_free() {
-                tokio::time::sleep(GRADES_FIRST_POLL).await;
-            }
+            self.grades_first().await;
             let _quiet = node_quiet().await?;
             let case = self.data.hab_case(kernel, plan, index == 0).await?;
             bytes += case.bytes();
@@ -154,7 +203,7 @@ async fn node_quiet() -> Result<Flock<std::fs::File>, WarmError> {
 
 /// Warms `tasks` in the background, within `budget` bytes, and logs what
 /// it made.
-pub fn spawn(judge: std::sync::Arc<Judge>, tasks: Vec<(String, Preset)>, budget: u64) {
+pub fn spawn(judge: std::sync::Arc<Judge>, tasks: Vec<ToWarm>, budget: u64) {
     if tasks.is_empty() {
         return;
     }
