@@ -745,7 +745,11 @@ fn corpus_check_refuses_degenerate_tasks() {
 fn a_warmed_judge_has_a_native_task_s_references_before_it_is_asked() {
     let cache = tempfile::tempdir().unwrap();
     let judge = JudgeServer::start(&["--warm", "gemm"], &[], Some(cache.path()));
-    let made = || common::reference_dirs(cache.path(), "gemm-");
+    let made = || {
+        let mut dirs = common::reference_dirs(cache.path(), "gemm-");
+        dirs.sort();
+        dirs
+    };
     let started = std::time::Instant::now();
     while made().len() < 3 && started.elapsed() < std::time::Duration::from_secs(60) {
         std::thread::sleep(std::time::Duration::from_millis(100));
@@ -759,9 +763,5 @@ fn a_warmed_judge_has_a_native_task_s_references_before_it_is_asked() {
     let v = judge.grade("submit", "gemm", "c", "gemm_ok.c", &[]);
     assert_eq!(status(&v), "ok", "{v}");
     assert_eq!(v["hidden_total"], 2, "{v}");
-    let mut after = made();
-    after.sort();
-    let mut before = before;
-    before.sort();
-    assert_eq!(after, before, "the submit made cases of its own");
+    assert_eq!(made(), before, "the submit made cases of its own");
 }

@@ -35,7 +35,6 @@ use std::time::{Duration, Instant};
 
 use nix::fcntl::{Flock, FlockArg};
 
-use crate::cases;
 use crate::corpus::{Precision, Preset};
 use crate::grade::Mode;
 use crate::judge::{Judge, timing_lock_path};
@@ -74,8 +73,8 @@ pub enum WarmError {
     Case(String),
     #[error(transparent)]
     CaseData(#[from] crate::data::DataError),
-    #[error("{0} is not in the corpus")]
-    NoKernel(String),
+    #[error(transparent)]
+    Resolve(#[from] crate::judge::JudgeError),
     #[error(transparent)]
     Size(#[from] crate::corpus::SizeError),
 }
@@ -125,20 +124,8 @@ impl Judge {
     /// A native task's cases: inputs and reference outputs; what they take
     /// on disk.
     async fn warm_native(&self, task: &ToWarm) -> Result<u64, WarmError> {
-        let kernel = self
-            .corpus
-            .find(&task.kernel)
-            .ok_or_else(|| WarmError::NoKernel(task.kernel.clone()))?;
-        let precision = task.precision.unwrap_or(kernel.precisions[0]);
-        let (preset, config) = (task.preset, &self.config);
-        let mut plan = vec![cases::public(kernel, precision, preset, config.public_seed)];
-        plan.extend(cases::held_out(
-            kernel,
-            precision,
-            preset,
-            config.secret,
-            config.hidden_cases,
-        ));
+        let (kernel, precision) = self.resolve(&task.kernel, task.precision)?;
+        let plan = self.cases_of(kernel, precision, task.preset, Mode::Submit);
         let mut bytes = 0;
         for case in &plan {
             self.grades_first().await;

@@ -27,8 +27,8 @@ pub(crate) use run::Extras;
 
 use crate::build::Built;
 use crate::cases;
-use crate::corpus::Kernel;
-use crate::data::{CaseInputs, Reference};
+use crate::corpus::{Kernel, Precision, Preset};
+use crate::data::{Case, CaseInputs, Reference};
 use crate::judge::{Judge, JudgeError, Submission};
 use crate::slots::Slot;
 use crate::timing::StopRule;
@@ -77,6 +77,29 @@ impl Judge {
         Ok(finish(verdict, start))
     }
 
+    /// The cases a grade in `mode` runs: the public case, then on a submit
+    /// the held-out ones. Warming makes the same cases ahead.
+    pub(crate) fn cases_of(
+        &self,
+        kernel: &Kernel,
+        precision: Precision,
+        preset: Preset,
+        mode: Mode,
+    ) -> Vec<Case> {
+        let config = &self.config;
+        let mut cases = vec![cases::public(kernel, precision, preset, config.public_seed)];
+        if mode == Mode::Submit {
+            cases.extend(cases::held_out(
+                kernel,
+                precision,
+                preset,
+                config.secret,
+                config.hidden_cases,
+            ));
+        }
+        cases
+    }
+
     /// Runs the prepared submission (beside `baseline`, when given, for the
     /// timed pairs) and turns what happened into the verdict.
     async fn run_and_judge(
@@ -88,21 +111,7 @@ impl Judge {
         verdict: Verdict,
     ) -> Verdict {
         let (kernel, precision) = (prepared.kernel, prepared.precision);
-        let mut cases = vec![cases::public(
-            kernel,
-            precision,
-            prepared.preset,
-            self.config.public_seed,
-        )];
-        if mode == Mode::Submit {
-            cases.extend(cases::held_out(
-                kernel,
-                precision,
-                prepared.preset,
-                self.config.secret,
-                self.config.hidden_cases,
-            ));
-        }
+        let cases = self.cases_of(kernel, precision, prepared.preset, mode);
         let mut data = Vec::new();
         for case in &cases {
             match self.case_data(kernel, case).await {
