@@ -8,19 +8,37 @@ use std::borrow::Cow;
 use std::path::PathBuf;
 
 use super::{Run, fail};
-use crate::corpus::{DType, Role, Tolerance};
+use rand_chacha::ChaCha8Rng;
+
+use crate::corpus::{DType, Init, Role, Tolerance};
 use crate::data::{Draw, seeded_rng};
+use crate::runner::process::pin_this_thread;
 use crate::runner::protocol::{Request, RunArg, Side};
 use crate::verify::{self, Output};
 
 impl Run<'_> {
     /// Writes a call's inputs, canaries and a zeroed workspace into the buffers.
     pub(super) fn load(&mut self, call: usize, values: &[Option<Vec<u8>>]) {
+        self.load_but(call, values, false);
+    }
+
+    /// As [`Self::load`], but the read-only inputs left as the last call
+    /// left them: for a call right after one whose inputs were found
+    /// unchanged ([`Self::modified_input`]), they already hold `values`,
+    /// and rewriting them would cost a copy of every input per pair.
+    pub(super) fn reload(&mut self, call: usize, values: &[Option<Vec<u8>>]) {
+        self.load_but(call, values, true);
+    }
+
+    fn load_but(&mut self, call: usize, values: &[Option<Vec<u8>>], read_only: bool) {
         let request = self.request;
         for arg in &request.calls[call] {
             match arg {
                 RunArg::Array { index, shape } => {
                     let spec = &request.arrays[*index];
+                    if read_only && spec.role == Role::In {
+                        continue;
+                    }
                     let bytes = RunArg::elements(shape) * spec.dtype.size();
                     let at = self.layout.offsets[*index];
                     let region = self.buffers.bytes_mut(at, bytes);
@@ -154,7 +172,7 @@ impl Run<'_> {
             let rng = seeded_rng(&[b"timed pair", seed, &n.to_le_bytes(), spec.name.as_bytes()]);
             let bytes = values[*index].get_or_insert_with(Vec::new);
             bytes.resize(RunArg::elements(shape) * spec.dtype.size(), 0);
-            Draw::new(spec.init, spec.dtype, rng).fill(bytes);
+            draw_on(&self.request.limits.cpus, spec.init, spec.dtype, rng, bytes);
         }
     }
 
@@ -192,6 +210,31 @@ impl Run<'_> {
     }
 }
 
+/// Draws `out` from `rng` as one [`Draw`] would, in pieces on each of
+/// `cpus` (the slot's, idle between calls) when it is large: a pair of a
+/// kernel with large inputs otherwise spends longer drawing them than
+/// calling it.
+fn draw_on(cpus: &[usize], init: Init, dtype: DType, rng: ChaCha8Rng, out: &mut [u8]) {
+    // Below this a piece costs more in starting its thread than it saves.
+    const PIECE: usize = 4 << 20;
+    let size = dtype.size();
+    let pieces = cpus.len().min(out.len() / PIECE).max(1);
+    if pieces == 1 {
+        return Draw::new(init, dtype, rng).fill(out);
+    }
+    // Whole elements, an even number of them (normal values come in pairs).
+    let elements = (out.len() / size).div_ceil(pieces).next_multiple_of(2);
+    std::thread::scope(|scope| {
+        for ((k, piece), &cpu) in out.chunks_mut(elements * size).enumerate().zip(cpus) {
+            let rng = rng.clone();
+            scope.spawn(move || {
+                pin_this_thread(cpu);
+                Draw::from_element(init, dtype, rng, (k * elements) as u64).fill(piece);
+            });
+        }
+    });
+}
+
 /// Bytes each region needs: every array as large as its largest use, then
 /// the workspace.
 pub(super) fn region_sizes(request: &Request) -> Vec<usize> {
@@ -224,5 +267,26 @@ pub(super) fn widened(dtype: DType, bytes: &[u8]) -> Cow<'_, [u8]> {
                 .collect(),
         ),
         _ => Cow::Borrowed(bytes),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::data::seeded_rng;
+
+    #[test]
+    fn inputs_drawn_in_pieces_on_several_cpus_are_those_drawn_at_once() {
+        // Three pieces of more than 4 MiB, and an odd number of elements.
+        let elements = 3 * (4 << 20) / 8 + 1001;
+        for init in [Init::Uniform, Init::Normal] {
+            let rng = || seeded_rng(&[b"pieces", format!("{init:?}").as_bytes()]);
+            let mut at_once = vec![0u8; elements * 8];
+            Draw::new(init, DType::F64, rng()).fill(&mut at_once);
+            let mut in_pieces = vec![0u8; elements * 8];
+            // CPU 0 three times: any machine has it.
+            draw_on(&[0, 0, 0], init, DType::F64, rng(), &mut in_pieces);
+            assert!(in_pieces == at_once, "{init:?}");
+        }
     }
 }
