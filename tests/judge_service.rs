@@ -249,6 +249,31 @@ fn submit_adds_held_out_cases_and_checks_determinism() {
 }
 
 #[test]
+fn a_verdict_says_the_sizes_its_pairs_ran_at_and_a_submit_draws_its_own() {
+    let sizes = |v: &Value| -> Vec<(String, i64)> {
+        let map = v["timed_sizes"].as_object().expect("timed sizes");
+        map.iter()
+            .map(|(k, n)| (k.clone(), n.as_i64().unwrap()))
+            .collect()
+    };
+    // gemm at S, the shared judge's preset: a score times the public case's sizes.
+    let public = [("NI", 100), ("NJ", 110), ("NK", 120)].map(|(k, n)| (k.to_string(), n));
+    let score = judge().grade("score", "gemm", "c", "gemm_ok.c", &[]);
+    assert_eq!(sizes(&score), public, "{score}");
+    // A submit's are its own, within 15% of the public ones, and drawn anew
+    // by each grade.
+    let drawn: Vec<_> = (0..2)
+        .map(|_| sizes(&judge().grade("submit", "gemm", "c", "gemm_ok.c", &[])))
+        .collect();
+    for (submit, (name, n)) in drawn.iter().flatten().zip(public.iter().cycle()) {
+        assert_eq!(&submit.0, name);
+        let factor = submit.1 as f64 / *n as f64;
+        assert!((0.85..=1.15).contains(&factor), "{drawn:?}");
+    }
+    assert_ne!(drawn[0], drawn[1], "two submits timed at the same sizes");
+}
+
+#[test]
 fn profile_none_returns_the_programs_output() {
     let path = repo().join("tests/submissions/gemm_prints.c");
     let out = judge().ask(

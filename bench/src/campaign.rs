@@ -15,9 +15,9 @@
 //! a warm-up pair and as many pairs as the grade made (baseline, then
 //! submission, on inputs drawn fresh for each pair, the in/out arrays
 //! restored before each call), then the submission once on fresh inputs
-//! for each correctness check the grade made. By hand computes no
-//! reference outputs and compares nothing, and calls at the preset's sizes
-//! where a submit draws its held-out and timed sizes around them: the
+//! for each correctness check the grade made, all at the sizes the grade
+//! timed at (a submit draws its own around the preset's; its verdict says
+//! which). By hand computes no reference outputs and compares nothing: the
 //! judge's extra work is in the ratio.
 
 use std::collections::BTreeMap;
@@ -28,7 +28,9 @@ use std::time::Instant;
 
 use anyhow::Context;
 use hpcagent_judge::corpus::abi::{self, Arg};
-use hpcagent_judge::corpus::{Corpus, DType, Init, Kernel, Precision, Preset, Role, ScalarValue};
+use hpcagent_judge::corpus::{
+    Corpus, DType, Init, Kernel, Precision, Preset, Role, ScalarValue, Sizes,
+};
 use hpcagent_orchestrator::store::Reader;
 
 use crate::judge::{judge_flags, run};
@@ -132,10 +134,12 @@ pub fn run_bench(options: &Options) -> anyhow::Result<Outcome> {
             "submit" => 3 + detail["hidden_total"].as_u64().unwrap_or(0) as u32,
             _ => 1,
         };
+        let sizes: Sizes = serde_json::from_value(detail["timed_sizes"].clone())
+            .context("a verdict without the sizes it timed at")?;
         let work = Work {
             kernel,
             precision,
-            preset: options.preset,
+            sizes,
             pairs,
             checks,
         };
@@ -180,7 +184,7 @@ fn rehearse(options: &Options, corpus: &Corpus, flags: &[String]) -> anyhow::Res
         let work = Work {
             kernel,
             precision: Precision::Fp64,
-            preset: Preset::S,
+            sizes: kernel.sizes(Preset::S).clone(),
             pairs: 0,
             checks: 0,
         };
@@ -241,7 +245,8 @@ fn campaign(options: &Options) -> anyhow::Result<f64> {
 struct Work<'a> {
     kernel: &'a Kernel,
     precision: Precision,
-    preset: Preset,
+    /// The sizes of the calls (the grade's timed sizes).
+    sizes: Sizes,
     pairs: u32,
     checks: u32,
 }
@@ -303,9 +308,9 @@ impl Work<'_> {
     }
 
     /// A C driver calling the kernel's symbol with its ABI's arguments at
-    /// the preset's sizes: `driver BASELINE.so SUBMISSION.so PAIRS CHECKS`.
+    /// its sizes: `driver BASELINE.so SUBMISSION.so PAIRS CHECKS`.
     fn driver(&self) -> anyhow::Result<String> {
-        let sizes = self.kernel.sizes(self.preset);
+        let sizes = &self.sizes;
         let args = abi::args(self.kernel, self.precision);
         let mut declare = String::new();
         let mut draw = String::new();

@@ -622,9 +622,15 @@ pub fn print_verdict(v: &Verdict, json: bool) -> anyhow::Result<()> {
                 format!(" → {word}{speedup}")
             })
             .unwrap_or_default();
-        let pairs = match v.pairs {
-            0 => String::new(),
-            n => format!(" over {n} timed pairs"),
+        let at: Vec<String> = v
+            .timed_sizes
+            .iter()
+            .map(|(k, n)| format!("{k}={n}"))
+            .collect();
+        let pairs = match (v.pairs, at.is_empty()) {
+            (0, _) => String::new(),
+            (n, true) => format!(" over {n} timed pairs"),
+            (n, false) => format!(" over {n} timed pairs at {}", at.join(", ")),
         };
         println!("baseline: median {}{speedup}{pairs}", human_ns(b.median_ns));
     }

@@ -92,6 +92,8 @@ struct StoredVerdict<'a> {
     speedup_low: Option<f64>,
     speedup_high: Option<f64>,
     pairs: u32,
+    /// The sizes the timed pairs ran at (a submit draws its own).
+    timed_sizes: std::collections::BTreeMap<&'a str, i64>,
     isolation: &'a str,
     denominator: &'a str,
     median_ns: Option<f64>,
@@ -114,6 +116,11 @@ fn verdict_json(v: &pb::Verdict, status: &str) -> String {
         speedup_low: interval.map(|(low, _)| low),
         speedup_high: interval.map(|(_, high)| high),
         pairs: v.pairs,
+        timed_sizes: v
+            .timed_sizes
+            .iter()
+            .map(|(k, v)| (k.as_str(), *v))
+            .collect(),
         isolation: &v.isolation,
         denominator: &v.denominator,
         median_ns: v.timing.as_ref().map(|t| t.median_ns),

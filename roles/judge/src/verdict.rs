@@ -5,6 +5,7 @@
 //! NaN output) are valid in protobuf; in JSON they are written as the strings
 //! "inf", "-inf" and "nan", never as bare `Infinity`.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr;
 
@@ -137,6 +138,10 @@ pub struct Verdict {
     pub speedup_high: Option<f64>,
     /// Timed pairs (a baseline call and a submission call each) measured.
     pub pairs: u32,
+    /// The sizes the timed pairs ran at: the public case's for a score, a
+    /// submit's own (drawn by that grade) for a submit; empty when nothing
+    /// was timed, or for an HPCAgent-Bench task (its public case's shapes).
+    pub timed_sizes: BTreeMap<String, i64>,
     /// What the speedup divides (see the proto's `denominator`).
     pub denominator: String,
     /// How the submission's run was isolated: `full`, or what was missing.
@@ -172,6 +177,7 @@ impl Verdict {
             speedup_low: None,
             speedup_high: None,
             pairs: 0,
+            timed_sizes: BTreeMap::new(),
             denominator: String::new(),
             isolation: String::new(),
             hidden_passed: 0,
@@ -278,6 +284,7 @@ impl From<&Verdict> for pb::Verdict {
             speedup_low: v.speedup_low.unwrap_or(0.0),
             speedup_high: v.speedup_high.unwrap_or(0.0),
             pairs: v.pairs,
+            timed_sizes: v.timed_sizes.clone().into_iter().collect(),
             isolation: v.isolation.clone(),
             denominator: v.denominator.clone(),
             hidden_passed: v.hidden_passed,
@@ -319,6 +326,7 @@ impl From<pb::Verdict> for Verdict {
             speedup_low: (v.speedup_low != 0.0).then_some(v.speedup_low),
             speedup_high: (v.speedup_high != 0.0).then_some(v.speedup_high),
             pairs: v.pairs,
+            timed_sizes: v.timed_sizes.into_iter().collect(),
             isolation: v.isolation,
             denominator: v.denominator,
             hidden_passed: v.hidden_passed,

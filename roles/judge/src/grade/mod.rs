@@ -27,7 +27,7 @@ pub(crate) use run::Extras;
 
 use crate::build::Built;
 use crate::cases;
-use crate::corpus::{Kernel, Precision, Preset};
+use crate::corpus::{Kernel, Precision, Preset, Sizes};
 use crate::data::{Case, CaseInputs, Reference};
 use crate::judge::{Judge, JudgeError, Submission};
 use crate::slots::Slot;
@@ -119,7 +119,22 @@ impl Judge {
                 Err(e) => return fail(verdict, Status::HarnessError, e.to_string()),
             }
         }
-        let planned = self.plan(prepared, baseline.is_some(), mode, &data);
+        let mut verdict = verdict;
+        // The grade's own secret: the timed inputs (and for Submit their
+        // sizes) cannot be known before the grade draws them.
+        let timed = baseline.map(|_| {
+            let seed: [u8; 32] = rand::random();
+            let sizes = cases::timed_sizes(
+                kernel,
+                precision,
+                prepared.preset,
+                mode == Mode::Submit,
+                &seed,
+            );
+            verdict.timed_sizes = sizes.clone();
+            (seed, sizes)
+        });
+        let planned = self.plan(prepared, timed, mode, &data);
         let (planner, read) = match planned {
             Ok(p) => p,
             Err(e) => return fail(verdict, Status::HarnessError, e.to_string()),
@@ -132,7 +147,6 @@ impl Judge {
             Err(e) => return fail(verdict, Status::HarnessError, e.to_string()),
         };
         let read = read.resolve(&data);
-        let mut verdict = verdict;
         judge_outcome(&mut verdict, kernel, precision, &read, &outcome, mode);
         verdict
     }
@@ -148,28 +162,19 @@ impl Judge {
         Ok((inputs, reference))
     }
 
-    /// The run's steps: pairs (when timed), the public case, and for
-    /// `Submit` the held-out cases and two more public calls.
+    /// The run's steps: pairs (when `timed`, on inputs drawn from its
+    /// seed at its sizes), the public case, and for `Submit` the held-out
+    /// cases and two more public calls.
     fn plan<'a>(
         &self,
         prepared: &Prepared<'a>,
-        timed: bool,
+        timed: Option<([u8; 32], Sizes)>,
         mode: Mode,
         data: &[(CaseInputs, Reference)],
     ) -> Result<(Planner<'a>, Marks), PlanError> {
         let submit = mode == Mode::Submit;
         let mut planner = Planner::new(prepared.kernel, prepared.precision);
-        if timed {
-            // The grade's own secret: the timed inputs (and for Submit their
-            // sizes) cannot be known before the grade draws them.
-            let seed: [u8; 32] = rand::random();
-            let sizes = cases::timed_sizes(
-                prepared.kernel,
-                prepared.precision,
-                prepared.preset,
-                submit,
-                &seed,
-            );
+        if let Some((seed, sizes)) = timed {
             planner.pairs(&sizes, seed, self.stop_rule())?;
         }
         let public = Public {

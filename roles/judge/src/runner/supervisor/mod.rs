@@ -18,8 +18,10 @@
 //! Every call is timed here, from outside the runner ([`super::child`]),
 //! and its inputs are written and outputs read here, in this process's own
 //! mapping of the run's buffers, while every runner is stopped
-//! ([`super::buffers`]). Before every call the inputs are fresh, the outputs
-//! hold canaries and the workspace zeros.
+//! ([`super::buffers`]). Before every call the inputs hold their values
+//! for it (written anew, or for a pair's second call its read-only inputs
+//! checked unchanged since the first), the outputs hold canaries and the
+//! workspace zeros.
 
 use std::collections::HashMap;
 use std::fs::File;
