@@ -123,6 +123,8 @@ impl Draw {
 
     /// Fills `out` with `value` of each next word of the stream.
     fn fill_words(&mut self, out: &mut [u8], value: impl Fn(u64) -> f64) {
+        // The floats without `put`'s match on every element: an 84 MB
+        // uniform f64 array took 29 ms so, 55-64 ms through `put`.
         match self.dtype {
             DType::F64 => self.fill_with(out, |e, x| e.copy_from_slice(&value(x).to_le_bytes())),
             DType::F32 => self.fill_with(out, |e, x| {

@@ -108,7 +108,7 @@ impl Judge {
         baseline: Option<&Built>,
         mode: Mode,
         slot: &Slot,
-        verdict: Verdict,
+        mut verdict: Verdict,
     ) -> Verdict {
         let (kernel, precision) = (prepared.kernel, prepared.precision);
         let cases = self.cases_of(kernel, precision, prepared.preset, mode);
@@ -119,7 +119,6 @@ impl Judge {
                 Err(e) => return fail(verdict, Status::HarnessError, e.to_string()),
             }
         }
-        let mut verdict = verdict;
         // The grade's own secret: the timed inputs (and for Submit their
         // sizes) cannot be known before the grade draws them.
         let timed = baseline.map(|_| {
