@@ -790,3 +790,59 @@ fn a_warmed_judge_has_a_native_task_s_references_before_it_is_asked() {
     assert_eq!(v["hidden_total"], 2, "{v}");
     assert_eq!(made(), before, "the submit made cases of its own");
 }
+
+/// Sets the modification time of every case directory in `cache` `ago` back.
+fn age_cases(cache: &Path, ago: std::time::Duration) {
+    for side in ["inputs", "reference"] {
+        for entry in std::fs::read_dir(cache.join(side)).unwrap().flatten() {
+            if entry.file_type().unwrap().is_dir() {
+                std::fs::File::open(entry.path())
+                    .unwrap()
+                    .set_modified(std::time::SystemTime::now() - ago)
+                    .unwrap();
+            }
+        }
+    }
+}
+
+/// A judge keeps its cases within `--case-cache-gib`: a new case makes the
+/// least recently used go, inputs and reference outputs both, and a case
+/// trimmed and asked for again is made again, its grade unharmed.
+#[test]
+fn the_case_cache_keeps_its_bound_and_remakes_what_it_trimmed() {
+    let cache = tempfile::tempdir().unwrap();
+    let judge = JudgeServer::start(&["--case-cache-gib", "0"], &[], Some(cache.path()));
+    let cases = |side: &str| {
+        let mut dirs: Vec<String> = std::fs::read_dir(cache.path().join(side))
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with("gemm-"))
+            .collect();
+        dirs.sort();
+        dirs
+    };
+    let v = judge.grade("score", "gemm", "c", "gemm_ok.c", &[]);
+    assert_eq!(status(&v), "ok", "{v}");
+    let at_s = cases("reference");
+    assert_eq!(at_s.len(), 1, "the public case at S: {at_s:?}");
+    assert_eq!(cases("inputs"), at_s);
+
+    // Two hours later, a grade at M makes a case: the one at S goes whole.
+    age_cases(cache.path(), std::time::Duration::from_secs(7200));
+    let v = judge.grade("score", "gemm", "c", "gemm_ok.c", &["--preset", "M"]);
+    assert_eq!(status(&v), "ok", "{v}");
+    let at_m = cases("reference");
+    assert_eq!(at_m.len(), 1, "only the case at M is left: {at_m:?}");
+    assert_ne!(at_m, at_s);
+    assert_eq!(cases("inputs"), at_m, "its inputs went with its reference");
+
+    // Asked for again, the case at S is made again; the one at M, used
+    // within the minute, stays.
+    let v = judge.grade("score", "gemm", "c", "gemm_ok.c", &[]);
+    assert_eq!(status(&v), "ok", "{v}");
+    let mut both = [at_s, at_m].concat();
+    both.sort();
+    assert_eq!(cases("reference"), both);
+    assert_eq!(cases("inputs"), both);
+}

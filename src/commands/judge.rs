@@ -52,6 +52,10 @@ pub struct JudgeSetup {
     /// Cache base directory; the rank suffix is added (default: ~/.cache/hpcagent).
     #[arg(long, value_name = "DIR")]
     cache: Option<PathBuf>,
+    /// GiB of cases (inputs and reference outputs) the cache keeps; the
+    /// least recently used beyond go, those of grades in flight stay.
+    #[arg(long, value_name = "GIB", default_value_t = hpcagent_judge::data::bound::DEFAULT_BYTES >> 30)]
+    case_cache_gib: u64,
     /// Shared mount for prebuilt libraries and -I/-L paths (default: HPCAGENT_SHARED_DIR).
     #[arg(long, value_name = "DIR")]
     shared: Option<PathBuf>,
@@ -100,6 +104,7 @@ impl JudgeSetup {
         if let Some(cache) = &self.cache {
             config.cache_base = cache.clone();
         }
+        config.case_cache_bytes = self.case_cache_gib << 30;
         config.baselines = self.baselines.clone();
         if self.shared.is_some() {
             config.shared = self.shared.clone();

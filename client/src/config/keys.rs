@@ -173,6 +173,10 @@ config_keys! {
     /// Seconds a grade's timed pairs may take, however wide their interval
     /// still is (the verdict shows the interval it got).
     ["Roles"] judge_time_cap / JUDGE_TIME_CAP: u32 = "30";
+    /// GiB of cases (inputs and reference outputs) each judge's cache keeps
+    /// in the run directory. Beyond it the least recently used go; those of
+    /// grades in flight stay. At L one kernel's cases can take 10 GiB or more.
+    ["Roles"] judge_case_cache_gib / JUDGE_CASE_CACHE_GIB: u32 = "32";
     /// `strict`: a judge refuses to grade where runs cannot have namespaces
     /// of their own (and, not as root, Landlock), and agents refuse to run
     /// CLIs without Landlock. `weak`: they go on with what the node gives,

@@ -28,6 +28,8 @@ pub struct JudgeConfig {
     pub baselines: Option<PathBuf>,
     /// Cache base; the rank suffix is added to it.
     pub cache_base: PathBuf,
+    /// Bytes of cases (inputs and reference outputs) the cache keeps.
+    pub case_cache_bytes: u64,
     /// The hpcagent binary (runs the runner and the compiler confinement).
     pub exe: PathBuf,
     /// The shared mount prebuilt libraries and `-I`/`-L` paths must lie in.
@@ -61,6 +63,7 @@ impl JudgeConfig {
             corpus,
             baselines: None,
             cache_base: build::default_cache_base(),
+            case_cache_bytes: crate::data::bound::DEFAULT_BYTES,
             exe,
             shared: std::env::var_os("HPCAGENT_SHARED_DIR").map(PathBuf::from),
             slots: None,
@@ -332,7 +335,8 @@ impl Judge {
             return Err(SetupError::Isolation(short.join("; ")));
         }
         Ok(Judge {
-            data: DataCache::new(cache.clone(), config.python.clone()),
+            data: DataCache::new(cache.clone(), config.python.clone())
+                .with_bound(config.case_cache_bytes),
             profilers: Profilers::detect(),
             config,
             corpus,

@@ -67,6 +67,7 @@ pub async fn run(run_dir: &Path, instance: &str) -> anyhow::Result<()> {
     let mut config = JudgeConfig::new(corpus, std::env::current_exe()?);
     // Judges sharing a node (and a launcher rank) must not share a cache.
     config.cache_base = run_dir.join("cache").join(instance);
+    config.case_cache_bytes = u64::from(settings.judge_case_cache_gib) << 30;
     config.baselines = settings.baselines.as_ref().map(|dir| dir.0.clone());
     config.preset = settings.preset;
     config.reps = settings.judge_reps.max(1);

@@ -25,8 +25,9 @@
 //! What is made ahead stays on disk in the judge's cache, and a task's
 //! cases can be large (HPCAgent-Bench's gemm at S: about 430 MB for its
 //! six): warming stops once the cases it went through take
-//! [`WARM_BUDGET`], leaving the rest of the list (the tasks leased last)
-//! to be made when first graded.
+//! [`WARM_BUDGET`] (and at most half the case cache's bound, so that what
+//! it makes ahead is not trimmed by its own later cases), leaving the rest
+//! of the list (the tasks leased last) to be made when first graded.
 //!
 //! This module owns what to make ahead and in what order; how a case is
 //! made is [`crate::data::hab`]'s.
@@ -96,6 +97,7 @@ impl Judge {
     /// then the held-out ones.
     pub async fn warm(&self, tasks: &[ToWarm], budget: u64) -> Warmed {
         let started = Instant::now();
+        let budget = budget.min(self.data.bound() / 2);
         let mut warmed = Warmed::default();
         for (done, task) in tasks.iter().enumerate() {
             if warmed.bytes >= budget {

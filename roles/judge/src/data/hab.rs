@@ -12,11 +12,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::Arc;
 
 use serde::Deserialize;
 
 use super::{
-    ArrayData, CaseInputs, DataCache, DataError, Reference, create_private_dir, io, publish,
+    ArrayData, CaseInputs, DataCache, DataError, Reference, bound, create_private_dir, io, publish,
     readable_tempdir,
 };
 use crate::corpus::hab::{InputPlan, Kernel};
@@ -249,25 +250,8 @@ impl HabCase {
     /// What the case takes in the cache (a walk of its directories: asked
     /// by warming, not by grades).
     pub fn bytes(&self) -> u64 {
-        self.dirs.iter().map(|dir| bytes_under(dir)).sum()
+        self.dirs.iter().map(|dir| bound::bytes_under(dir)).sum()
     }
-}
-
-/// What the files under `dir` take, its subdirectories' included.
-fn bytes_under(dir: &Path) -> u64 {
-    std::fs::read_dir(dir)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|entry| Some((entry.path(), entry.metadata().ok()?)))
-        .map(|(path, meta)| {
-            if meta.is_dir() {
-                bytes_under(&path)
-            } else {
-                meta.len()
-            }
-        })
-        .sum()
 }
 
 /// One argument of `case.json`.
@@ -327,6 +311,7 @@ impl DataCache {
         let key = format!("{}-{}", kernel.symbol(corpus::Precision::Fp64), &hash[..24]);
         let inputs_dir = self.root.join("inputs").join(&key);
         let reference_dir = self.root.join("reference").join(&key);
+        let pin = self.pin(&key);
         let lock = self.lock(&key);
         let _held = lock.lock().await;
         if !(inputs_dir.is_dir() && reference_dir.is_dir()) {
@@ -337,8 +322,9 @@ impl DataCache {
             })
             .await
             .map_err(|e| DataError::Case(format!("making the case panicked: {e}")))??;
+            self.trim().await;
         }
-        read_case(kernel, key, &inputs_dir, &reference_dir)
+        read_case(kernel, key, pin, &inputs_dir, &reference_dir)
     }
 }
 
@@ -388,6 +374,7 @@ fn case_args(dir: &Path) -> Result<Vec<CaseArg>, DataError> {
 fn read_case(
     kernel: &corpus::Kernel,
     key: String,
+    pin: Arc<bound::Pin>,
     inputs: &Path,
     reference: &Path,
 ) -> Result<HabCase, DataError> {
@@ -452,6 +439,7 @@ fn read_case(
             arrays,
             scalars,
             workspace_bytes: 0,
+            _pin: pin,
         },
         reference: Reference { outputs },
         reference_ns,

@@ -5,8 +5,10 @@
 //! must load them); reference outputs under `<cache>/reference/<key>/`, a
 //! directory only the judge can open, so they never enter the sandbox. Every
 //! entry is written to a temporary name and renamed into place, so concurrent
-//! judges and slots see either nothing or a complete entry.
+//! judges and slots see either nothing or a complete entry. The two
+//! directories of a key are one case, kept within a bound ([`bound`]).
 
+pub mod bound;
 mod generate;
 pub mod hab;
 
@@ -56,6 +58,8 @@ pub struct CaseInputs {
     pub arrays: Vec<ArrayData>,
     pub scalars: Vec<(String, ScalarValue, DType)>,
     pub workspace_bytes: u64,
+    /// Keeps the case in the cache while these inputs are held.
+    _pin: Arc<bound::Pin>,
 }
 
 /// A case's reference outputs: output name → file.
@@ -92,6 +96,11 @@ pub struct DataCache {
     root: PathBuf,
     python: String,
     reference_timeout: Duration,
+    /// Bytes of cases kept ([`bound`]).
+    bound: u64,
+    pins: bound::Pins,
+    /// One trim at a time: two would count the same entries.
+    trimming: Arc<Mutex<()>>,
     /// One lock per key, so two slots asking for the same case produce it once.
     locks: Arc<Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>>,
     /// Which modules the Python lacks, by the set asked about: its
@@ -107,13 +116,52 @@ impl DataCache {
             root,
             python,
             reference_timeout: Duration::from_secs(900),
+            bound: bound::DEFAULT_BYTES,
+            pins: bound::Pins::default(),
+            trimming: Arc::default(),
             locks: Arc::default(),
             missing: Arc::default(),
         }
     }
 
+    /// This cache, keeping at most `bytes` of cases not in use.
+    pub fn with_bound(mut self, bytes: u64) -> DataCache {
+        self.bound = bytes;
+        self
+    }
+
+    /// The bytes of cases this cache keeps.
+    pub fn bound(&self) -> u64 {
+        self.bound
+    }
+
     pub fn python(&self) -> &str {
         &self.python
+    }
+
+    /// Holds `key`'s case in the cache until the pin is dropped.
+    fn pin(&self, key: &str) -> Arc<bound::Pin> {
+        Arc::new(self.pins.pin(&self.root, key))
+    }
+
+    /// Brings the cache back within its bound, after a new entry.
+    async fn trim(&self) {
+        let (root, bytes, pins) = (self.root.clone(), self.bound, self.pins.clone());
+        let trimming = self.trimming.clone();
+        let trimmed = tokio::task::spawn_blocking(move || {
+            let _one = trimming.lock().expect("trim lock");
+            bound::trim(&root, bytes, &pins)
+        })
+        .await
+        .unwrap_or_default();
+        if trimmed.entries > 0 {
+            tracing::info!(
+                cases = trimmed.entries,
+                mib = trimmed.bytes >> 20,
+                bound_mib = bytes >> 20,
+                "trimmed the least recently used cases"
+            );
+        }
     }
 
     fn lock(&self, key: &str) -> Arc<tokio::sync::Mutex<()>> {
@@ -147,6 +195,7 @@ impl DataCache {
             .map(|s| (s.name.clone(), s.value, s.elem.resolve(case.precision)))
             .collect();
         let workspace_bytes = kernel.workspace_bytes(&case.sizes)?;
+        let pin = self.pin(&key);
         let lock = self.lock(&key);
         let _held = lock.lock().await;
         if !dir.is_dir() {
@@ -154,6 +203,7 @@ impl DataCache {
             tokio::task::spawn_blocking(move || generate::write_inputs(&kernel, &case, &dir))
                 .await
                 .map_err(|e| DataError::Case(format!("input generation panicked: {e}")))??;
+            self.trim().await;
         }
         Ok(CaseInputs {
             key,
@@ -161,6 +211,7 @@ impl DataCache {
             arrays,
             scalars,
             workspace_bytes,
+            _pin: pin,
         })
     }
 
@@ -181,6 +232,7 @@ impl DataCache {
         let _held = lock.lock().await;
         if !dir.is_dir() {
             self.run_reference(kernel, inputs, &dir).await?;
+            self.trim().await;
         }
         Ok(Reference { outputs })
     }
