@@ -62,6 +62,22 @@ pub struct CaseInputs {
     _pin: Arc<bound::Pin>,
 }
 
+#[cfg(test)]
+impl CaseInputs {
+    /// Inputs of `arrays` alone, in no cache.
+    pub(crate) fn for_test(arrays: Vec<ArrayData>) -> CaseInputs {
+        let pin = bound::Pins::default().pin(Path::new("/nonexistent"), "test");
+        CaseInputs {
+            key: "test".into(),
+            sizes: Sizes::new(),
+            arrays,
+            scalars: Vec::new(),
+            workspace_bytes: 0,
+            _pin: Arc::new(pin),
+        }
+    }
+}
+
 /// A case's reference outputs: output name → file.
 #[derive(Debug, Clone)]
 pub struct Reference {

@@ -17,7 +17,7 @@ use crate::slots::Slot;
 use crate::verdict::{Status, Verdict};
 
 use super::{
-    Extras, Marks, Mode, PlanError, Planner, Prepared, Public, checks_after_public, fail,
+    Expected, Extras, Marks, Mode, PlanError, Planner, Prepared, Public, checks_after_public, fail,
     judge_outcome,
 };
 use rand_core::RngCore;
@@ -69,29 +69,20 @@ impl Judge {
             Ok(p) => p,
             Err(e) => return fail(verdict, Status::HarnessError, e.to_string()),
         };
+        let read = marks.resolve(&data);
+        let extras = Extras {
+            expected: Some(Expected::of(&read, kernel.tolerance(prepared.precision))),
+            ..Extras::default()
+        };
         let outcome = match self
-            .run(
-                prepared,
-                baseline.as_ref(),
-                planner,
-                slot,
-                Extras::default(),
-            )
+            .run(prepared, baseline.as_ref(), planner, slot, extras)
             .await
         {
             Ok((o, _sandbox)) => o,
             Err(e) => return fail(verdict, Status::HarnessError, e.to_string()),
         };
-        let read = marks.resolve(&data);
         let mut verdict = verdict;
-        judge_outcome(
-            &mut verdict,
-            kernel,
-            prepared.precision,
-            &read,
-            &outcome,
-            mode,
-        );
+        judge_outcome(&mut verdict, &read, &outcome, mode);
         if baseline.is_some() {
             verdict.denominator = "baselines overlay".into();
         } else {

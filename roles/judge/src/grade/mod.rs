@@ -19,7 +19,7 @@ mod run;
 
 use std::time::Instant;
 
-pub(crate) use outcome::{Checked, Read, judge_outcome};
+pub(crate) use outcome::{Checked, Expected, Read, judge_outcome};
 pub(crate) use plan::Planner;
 use plan::{Marks, PlanError, Public, checks_after_public};
 pub(crate) use prepare::Prepared;
@@ -134,19 +134,20 @@ impl Judge {
             (seed, sizes)
         });
         let planned = self.plan(prepared, timed, mode, &data);
-        let (planner, read) = match planned {
+        let (planner, marks) = match planned {
             Ok(p) => p,
             Err(e) => return fail(verdict, Status::HarnessError, e.to_string()),
         };
-        let outcome = match self
-            .run(prepared, baseline, planner, slot, Extras::default())
-            .await
-        {
+        let read = marks.resolve(&data);
+        let extras = Extras {
+            expected: Some(Expected::of(&read, kernel.tolerance(precision))),
+            ..Extras::default()
+        };
+        let outcome = match self.run(prepared, baseline, planner, slot, extras).await {
             Ok((o, _sandbox)) => o,
             Err(e) => return fail(verdict, Status::HarnessError, e.to_string()),
         };
-        let read = read.resolve(&data);
-        judge_outcome(&mut verdict, kernel, precision, &read, &outcome, mode);
+        judge_outcome(&mut verdict, &read, &outcome, mode);
         verdict
     }
 

@@ -4,10 +4,14 @@
 
 use hpcagent_sandbox::landlock::Enforcement;
 
-use crate::corpus::{Kernel, Precision, Tolerance};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::corpus::{DType, Tolerance};
 use crate::data::{CaseInputs, Reference};
-use crate::runner::RunOutcome;
 use crate::runner::protocol::{Event, Side};
+use crate::runner::{RunOutcome, Verifier};
 use crate::timing::Speedup;
 use crate::verdict::{Status, Timing, Verdict};
 use crate::verify::{self, Comparison, Output};
@@ -31,8 +35,6 @@ pub(crate) struct Read<'a> {
 /// Everything that can be said about a run, worst first.
 pub(crate) fn judge_outcome(
     verdict: &mut Verdict,
-    kernel: &Kernel,
-    precision: Precision,
     read: &Read<'_>,
     outcome: &RunOutcome,
     mode: Mode,
@@ -45,7 +47,7 @@ pub(crate) fn judge_outcome(
     }
     verdict.isolation = isolation(outcome);
     let measured = timings(verdict, outcome, read.public.step);
-    judge_answers(verdict, kernel, precision, read, outcome, mode);
+    judge_answers(verdict, read, outcome, mode);
     if let (Status::Ok, Some(s)) = (verdict.status, measured) {
         verdict.speedup = Some(s.median);
         verdict.speedup_low = Some(s.low);
@@ -83,19 +85,11 @@ fn isolation(outcome: &RunOutcome) -> String {
 }
 
 /// The verdict's status and message: how the run ended, then the answers.
-fn judge_answers(
-    verdict: &mut Verdict,
-    kernel: &Kernel,
-    precision: Precision,
-    read: &Read<'_>,
-    outcome: &RunOutcome,
-    mode: Mode,
-) {
+fn judge_answers(verdict: &mut Verdict, read: &Read<'_>, outcome: &RunOutcome, mode: Mode) {
     if let Some((status, message)) = run_failure(verdict, outcome) {
         return set(verdict, status, message);
     }
-    let tolerance = kernel.tolerance(precision);
-    let public = compare_case(&read.public, outcome, tolerance);
+    let public = compare_case(&read.public, outcome);
     verdict.max_abs_error = public.max_abs_error;
     verdict.max_rel_error = public.max_rel_error;
     verdict.first_mismatch = public.first.clone();
@@ -116,7 +110,7 @@ fn judge_answers(
             && read
                 .held_out
                 .iter()
-                .any(|checked| !compare_case(checked, outcome, tolerance).correct);
+                .any(|checked| !compare_case(checked, outcome).correct);
         if overfit {
             let message = "correct on the public case but wrong on held-out cases and on the \
                            timed calls at this grade's own sizes";
@@ -127,7 +121,7 @@ fn judge_answers(
     verdict.correct = true;
     verdict.message = "correct on the public case".into();
     if mode == Mode::Submit {
-        judge_held_out(verdict, read, outcome, tolerance);
+        judge_held_out(verdict, read, outcome);
     }
 }
 
@@ -277,16 +271,11 @@ fn candidate_ended(code: Option<i32>, signal: Option<i32>, timed_out: bool) -> (
 }
 
 /// Held-out cases and determinism (Submit): details of held-out cases stay secret.
-fn judge_held_out(
-    verdict: &mut Verdict,
-    read: &Read<'_>,
-    outcome: &RunOutcome,
-    tolerance: Tolerance,
-) {
+fn judge_held_out(verdict: &mut Verdict, read: &Read<'_>, outcome: &RunOutcome) {
     let hidden: Vec<Comparison> = read
         .held_out
         .iter()
-        .map(|checked| compare_case(checked, outcome, tolerance))
+        .map(|checked| compare_case(checked, outcome))
         .collect();
     verdict.hidden_total = hidden.len() as u32;
     verdict.hidden_passed = hidden.iter().filter(|c| c.correct).count() as u32;
@@ -334,39 +323,148 @@ pub(crate) fn set(verdict: &mut Verdict, status: Status, message: impl Into<Stri
     }
 }
 
-fn compare_case(checked: &Checked<'_>, outcome: &RunOutcome, tolerance: Tolerance) -> Comparison {
-    let (inputs, reference) = checked.data;
+fn compare_case(checked: &Checked<'_>, outcome: &RunOutcome) -> Comparison {
     let mut total = Comparison::default();
-    for array in inputs.arrays.iter().filter(|a| a.role.is_output()) {
-        let Some(actual) = outcome.outputs.get(&(checked.step, array.name.clone())) else {
-            total.merge(Comparison {
-                correct: false,
-                message: Some(format!("output {} was not returned", array.name)),
-                ..Comparison::default()
-            });
-            continue;
-        };
-        let expected = match std::fs::read(&reference.outputs[&array.name]) {
-            Ok(bytes) => bytes,
-            Err(e) => {
-                total.merge(Comparison {
-                    correct: false,
-                    message: Some(format!("reference output {}: {e}", array.name)),
-                    ..Comparison::default()
-                });
-                continue;
-            }
-        };
-        total.merge(verify::compare(
-            &Output {
-                name: &array.name,
-                dtype: array.dtype,
-                shape: &array.shape,
-                actual,
-                expected: &expected,
-            },
-            tolerance,
-        ));
+    for array in checked.data.0.arrays.iter().filter(|a| a.role.is_output()) {
+        match outcome.compared.get(&(checked.step, array.name.clone())) {
+            Some(comparison) => total.merge(comparison.clone()),
+            None => total.merge(failed(format!("output {} was not returned", array.name))),
+        }
     }
     total
+}
+
+fn failed(message: String) -> Comparison {
+    Comparison {
+        correct: false,
+        message: Some(message),
+        ..Comparison::default()
+    }
+}
+
+/// What a run's checks are held to: each checked step's output arrays and
+/// the files of their reference answers. It compares an output as the run
+/// sends it back ([`Verifier`]), against the reference's file mapped
+/// rather than read: at L both are gigabytes.
+pub(crate) struct Expected {
+    steps: HashMap<usize, Vec<ExpectedArray>>,
+    tolerance: Tolerance,
+}
+
+struct ExpectedArray {
+    name: String,
+    dtype: DType,
+    shape: Vec<i64>,
+    reference: PathBuf,
+}
+
+impl Expected {
+    /// The answers of `read`'s steps, within `tolerance`.
+    pub(crate) fn of(read: &Read<'_>, tolerance: Tolerance) -> Arc<dyn Verifier> {
+        let steps = std::iter::once(&read.public)
+            .chain(&read.held_out)
+            .map(|checked| {
+                let (inputs, reference) = checked.data;
+                let arrays = inputs
+                    .arrays
+                    .iter()
+                    .filter(|a| a.role.is_output())
+                    .filter_map(|a| {
+                        Some(ExpectedArray {
+                            name: a.name.clone(),
+                            dtype: a.dtype,
+                            shape: a.shape.clone(),
+                            reference: reference.outputs.get(&a.name)?.clone(),
+                        })
+                    })
+                    .collect();
+                (checked.step, arrays)
+            })
+            .collect();
+        Arc::new(Expected { steps, tolerance })
+    }
+}
+
+impl Verifier for Expected {
+    fn verify(&self, step: usize, array: &str, actual: &[u8]) -> Option<Comparison> {
+        let expected = self.steps.get(&step)?.iter().find(|a| a.name == array)?;
+        let reference = match map_file(&expected.reference) {
+            Ok(mapped) => mapped,
+            Err(e) => return Some(failed(format!("reference output {array}: {e}"))),
+        };
+        Some(verify::compare(
+            &Output {
+                name: array,
+                dtype: expected.dtype,
+                shape: &expected.shape,
+                actual,
+                expected: reference.as_deref().unwrap_or_default(),
+            },
+            self.tolerance,
+        ))
+    }
+}
+
+/// `path` mapped read-only; `None` for an empty file (which has no mapping).
+fn map_file(path: &Path) -> std::io::Result<Option<memmap2::Mmap>> {
+    let file = std::fs::File::open(path)?;
+    if file.metadata()?.len() == 0 {
+        return Ok(None);
+    }
+    // SAFETY: a reference output in the judge's private directory, written
+    // once through a rename and never changed in place; a trim of the
+    // cache unlinks it, which leaves this mapping whole.
+    unsafe { memmap2::Mmap::map(&file) }.map(Some)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::corpus::Role;
+    use crate::data::ArrayData;
+
+    fn f64s(values: &[f64]) -> Vec<u8> {
+        values.iter().flat_map(|v| v.to_le_bytes()).collect()
+    }
+
+    #[test]
+    fn a_checked_output_is_held_to_its_reference_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let reference = dir.path().join("y.bin");
+        std::fs::write(&reference, f64s(&[1.0, 2.0, 3.0])).unwrap();
+        let inputs = CaseInputs::for_test(vec![ArrayData {
+            name: "y".into(),
+            dtype: DType::F64,
+            role: Role::Out,
+            shape: vec![3],
+            elements: 3,
+            input: None,
+        }]);
+        let data = (
+            inputs,
+            Reference {
+                outputs: [("y".to_string(), reference.clone())].into(),
+            },
+        );
+        let read = Read {
+            public: Checked {
+                step: 2,
+                data: &data,
+            },
+            held_out: Vec::new(),
+            repeats: &[],
+        };
+        let expected = Expected::of(&read, Tolerance::scaled(1e-9, 1e-12));
+        let right = expected.verify(2, "y", &f64s(&[1.0, 2.0, 3.0])).unwrap();
+        assert!(right.correct, "{right:?}");
+        let wrong = expected.verify(2, "y", &f64s(&[1.0, 2.5, 3.0])).unwrap();
+        assert!(!wrong.correct);
+        assert_eq!(wrong.first.unwrap().index, [1]);
+        assert!(expected.verify(1, "y", &[]).is_none(), "step 1 is no check");
+        assert!(expected.verify(2, "x", &[]).is_none(), "x is no output");
+        std::fs::remove_file(&reference).unwrap();
+        let gone = expected.verify(2, "y", &f64s(&[1.0, 2.0, 3.0])).unwrap();
+        assert!(!gone.correct);
+        assert!(gone.message.unwrap().contains("reference output y"));
+    }
 }

@@ -4,6 +4,7 @@
 //! the steps ([`super::plan`]) nor read their report ([`super::outcome`]).
 
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use hpcagent_sandbox::limits::Limits;
@@ -12,7 +13,7 @@ use crate::build::{Built, passthrough_env};
 use crate::judge::Judge;
 use crate::language::Language;
 use crate::runner::protocol::{CallBudget, Request};
-use crate::runner::{Launch, LaunchError, RunOutcome, launch};
+use crate::runner::{Launch, LaunchError, RunOutcome, Verifier, launch};
 use crate::sandbox_dir;
 use crate::slots::Slot;
 
@@ -43,9 +44,11 @@ const CALL_BUDGET: CallBudget = CallBudget {
     floor_ms: 500,
 };
 
-/// What else a run needs besides the plan: a profiler around it.
+/// What else a run needs besides the plan: what its checks' outputs are
+/// held to, and a profiler around it.
 #[derive(Default)]
 pub(crate) struct Extras {
+    pub expected: Option<Arc<dyn Verifier>>,
     pub wrapper: Vec<String>,
     pub papi_events: Vec<String>,
 }
@@ -127,6 +130,7 @@ impl Judge {
             // `RunnerSetup::main_cpu`).
             cpus: slot.cpus.iter().take(1).copied().collect(),
             lock: self.timing_lock.as_ref().filter(|_| timed),
+            verifier: extras.expected,
         })
         .await?;
         Ok((outcome, dir))

@@ -25,7 +25,7 @@ use summaries::{csv_text, nsys_summary, perf_report, perf_stat_summary, rocprof_
 pub use tools::{Profilers, Tool};
 
 use crate::cases;
-use crate::grade::{Checked, Extras, Mode, Planner, Read, finish, judge_outcome};
+use crate::grade::{Checked, Expected, Extras, Mode, Planner, Read, finish, judge_outcome};
 use crate::judge::{Judge, JudgeError, Submission};
 use crate::runner::protocol::Event;
 use crate::verdict::Status;
@@ -103,7 +103,17 @@ impl Judge {
             Ok((planner, public))
         };
         let (planner, public) = plan()?;
+        let read = Read {
+            public: Checked {
+                step: public,
+                data: &data,
+            },
+            held_out: Vec::new(),
+            repeats: &[],
+        };
+        let tolerance = prepared.kernel.tolerance(prepared.precision);
         let extras = Extras {
+            expected: Some(Expected::of(&read, tolerance)),
             wrapper: wrapper(tool, out.path()),
             papi_events,
         };
@@ -123,22 +133,7 @@ impl Judge {
             .iter()
             .filter(|e| matches!(e, Event::Call { step, .. } if *step != public))
             .count();
-        let read = Read {
-            public: Checked {
-                step: public,
-                data: &data,
-            },
-            held_out: Vec::new(),
-            repeats: &[],
-        };
-        judge_outcome(
-            &mut verdict,
-            prepared.kernel,
-            prepared.precision,
-            &read,
-            &outcome,
-            Mode::Score,
-        );
+        judge_outcome(&mut verdict, &read, &outcome, Mode::Score);
         let (summary, counters) = match tool {
             Tool::None => (format!("ran once: {}", verdict.message), BTreeMap::new()),
             Tool::LinuxPerf => {
@@ -146,7 +141,7 @@ impl Judge {
                 // The sandbox stays until perf report has read the submission's symbols from it.
                 let extras = Extras {
                     wrapper: perf_record_wrapper(out.path()),
-                    papi_events: Vec::new(),
+                    ..Extras::default()
                 };
                 let (record, _sandbox) = self
                     .run(&prepared, None, plan()?.0, &held.slot, extras)

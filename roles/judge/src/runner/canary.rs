@@ -12,8 +12,9 @@ pub const F32: u32 = 0x7FCA_4A12;
 pub const I64: i64 = 0x5EAD_C0DE_CA4A_1234;
 pub const I32: i32 = 0x5EAD_C0DE;
 
-/// `elements` canaries of `dtype`, as bytes.
-pub fn fill(dtype: DType, elements: usize) -> Vec<u8> {
+/// Fills `region` with canaries of `dtype`, in place: an output array
+/// holds gigabytes at L, and a canary array beside it would be as large.
+pub fn write(dtype: DType, region: &mut [u8]) {
     let one: Vec<u8> = match dtype {
         DType::F64 => F64.to_le_bytes().to_vec(),
         DType::F32 => F32.to_le_bytes().to_vec(),
@@ -22,7 +23,17 @@ pub fn fill(dtype: DType, elements: usize) -> Vec<u8> {
         // Narrow integers and bools: any value is one a kernel could write.
         narrow => vec![0x5E; narrow.size()],
     };
-    one.repeat(elements)
+    let Some(head) = region.get_mut(..one.len()) else {
+        return;
+    };
+    head.copy_from_slice(&one);
+    // Doubling what is written: a copy per doubling, at the speed of memmove.
+    let mut filled = one.len();
+    while filled < region.len() {
+        let n = filled.min(region.len() - filled);
+        region.copy_within(..n, filled);
+        filled += n;
+    }
 }
 
 /// True when the element at `bytes` is still the canary (floats only: an
@@ -32,5 +43,25 @@ pub fn untouched(dtype: DType, bytes: &[u8]) -> bool {
         DType::F64 => bytes.try_into().ok().map(u64::from_le_bytes) == Some(F64),
         DType::F32 => bytes.try_into().ok().map(u32::from_le_bytes) == Some(F32),
         _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_element_of_a_region_is_the_canary() {
+        for (dtype, elements) in [(DType::F64, 1001), (DType::F32, 7), (DType::I32, 1)] {
+            let mut region = vec![0u8; elements * dtype.size()];
+            write(dtype, &mut region);
+            assert!(
+                region.chunks_exact(dtype.size()).all(|e| match dtype {
+                    DType::I32 => e == I32.to_le_bytes(),
+                    _ => untouched(dtype, e),
+                }),
+                "{dtype:?}"
+            );
+        }
     }
 }

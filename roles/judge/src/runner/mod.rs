@@ -24,12 +24,14 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 
 use crate::data::tail;
-use protocol::{Event, Request, read_frame};
+use crate::verify::Comparison;
+use protocol::{Event, Request, read_frame_into};
 
 /// What `hpcagent` is asked to be, from its arguments (without the program's
 /// name). `main` looks for these before it parses anything else: a runner
@@ -98,12 +100,22 @@ pub fn probe_namespaces(exe: &Path) -> Result<(), String> {
     })
 }
 
+/// Holds each output array a check sends back to its answer as it
+/// arrives: at L an output is gigabytes and a submit checks five cases,
+/// so a run's outputs are compared one at a time and never kept.
+pub trait Verifier: Send + Sync {
+    /// `actual`, the array `array` after step `step`'s last call, against
+    /// its answer; `None` when that step's outputs are not checked.
+    fn verify(&self, step: usize, array: &str, actual: &[u8]) -> Option<Comparison>;
+}
+
 /// Everything a run produced.
 #[derive(Debug, Clone)]
 pub struct RunOutcome {
     pub events: Vec<Event>,
-    /// (step, output name) → bytes after the step's last call.
-    pub outputs: BTreeMap<(usize, String), Vec<u8>>,
+    /// (step, output name) → how the output after the step's last call
+    /// compared with its answer ([`Launch::verifier`]).
+    pub compared: BTreeMap<(usize, String), Comparison>,
     /// The supervisor did not finish its report: how it ended, or why its
     /// channel could not be read.
     pub supervisor_error: Option<String>,
@@ -135,6 +147,9 @@ pub struct Launch<'a> {
     pub cpus: Vec<usize>,
     /// The node's timing lock, for a run with timed pairs.
     pub lock: Option<&'a std::fs::File>,
+    /// What the checks' outputs are held to; without one they are read and
+    /// dropped.
+    pub verifier: Option<Arc<dyn Verifier>>,
 }
 
 /// Why a run could not be started or followed to its end.
@@ -211,11 +226,9 @@ pub async fn launch(launch: Launch<'_>) -> Result<RunOutcome, LaunchError> {
     // Should this future be dropped mid-run, the run's processes go with it.
     let cleanup = KillOnDrop(pid);
     let budget = launch.output_bytes + (64 << 20);
-    let collect = tokio::spawn(read_channel(
-        reader,
-        budget,
-        launch.output_bytes + (64 << 10),
-    ));
+    let verifier = launch.verifier.clone();
+    let collect =
+        tokio::task::spawn_blocking(move || read_channel(reader, budget, verifier.as_deref()));
     if let Some(mut stdin) = child.stdin.take() {
         // A supervisor that dies at once closes its stdin: its status says why.
         let _ = stdin.write_all(&request).await;
@@ -236,7 +249,7 @@ pub async fn launch(launch: Launch<'_>) -> Result<RunOutcome, LaunchError> {
     };
     // Reaped: its tree is gone, and its pid may now be another process's.
     cleanup.disarm();
-    let (events, outputs, channel_error) =
+    let (events, compared, channel_error) =
         match tokio::time::timeout(Duration::from_secs(10), collect).await {
             Ok(Ok(result)) => result,
             _ => (
@@ -259,7 +272,7 @@ pub async fn launch(launch: Launch<'_>) -> Result<RunOutcome, LaunchError> {
         };
     Ok(RunOutcome {
         events,
-        outputs,
+        compared,
         supervisor_error,
         stdout_tail: file_tail(held.0),
         stderr_tail: file_tail(held.1),
@@ -297,42 +310,41 @@ fn output_files(
 
 type Collected = (
     Vec<Event>,
-    BTreeMap<(usize, String), Vec<u8>>,
+    BTreeMap<(usize, String), Comparison>,
     Option<String>,
 );
 
-/// Reads the whole channel (bounded), then parses its frames.
-async fn read_channel(reader: OwnedFd, budget: u64, expected: u64) -> Collected {
-    let mut bytes = Vec::with_capacity(expected.min(budget) as usize);
-    let pipe = match tokio::net::unix::pipe::Receiver::from_owned_fd(reader) {
-        Ok(p) => p,
-        Err(e) => return (Vec::new(), BTreeMap::new(), Some(format!("channel: {e}"))),
-    };
-    let mut limited = pipe.take(budget + 1);
-    if let Err(e) = limited.read_to_end(&mut bytes).await {
-        return (Vec::new(), BTreeMap::new(), Some(format!("channel: {e}")));
-    }
-    let mut error = (bytes.len() as u64 > budget)
-        .then(|| "the supervisor sent more than the outputs".to_string());
+/// Reads the channel frame by frame until it closes, `budget` bytes at
+/// most, each output verified as it arrives into one buffer reused for
+/// all of them.
+fn read_channel(reader: OwnedFd, budget: u64, verifier: Option<&dyn Verifier>) -> Collected {
+    let mut channel = std::io::BufReader::with_capacity(1 << 16, std::fs::File::from(reader));
     let mut events = Vec::new();
-    let mut outputs = BTreeMap::new();
-    let mut slice = bytes.as_slice();
+    let mut compared = BTreeMap::new();
+    let mut payload = Vec::new();
+    let mut read = 0u64;
     loop {
-        match read_frame::<Event>(&mut slice, budget) {
-            Ok(Some((event, payload))) => {
-                if let Event::Output { step, array } = &event {
-                    outputs.insert((*step, array.clone()), payload);
+        match read_frame_into::<Event>(&mut channel, budget, &mut payload) {
+            Ok(Some(event)) => {
+                read += payload.len() as u64;
+                if read > budget {
+                    let error = "the supervisor sent more than the outputs".to_string();
+                    return (events, compared, Some(error));
+                }
+                if let (Event::Output { step, array }, Some(verifier)) = (&event, verifier)
+                    && let Some(comparison) = verifier.verify(*step, array, &payload)
+                {
+                    compared.insert((*step, array.clone()), comparison);
                 }
                 events.push(event);
             }
-            Ok(None) => break,
+            Ok(None) => return (events, compared, None),
             Err(e) => {
-                error.get_or_insert_with(|| format!("the supervisor's channel is corrupted: {e}"));
-                break;
+                let error = format!("the supervisor's channel is corrupted: {e}");
+                return (events, compared, Some(error));
             }
         }
     }
-    (events, outputs, error)
 }
 
 /// Kills a run's process tree and group when dropped, until disarmed.
@@ -369,6 +381,83 @@ fn file_tail(mut file: std::fs::File) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Records what it was asked to verify; checks step 1 only.
+    struct Asked(std::sync::Mutex<Vec<(usize, String, Vec<u8>)>>);
+
+    impl Verifier for Asked {
+        fn verify(&self, step: usize, array: &str, actual: &[u8]) -> Option<Comparison> {
+            let asked = (step, array.to_string(), actual.to_vec());
+            self.0.lock().unwrap().push(asked);
+            (step == 1).then(|| Comparison {
+                correct: actual == [7, 7],
+                ..Comparison::default()
+            })
+        }
+    }
+
+    fn channel_of(frames: &[(Event, &[u8])]) -> OwnedFd {
+        let (reader, writer) = nix::unistd::pipe().unwrap();
+        let frames: Vec<(Event, Vec<u8>)> = frames
+            .iter()
+            .map(|(e, p)| (e.clone(), p.to_vec()))
+            .collect();
+        std::thread::spawn(move || {
+            let mut writer = std::fs::File::from(writer);
+            for (event, payload) in frames {
+                protocol::write_frame(&mut writer, &event, &payload).unwrap();
+            }
+        });
+        reader
+    }
+
+    #[test]
+    fn each_output_is_verified_as_it_arrives_and_only_its_comparison_kept() {
+        let output = |step, array: &str| Event::Output {
+            step,
+            array: array.into(),
+        };
+        let reader = channel_of(&[
+            (output(0, "y"), &[1, 2, 3]),
+            (output(1, "y"), &[7, 7]),
+            (output(1, "z"), &[7, 8]),
+            (Event::Done, &[]),
+        ]);
+        let asked = Asked(Default::default());
+        let (events, compared, error) = read_channel(reader, 100, Some(&asked));
+        assert_eq!(error, None);
+        assert_eq!(events.len(), 4);
+        assert_eq!(
+            *asked.0.lock().unwrap(),
+            [
+                (0, "y".to_string(), vec![1, 2, 3]),
+                (1, "y".to_string(), vec![7, 7]),
+                (1, "z".to_string(), vec![7, 8]),
+            ],
+            "every payload whole, in its own frame's length"
+        );
+        let verdicts: Vec<_> = compared
+            .iter()
+            .map(|(k, c)| (k.clone(), c.correct))
+            .collect();
+        assert_eq!(
+            verdicts,
+            [((1, "y".to_string()), true), ((1, "z".to_string()), false)],
+            "step 0 is not checked"
+        );
+    }
+
+    #[test]
+    fn a_channel_that_sends_more_than_the_outputs_is_cut_off() {
+        let output = Event::Output {
+            step: 1,
+            array: "y".into(),
+        };
+        let reader = channel_of(&[(output.clone(), &[7; 60]), (output, &[7; 60])]);
+        let (events, _, error) = read_channel(reader, 100, None);
+        assert_eq!(events.len(), 1, "the frame past the budget is not taken");
+        assert!(error.is_some_and(|e| e.contains("more than the outputs")));
+    }
 
     fn args(words: &[&str]) -> Vec<std::ffi::OsString> {
         words.iter().map(Into::into).collect()

@@ -281,6 +281,18 @@ pub fn read_frame<T: for<'de> Deserialize<'de>>(
     input: &mut impl Read,
     payload_budget: u64,
 ) -> std::io::Result<Option<(T, Vec<u8>)>> {
+    let mut payload = Vec::new();
+    let frame = read_frame_into(input, payload_budget, &mut payload)?;
+    Ok(frame.map(|event| (event, payload)))
+}
+
+/// As [`read_frame`], the payload into `payload` (its memory reused: a
+/// payload of gigabytes allocated anew costs its page faults).
+pub fn read_frame_into<T: for<'de> Deserialize<'de>>(
+    input: &mut impl Read,
+    payload_budget: u64,
+    payload: &mut Vec<u8>,
+) -> std::io::Result<Option<T>> {
     let mut len = [0u8; 4];
     match input.read_exact(&mut len) {
         Ok(()) => {}
@@ -304,9 +316,14 @@ pub fn read_frame<T: for<'de> Deserialize<'de>>(
             "frame payload of {payload_len} bytes exceeds the outputs"
         )));
     }
-    let mut payload = vec![0u8; payload_len as usize];
-    input.read_exact(&mut payload)?;
-    Ok(Some((event, payload)))
+    payload.clear();
+    payload.reserve(payload_len as usize);
+    // Into the spare capacity as it is: zeroing it first would cost a pass.
+    let got = input.take(payload_len).read_to_end(payload)?;
+    if got as u64 != payload_len {
+        return Err(std::io::ErrorKind::UnexpectedEof.into());
+    }
+    Ok(Some(event))
 }
 
 #[cfg(test)]

@@ -6,19 +6,27 @@
 
 use std::borrow::Cow;
 use std::path::PathBuf;
+use std::rc::Rc;
 
 use super::{Run, fail};
 use rand_chacha::ChaCha8Rng;
 
 use crate::corpus::{DType, Init, Role, Tolerance};
 use crate::data::{Draw, seeded_rng};
+use crate::runner::buffers::{Layout, Mapping};
+use crate::runner::canary;
 use crate::runner::process::pin_this_thread;
 use crate::runner::protocol::{Request, RunArg, Side};
 use crate::verify::{self, Output};
 
+/// A call's input values by array index (`None` for pure outputs). A
+/// check's come from the files it reads once per run and shares between
+/// its steps; a pair's are drawn into memory of the pairs' own.
+pub(super) type Values = [Option<Rc<Vec<u8>>>];
+
 impl Run<'_> {
     /// Writes a call's inputs, canaries and a zeroed workspace into the buffers.
-    pub(super) fn load(&mut self, call: usize, values: &[Option<Vec<u8>>]) {
+    pub(super) fn load(&mut self, call: usize, values: &Values) {
         self.load_but(call, values, false);
     }
 
@@ -26,11 +34,11 @@ impl Run<'_> {
     /// left them: for a call right after one whose inputs were found
     /// unchanged ([`Self::modified_input`]), they already hold `values`,
     /// and rewriting them would cost a copy of every input per pair.
-    pub(super) fn reload(&mut self, call: usize, values: &[Option<Vec<u8>>]) {
+    pub(super) fn reload(&mut self, call: usize, values: &Values) {
         self.load_but(call, values, true);
     }
 
-    fn load_but(&mut self, call: usize, values: &[Option<Vec<u8>>], read_only: bool) {
+    fn load_but(&mut self, call: usize, values: &Values, read_only: bool) {
         let request = self.request;
         for arg in &request.calls[call] {
             match arg {
@@ -44,7 +52,7 @@ impl Run<'_> {
                     let region = self.buffers.bytes_mut(at, bytes);
                     match &values[*index] {
                         Some(input) => region.copy_from_slice(input),
-                        None => region.copy_from_slice(&self.canaries[*index][..bytes]),
+                        None => canary::write(spec.dtype, region),
                     }
                 }
                 RunArg::Workspace(bytes) => {
@@ -56,19 +64,13 @@ impl Run<'_> {
         }
     }
 
-    /// The output arrays after the last call: (name, bytes).
-    pub(super) fn outputs(&self, call: usize) -> Vec<(String, Vec<u8>)> {
-        let mut outputs = Vec::new();
-        self.read_outputs(call, &mut outputs);
-        outputs
-    }
-
-    /// `outputs` into `into`, reusing its memory.
-    pub(super) fn read_outputs(&self, call: usize, into: &mut Vec<(String, Vec<u8>)>) {
+    /// A copy of the output arrays after the last call into `into`,
+    /// reusing its memory (an array of gigabytes allocated anew costs its
+    /// page faults, seconds on some machines).
+    pub(super) fn read_outputs(&self, call: usize, into: &mut Vec<Vec<u8>>) {
         let regions = self.output_regions(call);
         into.resize_with(regions.len(), Default::default);
-        for ((name, bytes), (array, region)) in into.iter_mut().zip(regions) {
-            name.clone_from(array);
+        for (bytes, (_, region)) in into.iter_mut().zip(regions) {
             bytes.clear();
             bytes.extend_from_slice(region);
         }
@@ -76,26 +78,11 @@ impl Run<'_> {
 
     /// Each output array of the last call, (name, its bytes in the buffers).
     pub(super) fn output_regions(&self, call: usize) -> Vec<(&String, &[u8])> {
-        self.request.calls[call]
-            .iter()
-            .filter_map(|arg| match arg {
-                RunArg::Array { index, shape } => Some((*index, shape)),
-                _ => None,
-            })
-            .filter(|(index, _)| self.request.arrays[*index].role.is_output())
-            .map(|(index, shape)| {
-                let spec = &self.request.arrays[index];
-                let bytes = RunArg::elements(shape) * spec.dtype.size();
-                (
-                    &spec.name,
-                    self.buffers.bytes(self.layout.offsets[index], bytes),
-                )
-            })
-            .collect()
+        output_regions(self.request, &self.layout, &self.buffers, call)
     }
 
     /// The first input array the last call changed.
-    pub(super) fn modified_input(&self, call: usize, values: &[Option<Vec<u8>>]) -> Option<String> {
+    pub(super) fn modified_input(&self, call: usize, values: &Values) -> Option<String> {
         self.request.calls[call].iter().find_map(|arg| {
             let RunArg::Array { index, shape } = arg else {
                 return None;
@@ -106,7 +93,8 @@ impl Run<'_> {
             }
             let bytes = RunArg::elements(shape) * spec.dtype.size();
             let region = self.buffers.bytes(self.layout.offsets[*index], bytes);
-            (Some(region) != values[*index].as_deref()).then(|| spec.name.clone())
+            (Some(region) != values[*index].as_deref().map(Vec::as_slice))
+                .then(|| spec.name.clone())
         })
     }
 
@@ -115,8 +103,8 @@ impl Run<'_> {
     pub(super) fn compare(
         &self,
         call: usize,
-        ours: &[(String, Vec<u8>)],
-        theirs: &[(String, Vec<u8>)],
+        ours: &[&[u8]],
+        theirs: &[&[u8]],
         tolerance: Tolerance,
     ) -> Option<String> {
         let shapes = self.request.calls[call].iter().filter_map(|arg| match arg {
@@ -125,7 +113,8 @@ impl Run<'_> {
             }
             _ => None,
         });
-        for (((name, expected), (_, actual)), (dtype, shape)) in ours.iter().zip(theirs).zip(shapes)
+        let names = self.output_regions(call).into_iter().map(|(name, _)| name);
+        for (((name, expected), actual), (dtype, shape)) in names.zip(ours).zip(theirs).zip(shapes)
         {
             let expected = widened(dtype, expected);
             let comparison = verify::compare(
@@ -158,7 +147,7 @@ impl Run<'_> {
         call: usize,
         seed: &[u8; 32],
         n: u32,
-        values: &mut Vec<Option<Vec<u8>>>,
+        values: &mut Vec<Option<Rc<Vec<u8>>>>,
     ) {
         values.resize(self.request.arrays.len(), None);
         for arg in &self.request.calls[call] {
@@ -170,7 +159,8 @@ impl Run<'_> {
                 continue;
             }
             let rng = seeded_rng(&[b"timed pair", seed, &n.to_le_bytes(), spec.name.as_bytes()]);
-            let bytes = values[*index].get_or_insert_with(Vec::new);
+            let shared = values[*index].get_or_insert_with(Rc::default);
+            let bytes = Rc::get_mut(shared).expect("a pair's inputs are its own");
             bytes.resize(RunArg::elements(shape) * spec.dtype.size(), 0);
             draw_on(&self.request.limits.cpus, spec.init, spec.dtype, rng, bytes);
         }
@@ -180,7 +170,7 @@ impl Run<'_> {
     pub(super) fn read_inputs(
         &mut self,
         inputs: &[Option<PathBuf>],
-    ) -> Option<Vec<Option<Vec<u8>>>> {
+    ) -> Option<Vec<Option<Rc<Vec<u8>>>>> {
         let mut values = Vec::with_capacity(inputs.len());
         for path in inputs {
             let Some(path) = path else {
@@ -190,7 +180,7 @@ impl Run<'_> {
             if !self.files.contains_key(path) {
                 match std::fs::read(path) {
                     Ok(bytes) => {
-                        self.files.insert(path.clone(), bytes);
+                        self.files.insert(path.clone(), Rc::new(bytes));
                     }
                     Err(e) => {
                         self.over = true;
@@ -208,6 +198,29 @@ impl Run<'_> {
         }
         Some(values)
     }
+}
+
+/// [`Run::output_regions`] from the run's parts, so that a caller may
+/// send them down the run's channel while it holds them.
+pub(super) fn output_regions<'r>(
+    request: &'r Request,
+    layout: &Layout,
+    buffers: &'r Mapping,
+    call: usize,
+) -> Vec<(&'r String, &'r [u8])> {
+    request.calls[call]
+        .iter()
+        .filter_map(|arg| match arg {
+            RunArg::Array { index, shape } => Some((*index, shape)),
+            _ => None,
+        })
+        .filter(|(index, _)| request.arrays[*index].role.is_output())
+        .map(|(index, shape)| {
+            let spec = &request.arrays[index];
+            let bytes = RunArg::elements(shape) * spec.dtype.size();
+            (&spec.name, buffers.bytes(layout.offsets[index], bytes))
+        })
+        .collect()
 }
 
 /// Draws `out` from `rng` as one [`Draw`] would, in pieces on each of

@@ -28,16 +28,16 @@ use std::fs::File;
 use std::io::Read;
 use std::os::fd::{AsRawFd, FromRawFd};
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
 
 mod arrays;
 
-use arrays::region_sizes;
+use arrays::{Values, region_sizes};
 
 use super::buffers::{Layout, Mapping};
-use super::canary;
 use super::child::{Child, Gone, Start};
 use super::protocol::{
     CallBudget, Event, Isolation, Report, Request, RunnerSetup, Side, Step, write_frame,
@@ -116,9 +116,7 @@ struct Run<'a> {
     /// The baseline's call times so far (the candidate's budget follows them).
     baseline_ns: Vec<u64>,
     /// Input files read once, by path.
-    files: HashMap<PathBuf, Vec<u8>>,
-    /// Each array's canaries, as many as its region holds.
-    canaries: Vec<Vec<u8>>,
+    files: HashMap<PathBuf, Rc<Vec<u8>>>,
     over: bool,
 }
 
@@ -242,12 +240,6 @@ impl<'a> Run<'a> {
             lock,
             baseline_ns: Vec::new(),
             files: HashMap::new(),
-            canaries: request
-                .arrays
-                .iter()
-                .zip(&sizes)
-                .map(|(spec, &bytes)| canary::fill(spec.dtype, bytes / spec.dtype.size()))
-                .collect(),
             over: false,
         })
     }
@@ -325,8 +317,9 @@ impl<'a> Run<'a> {
         // call's: a step of several calls is its own determinism check. A
         // call that differs sends its own digest; comparing costs a memcmp
         // where hashing every call would cost more than a call of a small
-        // kernel.
-        let mut first: Option<Vec<(String, Vec<u8>)>> = None;
+        // kernel. Outputs are hashed and sent from the buffers themselves;
+        // only a step of several calls keeps a copy, of its first call's.
+        let mut first: Vec<Vec<u8>> = Vec::new();
         for n in 0..calls {
             let Some(ns) = self.call_candidate(call, &values, step) else {
                 return;
@@ -336,35 +329,26 @@ impl<'a> Run<'a> {
             if !digest && !last {
                 continue;
             }
-            let produced = self.outputs(call);
-            if digest {
-                match &first {
-                    None => self.send_digest(step, &produced),
-                    Some(outputs) if *outputs != produced => self.send_digest(step, &produced),
-                    Some(_) => {}
-                }
+            let produced = arrays::output_regions(self.request, &self.layout, &self.buffers, call);
+            let differs = n > 0
+                && !first
+                    .iter()
+                    .map(Vec::as_slice)
+                    .eq(produced.iter().map(|r| r.1));
+            if digest && (n == 0 || differs) {
+                let digest = digest_of(produced.iter().map(|r| r.1));
+                send(self.channel, &Event::OutputDigest { step, digest }, &[]);
             }
             if last && outputs {
                 for (array, bytes) in &produced {
-                    send(
-                        self.channel,
-                        &Event::Output {
-                            step,
-                            array: array.clone(),
-                        },
-                        bytes,
-                    );
+                    let array = array.to_string();
+                    send(self.channel, &Event::Output { step, array }, bytes);
                 }
             }
-            first.get_or_insert(produced);
+            if n == 0 && !last {
+                first = produced.iter().map(|r| r.1.to_vec()).collect();
+            }
         }
-    }
-
-    fn send_digest(&mut self, step: usize, produced: &[(String, Vec<u8>)]) {
-        let mut hash = Sha256::new();
-        produced.iter().for_each(|(_, bytes)| hash.update(bytes));
-        let digest = hash.finalize().iter().map(|b| format!("{b:02x}")).collect();
-        send(self.channel, &Event::OutputDigest { step, digest }, &[]);
     }
 
     /// The submission on known inputs, calls for `seconds`, between
@@ -430,7 +414,7 @@ impl<'a> Run<'a> {
         // Reused from pair to pair: arrays of megabytes allocated anew each
         // time cost their page faults on every pair.
         let mut values = Vec::new();
-        let mut pair = Pair::default();
+        let mut saved = Vec::new();
         for n in 0u32.. {
             if n > 0 && stop.enough(&pairs, started.elapsed().as_millis() as u64) {
                 return;
@@ -448,11 +432,21 @@ impl<'a> Run<'a> {
             } else {
                 Side::Candidate
             };
-            if self.pair(step, call, values, first, &mut pair).is_none() {
+            let Some((baseline_ns, candidate_ns)) =
+                self.pair(step, call, values, first, &mut saved)
+            else {
                 return;
-            }
-            if let Some(message) = self.compare(call, &pair.baseline.1, &pair.candidate.1, doubled)
-            {
+            };
+            // The second call's outputs are still in the buffers; the
+            // first's were saved.
+            let saved_outputs: Vec<&[u8]> = saved.iter().map(Vec::as_slice).collect();
+            let in_buffers: Vec<&[u8]> =
+                self.output_regions(call).into_iter().map(|r| r.1).collect();
+            let (ours, theirs) = match first {
+                Side::Baseline => (&saved_outputs, &in_buffers),
+                Side::Candidate => (&in_buffers, &saved_outputs),
+            };
+            if let Some(message) = self.compare(call, ours, theirs, doubled) {
                 // The pairs end here, the run does not: whether the public
                 // case is right tells an overfit kernel from a wrong one.
                 send(self.channel, &Event::Mismatch { message }, &[]);
@@ -460,7 +454,6 @@ impl<'a> Run<'a> {
             }
             // The first pair warms both up.
             if n > 0 {
-                let (baseline_ns, candidate_ns) = (pair.baseline.0, pair.candidate.0);
                 pairs.push((baseline_ns, candidate_ns));
                 let event = Event::Pair {
                     baseline_ns,
@@ -471,21 +464,23 @@ impl<'a> Run<'a> {
         }
     }
 
-    /// One pair into `pair`, `first` first, each call on `values` written
-    /// just before it, and its outputs read right after it; `None` when the
-    /// run is over.
+    /// One pair, `first` first, each call on `values` written just before
+    /// it: the first call's outputs copied into `saved` right after it, the
+    /// second's left in the buffers. Its (baseline, candidate) times, or
+    /// `None` when the run is over.
     fn pair(
         &mut self,
         step: usize,
         call: usize,
-        values: &[Option<Vec<u8>>],
+        values: &Values,
         first: Side,
-        pair: &mut Pair,
-    ) -> Option<()> {
+        saved: &mut Vec<Vec<u8>>,
+    ) -> Option<(u64, u64)> {
         let second = match first {
             Side::Baseline => Side::Candidate,
             Side::Candidate => Side::Baseline,
         };
+        let mut times = (0, 0);
         for (n, side) in [first, second].into_iter().enumerate() {
             // The first call's inputs were checked unchanged after it.
             if n == 0 {
@@ -494,12 +489,13 @@ impl<'a> Run<'a> {
                 self.reload(call, values);
             }
             let ns = self.time(side, call)?;
-            let (time, outputs) = match side {
-                Side::Baseline => (&mut pair.baseline.0, &mut pair.baseline.1),
-                Side::Candidate => (&mut pair.candidate.0, &mut pair.candidate.1),
-            };
-            *time = ns;
-            self.read_outputs(call, outputs);
+            match side {
+                Side::Baseline => times.0 = ns,
+                Side::Candidate => times.1 = ns,
+            }
+            if n == 0 {
+                self.read_outputs(call, saved);
+            }
             if let Some(array) = self.modified_input(call, values) {
                 match side {
                     Side::Candidate => self.input_modified(step, array),
@@ -512,16 +508,11 @@ impl<'a> Run<'a> {
                 return None;
             }
         }
-        Some(())
+        Some(times)
     }
 
     /// One call of the submission on `values`, with the input check.
-    fn call_candidate(
-        &mut self,
-        call: usize,
-        values: &[Option<Vec<u8>>],
-        step: usize,
-    ) -> Option<u64> {
+    fn call_candidate(&mut self, call: usize, values: &Values, step: usize) -> Option<u64> {
         self.load(call, values);
         let ns = self.time(Side::Candidate, call)?;
         if let Some(array) = self.modified_input(call, values) {
@@ -576,11 +567,11 @@ impl<'a> Run<'a> {
     }
 }
 
-/// One pair's calls: (time, outputs) of each side.
-#[derive(Default)]
-struct Pair {
-    baseline: (u64, Vec<(String, Vec<u8>)>),
-    candidate: (u64, Vec<(String, Vec<u8>)>),
+/// The SHA-256 of a call's outputs, in hex.
+fn digest_of<'b>(outputs: impl Iterator<Item = &'b [u8]>) -> String {
+    let mut hash = Sha256::new();
+    outputs.for_each(|bytes| hash.update(bytes));
+    hash.finalize().iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Holds the node's timing lock (a descriptor the run keeps open) while alive.
