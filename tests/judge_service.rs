@@ -4,6 +4,7 @@
 
 mod common;
 
+use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::Command;
 use std::sync::OnceLock;
@@ -807,7 +808,8 @@ fn age_cases(cache: &Path, ago: std::time::Duration) {
 
 /// A judge keeps its cases within `--case-cache-gib`: a new case makes the
 /// least recently used go, inputs and reference outputs both, and a case
-/// trimmed and asked for again is made again, its grade unharmed.
+/// trimmed and asked for again is made again, its grade unharmed. Both
+/// sides are private to the judge.
 #[test]
 fn the_case_cache_keeps_its_bound_and_remakes_what_it_trimmed() {
     let cache = tempfile::tempdir().unwrap();
@@ -845,4 +847,12 @@ fn the_case_cache_keeps_its_bound_and_remakes_what_it_trimmed() {
     both.sort();
     assert_eq!(cases("reference"), both);
     assert_eq!(cases("inputs"), both);
+
+    // Only the judge's user can open either side: a runner of a slot's
+    // user listing the inputs would learn the held-out cases' sizes.
+    for side in ["inputs", "reference"] {
+        let dir = cache.path().join(side);
+        let mode = std::fs::metadata(&dir).unwrap().permissions().mode();
+        assert_eq!(mode & 0o077, 0, "{} is {mode:o}", dir.display());
+    }
 }

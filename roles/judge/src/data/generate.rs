@@ -7,7 +7,6 @@
 //! exactly representable values that the float64 reference reads unchanged.
 
 use std::io::Write;
-use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
 use rand_chacha::ChaCha8Rng;
@@ -22,7 +21,7 @@ use crate::corpus::{DType, Init, Kernel};
 /// sibling directory renamed into place).
 pub fn write_inputs(kernel: &Kernel, case: &Case, dir: &Path) -> Result<(), DataError> {
     let parent = dir.parent().expect("inputs dir has a parent");
-    let tmp = super::readable_tempdir(parent)?;
+    let tmp = super::private_tempdir(parent)?;
     for spec in kernel.arrays.iter().filter(|a| a.role.is_input()) {
         let n = kernel.elements(spec, &case.sizes)?;
         let dtype = spec.elem.resolve(case.precision);
@@ -42,8 +41,6 @@ pub fn write_inputs(kernel: &Kernel, case: &Case, dir: &Path) -> Result<(), Data
             file.write_all(piece).map_err(io(&path))?;
             left -= piece.len();
         }
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644))
-            .map_err(io(&path))?;
     }
     super::publish(tmp.keep(), dir)
 }

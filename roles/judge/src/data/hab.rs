@@ -5,11 +5,10 @@
 //!
 //! For a grade, a case is made once per judge cache ([`DataCache::hab_case`]):
 //! the arguments in ABI order, each array's bytes as the submission takes
-//! them (beside the kernel's own cases, readable by the runner), and the
+//! them (beside the kernel's own cases, in the judge's private inputs), and the
 //! reference's outputs and its times (in the private reference directory).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
@@ -17,8 +16,8 @@ use std::sync::Arc;
 use serde::Deserialize;
 
 use super::{
-    ArrayData, CaseInputs, DataCache, DataError, Reference, bound, create_private_dir, io, publish,
-    readable_tempdir,
+    ArrayData, CaseInputs, DataCache, DataError, Reference, bound, create_private_dir, io,
+    private_tempdir, publish,
 };
 use crate::corpus::hab::{InputPlan, Kernel};
 use crate::corpus::{self, ScalarValue, fingerprint};
@@ -329,7 +328,7 @@ impl DataCache {
 }
 
 /// Makes a case in a private directory, then publishes its arrays under
-/// `inputs` (readable by runners) and the rest under `reference`.
+/// `inputs` (read by the run's supervisor) and the rest under `reference`.
 fn make_case(
     python: &str,
     plan: &InputPlan,
@@ -353,12 +352,11 @@ fn make_case(
     let flags = [&["--reference", "--case"][..], timing].concat();
     run_script(python, plan, made.path(), &flags)
         .map_err(|e| DataError::Reference(e.to_string()))?;
-    let arrays = readable_tempdir(&root.join("inputs"))?;
+    let arrays = private_tempdir(&root.join("inputs"))?;
     for arg in case_args(made.path())?.iter().filter(|a| a.pointer) {
         let file = format!("{}.bin", arg.name);
         let to = arrays.path().join(&file);
         std::fs::rename(made.path().join(&file), &to).map_err(io(&to))?;
-        std::fs::set_permissions(&to, std::fs::Permissions::from_mode(0o644)).map_err(io(&to))?;
     }
     publish(arrays.keep(), inputs)?;
     publish(made.keep(), reference)

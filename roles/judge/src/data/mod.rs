@@ -1,9 +1,12 @@
 //! Test data: inputs generated from (kernel, precision, sizes, seed), and the
 //! NumPy reference's outputs for them, both cached on disk.
 //!
-//! Inputs live under `<cache>/inputs/<key>/` (readable by the runner, which
-//! must load them); reference outputs under `<cache>/reference/<key>/`, a
-//! directory only the judge can open, so they never enter the sandbox. Every
+//! Inputs live under `<cache>/inputs/<key>/`, reference outputs under
+//! `<cache>/reference/<key>/`, both directories only the judge's user can
+//! open: the run's supervisor (the judge's own process) reads the inputs,
+//! the judge the references, and no runner of a slot's user can list them,
+//! which would tell it the held-out cases' sizes, where its sandbox alone
+//! does not hold it (weak isolation, without Landlock). Every
 //! entry is written to a temporary name and renamed into place, so concurrent
 //! judges and slots see either nothing or a complete entry. The two
 //! directories of a key are one case, kept within a bound ([`bound`]).
@@ -320,17 +323,14 @@ impl DataCache {
     }
 }
 
-/// A temporary directory in `parent` (made if absent) that a runner of
-/// another user can read: where inputs are written before [`publish`].
-fn readable_tempdir(parent: &Path) -> Result<tempfile::TempDir, DataError> {
-    std::fs::create_dir_all(parent).map_err(io(parent))?;
-    let tmp = tempfile::Builder::new()
+/// A temporary directory in `parent` (made private if absent) where inputs
+/// are written before [`publish`].
+fn private_tempdir(parent: &Path) -> Result<tempfile::TempDir, DataError> {
+    create_private_dir(parent)?;
+    tempfile::Builder::new()
         .prefix(".tmp-")
         .tempdir_in(parent)
-        .map_err(io(parent))?;
-    std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o755))
-        .map_err(io(tmp.path()))?;
-    Ok(tmp)
+        .map_err(io(parent))
 }
 
 /// Renames a finished directory into place; another judge process's
