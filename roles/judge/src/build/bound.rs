@@ -6,13 +6,12 @@
 //! not find it gone.
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
+
+use crate::data::bound::{Entry, bytes_under, evict};
 
 /// Bytes of built libraries (and their logs) a judge keeps.
 pub const BYTES: u64 = 4 << 30;
-
-/// How recently used an entry must be to stay whatever the bound.
-const IN_USE: Duration = Duration::from_secs(60);
 
 /// Marks the entry of `library` as just used.
 pub fn touch(library: &Path) {
@@ -22,9 +21,9 @@ pub fn touch(library: &Path) {
 }
 
 /// Removes the least recently used entries of `builds` until it holds at
-/// most `bound` bytes; returns how many went.
+/// most `bound` bytes ([`evict`]); returns how many went.
 pub fn trim(builds: &Path, bound: u64) -> usize {
-    let mut entries: Vec<(SystemTime, u64, PathBuf)> = std::fs::read_dir(builds)
+    let entries: Vec<Entry<PathBuf>> = std::fs::read_dir(builds)
         .into_iter()
         .flatten()
         .filter_map(Result::ok)
@@ -39,40 +38,20 @@ pub fn trim(builds: &Path, bound: u64) -> usize {
                 .ok()?
                 .modified()
                 .ok()?;
-            Some((used, size(&dir), dir))
+            Some(Entry {
+                used,
+                bytes: bytes_under(&dir),
+                key: dir,
+            })
         })
         .collect();
-    let mut total: u64 = entries.iter().map(|(_, bytes, _)| bytes).sum();
-    entries.sort();
-    let now = SystemTime::now();
-    let mut removed = 0;
-    for (used, bytes, dir) in entries {
-        if total <= bound {
-            break;
-        }
-        if now.duration_since(used).unwrap_or_default() < IN_USE {
-            continue;
-        }
-        if std::fs::remove_dir_all(&dir).is_ok() {
-            total -= bytes;
-            removed += 1;
-        }
-    }
-    removed
-}
-
-fn size(dir: &Path) -> u64 {
-    std::fs::read_dir(dir)
-        .into_iter()
-        .flatten()
-        .filter_map(Result::ok)
-        .filter_map(|e| e.metadata().ok())
-        .map(|m| m.len())
-        .sum()
+    evict(entries, bound, |dir| std::fs::remove_dir_all(dir).is_ok()).entries
 }
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     fn entry(builds: &Path, name: &str, bytes: usize, age: Duration) -> PathBuf {

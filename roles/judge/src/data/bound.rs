@@ -24,7 +24,7 @@ use std::time::{Duration, SystemTime};
 pub const DEFAULT_BYTES: u64 = 32 << 30;
 
 /// How recently used an entry must be to stay whatever the bound.
-const IN_USE: Duration = Duration::from_secs(60);
+pub const IN_USE: Duration = Duration::from_secs(60);
 
 /// A staging directory (`.tmp-…`) untouched this long is a killed judge's
 /// leftover: making a case takes at most the reference's 15 minutes.
@@ -80,7 +80,43 @@ pub struct Trimmed {
 /// Removes the least recently used cases under `root` until they take at
 /// most `bound` bytes, and staging directories abandoned by killed judges.
 pub fn trim(root: &Path, bound: u64, pins: &Pins) -> Trimmed {
-    let mut entries = entries(root);
+    let trimmed = evict(entries(root), bound, |key| {
+        let moved = {
+            let held = pins.held.lock().expect("pin table");
+            if held.contains_key(key) {
+                return false;
+            }
+            dirs(root, key)
+                .into_iter()
+                .filter_map(|dir| set_aside(&dir))
+                .collect::<Vec<_>>()
+        };
+        for dir in moved {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+        true
+    });
+    remove_abandoned(root, SystemTime::now());
+    trimmed
+}
+
+/// One entry of a bounded cache: when it was last used, what it takes on
+/// disk, and which it is.
+pub struct Entry<K> {
+    pub used: SystemTime,
+    pub bytes: u64,
+    pub key: K,
+}
+
+/// The policy of the judge's bounded caches (these cases, and the build
+/// cache): removes `entries`, least recently used first, until the rest
+/// take at most `bound` bytes. An entry used in the last minute stays, and
+/// so does one `remove` declines.
+pub fn evict<K>(
+    mut entries: Vec<Entry<K>>,
+    bound: u64,
+    mut remove: impl FnMut(&K) -> bool,
+) -> Trimmed {
     let mut total: u64 = entries.iter().map(|e| e.bytes).sum();
     entries.sort_by_key(|e| e.used);
     let now = SystemTime::now();
@@ -89,41 +125,20 @@ pub fn trim(root: &Path, bound: u64, pins: &Pins) -> Trimmed {
         if total <= bound {
             break;
         }
-        if now.duration_since(entry.used).unwrap_or_default() < IN_USE {
+        if now.duration_since(entry.used).unwrap_or_default() < IN_USE || !remove(&entry.key) {
             continue;
-        }
-        let moved = {
-            let held = pins.held.lock().expect("pin table");
-            if held.contains_key(&entry.key) {
-                continue;
-            }
-            dirs(root, &entry.key)
-                .into_iter()
-                .filter_map(|dir| set_aside(&dir))
-                .collect::<Vec<_>>()
-        };
-        for dir in moved {
-            let _ = std::fs::remove_dir_all(dir);
         }
         total -= entry.bytes;
         trimmed.entries += 1;
         trimmed.bytes += entry.bytes;
     }
-    remove_abandoned(root, now);
     trimmed
-}
-
-/// One case in the cache.
-struct Entry {
-    key: String,
-    used: SystemTime,
-    bytes: u64,
 }
 
 /// The cases under `root`, by key, with when each was last used (its
 /// directories' latest modification) and what its two directories take.
-fn entries(root: &Path) -> Vec<Entry> {
-    let mut by_key: HashMap<String, Entry> = HashMap::new();
+fn entries(root: &Path) -> Vec<Entry<String>> {
+    let mut by_key: HashMap<String, Entry<String>> = HashMap::new();
     for side in ["inputs", "reference"] {
         for dir in subdirs(&root.join(side)) {
             let Some(key) = dir.file_name().map(|n| n.to_string_lossy().into_owned()) else {
