@@ -47,6 +47,10 @@ pub enum NamespaceError {
     },
     #[error("{0} descriptors for a runner")]
     TooManyDescriptors(usize),
+    #[error("cannot make mount, IPC and network namespaces: {0}")]
+    Unshare(std::io::Error),
+    #[error("cannot mount a /proc of its own: {0}")]
+    Proc(std::io::Error),
     #[error("cannot return to its own PID namespace: {0}")]
     ReturnToOwn(std::io::Error),
     #[error("cannot start a runner: {0}")]
@@ -104,6 +108,41 @@ pub fn own_pid_namespace() -> Result<(), NamespaceError> {
             std::process::exit(code)
         }
     }
+}
+
+/// Moves the calling process into PID, mount, IPC and network namespaces
+/// of its own (and a user namespace first, unless root), with a `/proc`
+/// that lists its PID namespace only: [`own_pid_namespace`], then the rest,
+/// for a process that starts programs in them itself (a compiler's
+/// wrapper) rather than one program per namespace ([`Spawn`]). Returns in
+/// the new namespaces' first process; the process must be single-threaded.
+pub fn own_namespaces() -> Result<(), NamespaceError> {
+    own_pid_namespace()?;
+    // SAFETY: unshare with flags; the process is single-threaded.
+    if unsafe { libc::unshare(libc::CLONE_NEWNS | libc::CLONE_NEWIPC | libc::CLONE_NEWNET) } != 0 {
+        return Err(NamespaceError::Unshare(std::io::Error::last_os_error()));
+    }
+    // SAFETY: mount with constant C strings.
+    let mounted = unsafe {
+        libc::mount(
+            std::ptr::null(),
+            c"/".as_ptr(),
+            std::ptr::null(),
+            libc::MS_REC | libc::MS_PRIVATE,
+            std::ptr::null(),
+        ) == 0
+            && libc::mount(
+                c"proc".as_ptr(),
+                c"/proc".as_ptr(),
+                c"proc".as_ptr(),
+                libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+                std::ptr::null(),
+            ) == 0
+    };
+    if !mounted {
+        return Err(NamespaceError::Proc(std::io::Error::last_os_error()));
+    }
+    Ok(())
 }
 
 /// Gives the calling process a user namespace of its own, its user and
@@ -299,6 +338,11 @@ extern "C" fn enter(arg: *mut libc::c_void) -> libc::c_int {
             }
         }
         crate::reap::die_with_parent(libc::SIGKILL);
+        // The starter may block signals it reads as a descriptor (SIGCHLD,
+        // see `hold`): the program starts with none blocked.
+        let mut none: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut none);
+        libc::sigprocmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
         if spawn.same_layout {
             libc::personality(libc::ADDR_NO_RANDOMIZE as libc::c_ulong);
         }

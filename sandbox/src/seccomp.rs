@@ -11,7 +11,12 @@
 //! sandbox), io_uring (its operations bypass this filter), and the kernel's
 //! own knobs (mounts, namespaces, modules, BPF, keys, clocks). A run may
 //! also not create processes or execute programs, so that every thread it
-//! has stops when its process is stopped ([`Profile::Run`]).
+//! has stops when its process is stopped ([`Profile::Run`]); nor ask the
+//! kernel to signal it later or on someone else's write (timers, `O_ASYNC`,
+//! `F_SETSIG`), continue itself, change its scheduling, priority or CPUs,
+//! resize a pipe, or change a file's mode (its channels are mode 0, so
+//! that it cannot open them anew): a run is timed from outside, and none of
+//! these may move work out of the timed interval.
 
 use std::collections::BTreeMap;
 
@@ -133,14 +138,7 @@ fn denied(profile: Profile) -> BTreeMap<i64, Vec<SeccompRule>> {
                     0,
                 )],
             );
-            // Another process's priority (outside a PID namespace, the judge's).
-            rules.insert(
-                libc::SYS_setpriority,
-                vec![
-                    rule(0, SeccompCmpOp::Ne, libc::PRIO_PROCESS as u64),
-                    rule(1, SeccompCmpOp::Ne, 0),
-                ],
-            );
+            rules.extend(run_arguments());
         }
         Profile::Agent => {
             rules.insert(libc::SYS_perf_event_open, Vec::new());
@@ -154,9 +152,62 @@ fn denied(profile: Profile) -> BTreeMap<i64, Vec<SeccompRule>> {
 }
 
 fn rule(arg: u8, op: SeccompCmpOp, value: u64) -> SeccompRule {
-    let condition = SeccompCondition::new(arg, SeccompCmpArgLen::Dword, op, value)
-        .expect("argument index below 6");
-    SeccompRule::new(vec![condition]).expect("one condition")
+    SeccompRule::new(vec![condition(arg, op, value)]).expect("one condition")
+}
+
+fn condition(arg: u8, op: SeccompCmpOp, value: u64) -> SeccompCondition {
+    SeccompCondition::new(arg, SeccompCmpArgLen::Dword, op, value).expect("argument index below 6")
+}
+
+/// `fcntl` commands that make the kernel signal the process on another's
+/// I/O (with the signal it picks: `SIGCONT` would end its stop), or
+/// resize a pipe (a small full one blocks its writer).
+const F_SETSIG: u64 = 10;
+const F_SETOWN_EX: u64 = 15;
+/// `ioctl` requests to the same effect as `O_ASYNC` and `F_SETOWN`.
+const FIOASYNC: u64 = 0x5452;
+const FIOSETOWN: u64 = 0x8901;
+const SIOCSPGRP: u64 = 0x8902;
+/// `fchmodat2` (Linux 6.6), the same number on x86_64 and aarch64.
+const SYS_FCHMODAT2: i64 = 452;
+
+/// Calls a run may make only with some arguments: denied with these.
+fn run_arguments() -> Vec<(i64, Vec<SeccompRule>)> {
+    let eq = |arg, value: u64| rule(arg, SeccompCmpOp::Eq, value);
+    let fcntl = [
+        F_SETSIG,
+        libc::F_SETOWN as u64,
+        F_SETOWN_EX,
+        libc::F_SETLEASE as u64,
+        libc::F_NOTIFY as u64,
+        libc::F_SETPIPE_SZ as u64,
+    ];
+    let mut fcntl: Vec<SeccompRule> = fcntl.iter().map(|&cmd| eq(1, cmd)).collect();
+    // F_SETFL with O_ASYNC: signals on every write to the descriptor.
+    fcntl.push(
+        SeccompRule::new(vec![
+            condition(1, SeccompCmpOp::Eq, libc::F_SETFL as u64),
+            condition(
+                2,
+                SeccompCmpOp::MaskedEq(libc::O_ASYNC as u64),
+                libc::O_ASYNC as u64,
+            ),
+        ])
+        .expect("two conditions"),
+    );
+    let ioctl = [FIOASYNC, FIOSETOWN, SIOCSPGRP];
+    // Continuing itself (the signal is the second argument of kill, tkill
+    // and rt_sigqueueinfo, the third of tgkill and rt_tgsigqueueinfo).
+    let cont = libc::SIGCONT as u64;
+    vec![
+        (libc::SYS_fcntl, fcntl),
+        (libc::SYS_ioctl, ioctl.iter().map(|&r| eq(1, r)).collect()),
+        (libc::SYS_kill, vec![eq(1, cont)]),
+        (libc::SYS_tkill, vec![eq(1, cont)]),
+        (libc::SYS_rt_sigqueueinfo, vec![eq(1, cont)]),
+        (libc::SYS_tgkill, vec![eq(2, cont)]),
+        (libc::SYS_rt_tgsigqueueinfo, vec![eq(2, cont)]),
+    ]
 }
 
 /// Denied to every untrusted process.
@@ -231,26 +282,34 @@ const ALWAYS: &[i64] = &[
     libc::SYS_vhangup,
 ];
 
-/// Denied to runs only: processes, programs and every socket.
-#[cfg(target_arch = "x86_64")]
+/// Denied to runs only: processes, programs, every socket, signals
+/// arranged for later, scheduling, and file modes.
 const RUN_ONLY: &[i64] = &[
+    libc::SYS_execve,
+    libc::SYS_execveat,
+    libc::SYS_socket,
+    libc::SYS_socketpair,
+    libc::SYS_pidfd_send_signal,
+    // A POSIX timer signals the process with the signal it picks.
+    libc::SYS_timer_create,
+    // A shorter slice or a higher priority wins wakeups; other CPUs are
+    // the supervisor's and other slots'.
+    libc::SYS_sched_setattr,
+    libc::SYS_sched_setscheduler,
+    libc::SYS_sched_setparam,
+    libc::SYS_sched_setaffinity,
+    libc::SYS_setpriority,
+    libc::SYS_ioprio_set,
+    libc::SYS_fchmod,
+    libc::SYS_fchmodat,
+    SYS_FCHMODAT2,
+    #[cfg(target_arch = "x86_64")]
+    libc::SYS_chmod,
+    // aarch64 has no fork or vfork: clone covers them.
+    #[cfg(target_arch = "x86_64")]
     libc::SYS_fork,
+    #[cfg(target_arch = "x86_64")]
     libc::SYS_vfork,
-    libc::SYS_execve,
-    libc::SYS_execveat,
-    libc::SYS_socket,
-    libc::SYS_socketpair,
-    libc::SYS_pidfd_send_signal,
-];
-
-/// Denied to runs only (aarch64 has no fork or vfork: clone covers them).
-#[cfg(not(target_arch = "x86_64"))]
-const RUN_ONLY: &[i64] = &[
-    libc::SYS_execve,
-    libc::SYS_execveat,
-    libc::SYS_socket,
-    libc::SYS_socketpair,
-    libc::SYS_pidfd_send_signal,
 ];
 
 #[cfg(test)]
@@ -311,15 +370,91 @@ mod tests {
                 if libc::setpriority(libc::PRIO_PROCESS, 1, 10) != -1 {
                     return 6;
                 }
-                if libc::setpriority(libc::PRIO_PROCESS, 0, 1) != 0 {
-                    return 7;
-                }
             }
             // glibc falls back from clone3 to clone with CLONE_THREAD.
             match std::thread::spawn(|| 40).join() {
                 Ok(40) => 0,
                 _ => 8,
             }
+        });
+        assert_eq!(code, 0, "see the numbered checks");
+    }
+
+    #[test]
+    fn a_run_cannot_arrange_to_be_continued_reschedule_itself_or_reopen_its_channels() {
+        let code = in_child(Profile::Run { counters: false }, || {
+            let denied = |r: libc::c_long| r == -1 && errno() == libc::EPERM;
+            let mut pipe = [0; 2];
+            // SAFETY: raw calls on this process's own descriptors and
+            // itself, whose results are only compared.
+            unsafe {
+                if libc::pipe(pipe.as_mut_ptr()) != 0 {
+                    return 1;
+                }
+                let fd = pipe[0];
+                let fcntl =
+                    |cmd: libc::c_int, arg: libc::c_int| libc::fcntl(fd, cmd, arg) as libc::c_long;
+                if !denied(fcntl(10, libc::SIGCONT)) {
+                    return 2; // F_SETSIG
+                }
+                if !denied(fcntl(libc::F_SETOWN, libc::getpid())) {
+                    return 3;
+                }
+                if !denied(fcntl(libc::F_SETFL, libc::O_ASYNC | libc::O_NONBLOCK)) {
+                    return 4;
+                }
+                if fcntl(libc::F_SETFL, libc::O_NONBLOCK) != 0 {
+                    return 5; // other flags stay allowed
+                }
+                if !denied(fcntl(libc::F_SETPIPE_SZ, 4096)) {
+                    return 6;
+                }
+                let on: libc::c_int = 1;
+                if !denied(libc::ioctl(fd, libc::FIOASYNC, &on) as libc::c_long) {
+                    return 7;
+                }
+                let mut timer: libc::timer_t = std::mem::zeroed();
+                let r = libc::timer_create(libc::CLOCK_MONOTONIC, std::ptr::null_mut(), &mut timer);
+                if !denied(r as libc::c_long) {
+                    return 8;
+                }
+                if !denied(libc::kill(libc::getpid(), libc::SIGCONT) as libc::c_long) {
+                    return 9;
+                }
+                let tgkill = libc::syscall(
+                    libc::SYS_tgkill,
+                    libc::getpid(),
+                    libc::gettid(),
+                    libc::SIGCONT,
+                );
+                if !denied(tgkill) {
+                    return 10;
+                }
+                if libc::kill(libc::getpid(), 0) != 0 {
+                    return 11; // other signals stay allowed
+                }
+                if !denied(libc::setpriority(libc::PRIO_PROCESS, 0, 1) as libc::c_long) {
+                    return 12;
+                }
+                let mut set: libc::cpu_set_t = std::mem::zeroed();
+                libc::CPU_SET(0, &mut set);
+                let size = std::mem::size_of::<libc::cpu_set_t>();
+                if !denied(libc::sched_setaffinity(0, size, &set) as libc::c_long) {
+                    return 13;
+                }
+                if !denied(libc::syscall(libc::SYS_sched_setattr, 0, 0, 0)) {
+                    return 14;
+                }
+                if !denied(libc::fchmod(fd, 0o600) as libc::c_long) {
+                    return 15;
+                }
+                let path = c"/proc/self/fd/0";
+                if !denied(libc::fchmodat(libc::AT_FDCWD, path.as_ptr(), 0o600, 0) as libc::c_long)
+                {
+                    return 16;
+                }
+            }
+            0
         });
         assert_eq!(code, 0, "see the numbered checks");
     }
