@@ -303,6 +303,13 @@ fn cases(bait: &Bait, judge: &JudgeServer, public: &PublicCase) -> Vec<Case> {
             "build_error",
             "undefined symbol: not_defined_anywhere",
         ),
+        // The flags' policy, in the source.
+        case(
+            "fast-math by a pragma made by a macro, and an optimize attribute",
+            "gemm_sets_fast_math_in_source.c",
+            "build_error",
+            "#pragma GCC optimize sets -ffast-math, refused",
+        ),
         // Answers.
         case("wrong answer", "gemm_wrong.c", "incorrect", "output C[0,0]"),
         case("NaN everywhere", "gemm_writes_nan.c", "incorrect", "C["),
@@ -378,6 +385,14 @@ fn cases(bait: &Bait, judge: &JudgeServer, public: &PublicCase) -> Vec<Case> {
             "",
         ),
         case("fork, execve, system()", "gemm_forks_and_execs.c", "ok", ""),
+        // The compiler sees no process of the node's either.
+        case(
+            "asks the preprocessor for the judge's /proc entry",
+            "gemm_probes_proc_at_build.c",
+            "ok",
+            "",
+        )
+        .define("TARGET", format!("\"/proc/{}/status\"", judge.pid())),
         // The judge's processes. In its PID namespace a runner's parent is
         // no one: getppid() is 0, and kill(0) reaches its own group.
         case(
@@ -495,6 +510,44 @@ fn cases(bait: &Bait, judge: &JudgeServer, public: &PublicCase) -> Vec<Case> {
             "",
         )
         .also(Also::SpeedupBelowHonest(1.0)),
+        // A stopped runner that continues itself before the clock starts:
+        // held by ptrace, and its filter refuses the means.
+        case(
+            "continues itself on the index write (O_ASYNC, F_SETSIG), short slice",
+            "gemm_continues_itself_by_fasync.c",
+            "ok",
+            "",
+        )
+        .also(Also::SpeedupBelowHonest(1.25)),
+        case(
+            "continues itself by a SIGCONT timer, short slice",
+            "gemm_continues_itself_by_timer.c",
+            "ok",
+            "",
+        )
+        .also(Also::SpeedupBelowHonest(1.25)),
+        case(
+            "reopens its call channel, shrinks it and keeps it full",
+            "gemm_fills_its_call_channel.c",
+            "ok",
+            "",
+        )
+        .or("timeout", "")
+        .also(Also::SpeedupBelowHonest(1.25)),
+        // Stalls: the submission's timeout, never the judge's error.
+        case(
+            "fills its call channel and never drains it",
+            "gemm_stalls_its_call_channel.c",
+            "ok",
+            "",
+        )
+        .or("timeout", ""),
+        case(
+            "stalls mid-frame on its report channel while loading",
+            "gemm_stalls_its_report.c",
+            "timeout",
+            "did not finish loading",
+        ),
     ]
 }
 
@@ -746,4 +799,122 @@ fn run_case(
         problem.is_none(),
     );
     problem.map(|problem| format!("{who}: {}: {problem}", case.name))
+}
+
+/// A grade killed mid-call (its supervisor killed, as the judge's deadline
+/// or the node's OOM killer would) leaves the node's timing lock free at
+/// once: the lock belongs to the open file of the supervisor's own, which
+/// neither its runners nor its judge hold a copy of. Another judge on the
+/// node then times its grade.
+#[test]
+fn a_grade_killed_mid_call_frees_the_nodes_timing_lock_at_once() {
+    let user = Unprivileged::new();
+    let mut failures = Vec::new();
+    for unprivileged in [false, true] {
+        let who = if unprivileged {
+            "unprivileged judge"
+        } else {
+            "root judge"
+        };
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+        let lock = dir.path().join("timing.lock");
+        std::fs::write(&lock, "").unwrap();
+        std::fs::set_permissions(&lock, std::fs::Permissions::from_mode(0o666)).unwrap();
+        let lock_text = lock.display().to_string();
+        let env = [("HPCAGENT_TIMING_LOCK", lock_text.as_str())];
+        let options = || JudgeOptions {
+            user: unprivileged.then_some(&user),
+            ..JudgeOptions::default()
+        };
+        let judge = JudgeServer::start_with(&["--reps", "5"], &env, options());
+        let problem = std::thread::scope(|s| {
+            // Calls of 0.1-0.4 s until the 30 s cap: the lock stays held.
+            let holder =
+                s.spawn(|| judge.grade("score", "gemm", "c", "gemm_takes_uneven_time.c", &[]));
+            let freed = killed_mid_call(&judge, &lock);
+            // The killed grade's verdict is the judge's business: only the lock is.
+            let _ = holder.join();
+            let other = JudgeServer::start_with(&["--reps", "5"], &env, options());
+            let v = other.grade("score", "gemm", "c", "gemm_ok.c", &[]);
+            let row = format!(
+                "freed {:.0} ms after; the other judge: {}",
+                freed * 1e3,
+                v["status"]
+            );
+            let pass = freed < 1.0 && v["status"] == "ok";
+            common::suite::record(
+                "hostile",
+                &format!("{who}: the timing lock after a grade killed mid-call"),
+                "free within 1 s; another judge's grade ok",
+                &row,
+                pass,
+            );
+            (!pass).then_some(row)
+        });
+        failures.extend(problem.map(|p| format!("{who}: {p}")));
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// Waits until a grade of `judge` holds the timing lock at `lock` and a call
+/// is under way, kills the grade's supervisor, and returns how many seconds
+/// later the lock was free (infinity: not within 5 s).
+fn killed_mid_call(judge: &JudgeServer, lock: &Path) -> f64 {
+    use std::os::fd::AsRawFd;
+    let file = std::fs::File::open(lock).unwrap();
+    let try_lock = || {
+        // SAFETY: flock on a descriptor of ours.
+        let taken = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0;
+        if taken {
+            // SAFETY: as above.
+            unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_UN) };
+        }
+        taken
+    };
+    let waited = std::time::Instant::now();
+    while try_lock() {
+        if waited.elapsed().as_secs() > 120 {
+            panic!("the grade never took the timing lock");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // A few of its 0.1-0.4 s calls into its pairs.
+    std::thread::sleep(std::time::Duration::from_millis(700));
+    let supervisor = children(judge.pid())
+        .into_iter()
+        .find(|pid| command_line(*pid).contains("judge\0exec"))
+        .expect("the grade's supervisor");
+    // SAFETY: kill(2) on the supervisor found above.
+    unsafe { libc::kill(supervisor as i32, libc::SIGKILL) };
+    let killed = std::time::Instant::now();
+    while !try_lock() {
+        if killed.elapsed().as_secs() > 5 {
+            return f64::INFINITY;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    killed.elapsed().as_secs_f64()
+}
+
+/// The processes whose parent is `pid`.
+fn children(pid: u32) -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|p| {
+            std::fs::read_to_string(format!("/proc/{p}/stat")).is_ok_and(|stat| {
+                // The parent is the second field after the command's ")".
+                stat.rsplit_once(')')
+                    .and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<u32>().ok())
+                    == Some(pid)
+            })
+        })
+        .collect()
+}
+
+fn command_line(pid: u32) -> String {
+    String::from_utf8_lossy(&std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default())
+        .into_owned()
 }

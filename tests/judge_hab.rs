@@ -4,6 +4,7 @@
 //! the oracle, its tolerance rule, five held-out variants, and either
 //! denominator (the NumPy reference, or a C baseline from a `BASELINES`
 //! overlay, `tests/hab-baselines`, written as its translator emits C).
+//! Hostile submissions to these tasks are `tests/hab_hostile.rs`'s.
 
 mod common;
 
@@ -48,9 +49,11 @@ fn honest_kernels_of_every_kind_are_ok_against_the_numpy_reference() {
     // reference in Python loops; bool, int32 and uint8 arguments; float32,
     // int4, int8 and uint16 arrays; knobs of every kind with a complex128
     // array; a sparse configuration's buffers made by initialize(), and a
-    // SciPy matrix it makes taken apart into them.
+    // SciPy matrix it makes taken apart into them; an initializer that
+    // takes no seed, whose timed inputs the judge transforms.
     for (task, file) in [
         ("product", "hab/product_ok.c"),
+        ("formula", "hab/formula_ok.c"),
         ("shift", "hab/shift_ok.c"),
         ("masked", "hab/masked_ok.c"),
         ("narrow", "hab/narrow_ok.c"),
@@ -61,9 +64,10 @@ fn honest_kernels_of_every_kind_are_ok_against_the_numpy_reference() {
         let v = numpy_judge().grade("score", task, "c", file, &[]);
         assert_eq!(v["status"], "ok", "{task}: {}", summary(&v));
         assert_eq!(v["denominator"], "numpy", "{task}");
-        // The submission's calls (one to warm up, 20 timed) and the
-        // reference's 20, on the same inputs.
-        assert_eq!(v["timing"]["reps"], 21, "{task}: {v}");
+        // One call of the submission on each of the grade's input sets
+        // (the public case's call before them warms it up), and the
+        // reference's on each: 20 sets, as these cases are small.
+        assert_eq!(v["timing"]["reps"], 20, "{task}: {v}");
         assert_eq!(v["baseline"]["reps"], 20, "{task}: {v}");
         let speedup = v["speedup"].as_f64().unwrap();
         let expected =
@@ -122,10 +126,34 @@ fn submit_adds_five_held_out_variants_of_the_draw() {
 }
 
 #[test]
-fn every_call_timed_against_numpy_is_held_to_the_first_s_bits() {
-    // Its submit no longer calls the public case twice more: the 21 calls
-    // timed against NumPy are the determinism check, and a change after
-    // the first few calls is caught.
+fn a_grade_times_on_inputs_of_its_own() {
+    // A score at the public sizes; a submit at sizes its grade drew.
+    let public = serde_json::json!({"NI": 40, "NJ": 60, "NK": 50});
+    let score = numpy_judge().grade("score", "product", "c", "hab/product_ok.c", &[]);
+    assert_eq!(score["timed_sizes"], public, "{score}");
+    let submits: Vec<Value> = (0..2)
+        .map(|_| numpy_judge().grade("submit", "product", "c", "hab/product_ok.c", &[]))
+        .collect();
+    for v in &submits {
+        assert_eq!(v["status"], "ok", "{}", summary(v));
+        assert_ne!(v["timed_sizes"], public, "{v}");
+    }
+    assert_ne!(submits[0]["timed_sizes"], submits[1]["timed_sizes"]);
+    // Where the initializer takes no seed, a score's sizes are drawn too.
+    let v = numpy_judge().grade("score", "formula", "c", "hab/formula_ok.c", &[]);
+    assert_eq!(v["status"], "ok", "{}", summary(&v));
+    assert_ne!(
+        v["timed_sizes"],
+        serde_json::json!({"NI": 40, "NJ": 48, "NK": 56}),
+        "{v}"
+    );
+}
+
+#[test]
+fn the_public_case_called_again_after_the_timed_calls_is_held_to_the_first_s_bits() {
+    // Against NumPy too, a submit calls the public case twice more after
+    // its timed and held-out calls: a change after the first few calls is
+    // caught.
     let v = numpy_judge().grade("submit", "product", "c", "hab/product_drifts_late.c", &[]);
     assert_eq!(v["status"], "incorrect", "{}", summary(&v));
     assert_eq!(v["deterministic"], false, "{v}");

@@ -3,7 +3,8 @@
 //! and seccomp still hold, and every verdict says what its run lacked. The
 //! test takes the namespaces away from an unprivileged judge the way a
 //! kernel without unprivileged user namespaces would: it starts the judge
-//! under a seccomp filter that refuses `unshare` and `setns`.
+//! under a seccomp filter that refuses `unshare` and `setns` (and ptrace, so
+//! its runs are stopped by signals, as where Yama forbids ptrace).
 
 mod common;
 
@@ -41,6 +42,12 @@ fn without_namespaces_a_judge_refuses_unless_allowed_and_then_says_so() {
     assert_eq!(v["status"], "ok", "{v}");
     let isolation = v["isolation"].as_str().unwrap_or_default();
     assert!(isolation.starts_with("weak: no namespaces"), "{v}");
+    // Its filter refuses ptrace too: its runs are stopped by signals, and
+    // the verdict says that as well.
+    assert!(
+        isolation.contains("stopped between calls by signals it can undo (no ptrace)"),
+        "{v}"
+    );
     common::suite::record(
         "hostile",
         "weak judge (no namespaces): its verdicts say so",

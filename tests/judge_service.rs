@@ -856,3 +856,36 @@ fn the_case_cache_keeps_its_bound_and_remakes_what_it_trimmed() {
         assert_eq!(mode & 0o077, 0, "{} is {mode:o}", dir.display());
     }
 }
+
+/// A submit whose speedup is above its task's plausible bound (here set
+/// below any speedup) is graded again on fresh inputs and by a peer judge
+/// before it is credited, and its verdict says so; a peer that cannot be
+/// reached is said, and a score is never confirmed.
+#[test]
+fn an_implausible_speedup_is_confirmed_here_and_by_a_peer_before_it_is_credited() {
+    let peer = JudgeServer::start(&["--reps", "5"], &[], None);
+    let low = ["--reps", "5", "--plausible-per-cpu", "0.01"];
+    let with_peer = [&low[..], &["--peer", &peer.url]].concat();
+    let judge = JudgeServer::start(&with_peer, &[], None);
+    let v = judge.grade("submit", "gemm", "c", "gemm_ok.c", &[]);
+    assert_eq!(status(&v), "ok", "{v}");
+    let said = v["plausibility"].as_str().unwrap_or("");
+    assert!(said.contains("is above the 0.01× plausible"), "{said}");
+    assert!(
+        said.contains("a grade again on fresh inputs gave"),
+        "{said}"
+    );
+    assert!(said.contains(&format!("judge {} gave", peer.url)), "{said}");
+    let scored = judge.grade("score", "gemm", "c", "gemm_ok.c", &[]);
+    assert_eq!(scored["plausibility"], "", "{scored}");
+
+    let gone = [&low[..], &["--peer", "http://127.0.0.1:1"]].concat();
+    let alone = JudgeServer::start(&gone, &[], None);
+    let v = alone.grade("submit", "gemm", "c", "gemm_ok.c", &[]);
+    let said = v["plausibility"].as_str().unwrap_or("");
+    assert_eq!(status(&v), "ok", "{v}");
+    assert!(
+        said.contains("judge http://127.0.0.1:1 could not grade it"),
+        "{said}"
+    );
+}

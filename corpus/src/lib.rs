@@ -175,6 +175,17 @@ impl Tolerance {
             scaled: false,
         }
     }
+
+    /// Twice this tolerance: what a timed call is held to, whose check is
+    /// there to catch work skipped or an answer replayed, not to grade
+    /// accuracy (the public and held-out cases do).
+    pub const fn doubled(self) -> Tolerance {
+        Tolerance {
+            rtol: 2.0 * self.rtol,
+            atol: 2.0 * self.atol,
+            scaled: self.scaled,
+        }
+    }
 }
 
 /// An element type as stored in memory.
@@ -399,6 +410,9 @@ pub struct Kernel {
     /// Seconds an agent has for the task where the corpus sets them (an
     /// HPCAgent-Bench level's); else the campaign's `TASK_BUDGET`.
     pub budget_seconds: Option<u32>,
+    /// The speedup over its baseline above which a submit is confirmed
+    /// before it is credited, where the kernel sets one; else the judge's.
+    pub plausible_speedup: Option<f64>,
 }
 
 impl Kernel {

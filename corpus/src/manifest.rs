@@ -7,6 +7,7 @@
 //! fixed = ["K"]                          # sizes held-out cases keep as they are
 //! workspace = "N * 8"                    # scratch bytes, optional
 //! notes = "..."                          # shown to agents with the task
+//! plausible_speedup = 200.0              # confirm a submit above it (default: the judge's)
 //!
 //! [sizes]
 //! S = { NI = 60, NJ = 70, NK = 80 }      # every preset names every symbol
@@ -49,6 +50,7 @@ struct RawKernel {
     workspace: Option<String>,
     #[serde(default)]
     notes: String,
+    plausible_speedup: Option<f64>,
     sizes: BTreeMap<String, BTreeMap<String, i64>>,
     arrays: BTreeMap<String, RawArray>,
     #[serde(default)]
@@ -344,6 +346,7 @@ fn build(
         fingerprint: fingerprint(&[manifest, reference, baseline]),
         symbol: None,
         budget_seconds: None,
+        plausible_speedup: raw.plausible_speedup,
     };
     for preset in Preset::ALL {
         for &precision in &kernel.precisions {

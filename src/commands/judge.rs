@@ -81,6 +81,15 @@ pub struct JudgeSetup {
     /// Grading slots (default: one per visible GPU, else 1).
     #[arg(long)]
     slots: Option<usize>,
+    /// A submit whose speedup is above this many times its task's baseline
+    /// per runner CPU (a kernel's `plausible_speedup` overrides it) is
+    /// graded again, and by a peer, before it is credited.
+    #[arg(long, value_name = "TIMES", default_value_t = hpcagent_judge::grade::PLAUSIBLE_PER_CPU)]
+    plausible_per_cpu: f64,
+    /// Another judge that confirms such a speedup (repeatable), e.g.
+    /// http://node2:8800.
+    #[arg(long = "peer", value_name = "URL")]
+    peers: Vec<String>,
 }
 
 impl JudgeSetup {
@@ -115,6 +124,8 @@ impl JudgeSetup {
         config.time_cap = std::time::Duration::from_secs(self.time_cap.max(1));
         config.weak_isolation = self.weak_isolation;
         config.slots = self.slots;
+        config.plausible_per_cpu = self.plausible_per_cpu;
+        config.peers = self.peers.clone();
         let oracle = oracle::find(&build::default_cache_base(), |progress| {
             eprintln!("{progress}")
         })?;
@@ -409,7 +420,14 @@ fn inputs(args: InputsArgs) -> anyhow::Result<()> {
     let kernel = hab::find(&corpus.kernels, &args.id).map_err(anyhow::Error::msg)?;
     hpcagent_judge::data::hab::check_fits(kernel, &args.preset).map_err(anyhow::Error::msg)?;
     let plan = kernel
-        .input_plan(&corpus.root, &args.preset, args.seed, &args.precision)
+        .input_plan(
+            &corpus.root,
+            kernel
+                .preset_symbols(&args.preset)
+                .map_err(anyhow::Error::msg)?,
+            args.seed,
+            &args.precision,
+        )
         .map_err(anyhow::Error::msg)?;
     let python = oracle::find(&build::default_cache_base(), |p| eprintln!("{p}"))?.python;
     let missing = hpcagent_judge::data::hab::missing_modules(
@@ -516,6 +534,7 @@ fn grade_request(args: &GradeArgs) -> anyhow::Result<pb::GradeRequest> {
         client: "hpcagent judge cli".into(),
         lease_id: String::new(),
         preset: args.preset.map(|p| p.to_string()).unwrap_or_default(),
+        confirming: false,
     })
 }
 
@@ -641,6 +660,9 @@ pub fn print_verdict(v: &Verdict, json: bool) -> anyhow::Result<()> {
     }
     if !v.isolation.is_empty() && v.isolation != "full" {
         println!("isolation: {}", v.isolation);
+    }
+    if !v.plausibility.is_empty() {
+        println!("plausibility: {}", v.plausibility);
     }
     if v.correct || v.max_abs_error > 0.0 {
         println!(

@@ -259,6 +259,11 @@ impl JudgeServer {
         serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", stdout(&out)))
     }
 
+    /// Its process id.
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
     /// The judge still answers.
     pub fn alive(&self) -> bool {
         self.ask("capabilities", &["--json"]).status.success()

@@ -230,6 +230,9 @@ pub struct Pulse {
     pub load: u32,
     /// What the role is doing, for `hpcagent status`.
     pub detail: String,
+    /// Judges: the campaign's other usable judges, as the orchestrator last
+    /// said (they confirm an implausible speedup before it is credited).
+    pub peer_judges: Vec<String>,
 }
 
 /// A running heartbeat: the shared pulse, and whether to drain.
@@ -277,6 +280,11 @@ impl Heartbeat {
 
     pub fn set_load(&self, load: u32) {
         self.pulse.lock().expect("pulse").load = load;
+    }
+
+    /// The campaign's other usable judges (for a judge).
+    pub fn peer_judges(&self) -> Vec<String> {
+        self.pulse.lock().expect("pulse").peer_judges.clone()
     }
 
     /// The orchestrator asked to drain (or the campaign is over).
@@ -337,6 +345,7 @@ pub fn start_heartbeats_then(
                     for lost in reply.lost_leases {
                         p.leases.remove(&lost);
                     }
+                    p.peer_judges = reply.peer_judges;
                 }
                 Err(status) if last_contact.elapsed() > ORPHAN_AFTER => {
                     tracing::error!(

@@ -116,6 +116,7 @@ impl Manifested {
             fingerprint: self.fingerprint(),
             symbol: Some(self.abi.symbol.clone()),
             budget_seconds: Some(super::level_budget_seconds(self.level)),
+            plausible_speedup: None,
         })
     }
 

@@ -6,14 +6,19 @@
 //! without `.yaml`, and the bare stem names it too when unambiguous. The
 //! NumPy reference is `<module>_numpy.py` beside it. This module reads
 //! manifests and derives what a submission must export (HPCAgent-Bench's "c-abi-v2":
-//! the symbol, the arguments in its order, their C types and const-ness);
-//! generating inputs, calling the reference and grading belong to the judge.
+//! the symbol, the arguments in its order, their C types and const-ness),
+//! and what a case's inputs are made from: its sizes (a held-out case's
+//! drawn within the manifest's constraints, [`sizes`]) and the plan the
+//! judge's Python follows; generating inputs, calling the reference and
+//! grading belong to the judge.
 
 mod abi;
 mod graded;
 mod inputs;
 pub mod manifest;
 mod pydef;
+mod pyexpr;
+mod sizes;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -23,7 +28,8 @@ use serde::Serialize;
 pub use abi::{Abi, Arg, NoCType, c_type, derive_abi};
 pub use graded::{FP64_TOLERANCE, graded_corpus};
 pub use inputs::{
-    InputPlan, PlannedArray, ROTATIONS, ReferenceCall, Rotation, ShapeError, SparseArray,
+    InputPlan, PlannedArray, ROTATIONS, ReferenceCall, Rotation, ShapeError, SparseArray, Symbols,
+    Variation,
 };
 pub use manifest::Manifest;
 pub use pydef::ReferenceError;
@@ -77,6 +83,8 @@ pub enum HabError {
     UnpassedType { arg: String, dtype: String },
     #[error("argument {0} is a complex128 scalar, which the judge does not pass")]
     ComplexScalar(String),
+    #[error("{0}: a case's plan needs the symbols to make it at")]
+    NoDraw(String),
 }
 
 /// One loadable manifest.

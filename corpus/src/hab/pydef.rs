@@ -1,7 +1,9 @@
-//! The top-level functions of a Python reference, and the positional
-//! parameters of each: enough to know which function is the entry and what
-//! it takes, without running Python. (A reference is called positionally;
-//! keyword-only parameters are fixed knobs and never passed.)
+//! The top-level functions of a Python reference (or initializer module),
+//! and the parameters of each: enough to know which function is the entry,
+//! what it takes positionally, and which keywords it accepts, without
+//! running Python. (A reference is called positionally; keyword-only
+//! parameters are fixed knobs and never passed. An initializer is handed
+//! `rng` only where it accepts it.)
 
 /// Why a reference's entry cannot be found.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -16,11 +18,22 @@ pub enum ReferenceError {
     NoEntry(String),
 }
 
-/// A top-level `def`: its name and positional parameter names, in order.
+/// A top-level `def`: its name, positional parameter names in order, and
+/// whether it accepts any keyword (`**kwargs`) besides its named ones.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Def {
     pub name: String,
     pub positional: Vec<String>,
+    /// Every named parameter, positional or keyword-only, in order.
+    pub named: Vec<String>,
+    pub var_keywords: bool,
+}
+
+impl Def {
+    /// Whether a call may pass `name` as a keyword.
+    pub fn accepts(&self, name: &str) -> bool {
+        self.var_keywords || self.named.iter().any(|n| n == name)
+    }
 }
 
 /// Every top-level `def` of `source`, in order.
@@ -36,9 +49,13 @@ pub fn defs(source: &str) -> Result<Vec<Def>, ReferenceError> {
         let name = after[..open].trim().to_string();
         let (params, used) =
             parenthesized(&after[open..]).ok_or_else(|| ReferenceError::Unclosed(name.clone()))?;
+        let params = strip_comments(params);
+        let (named, var_keywords) = named(&params);
         out.push(Def {
             name,
-            positional: positional(&strip_comments(params)),
+            positional: positional(&params),
+            named,
+            var_keywords,
         });
         let consumed = at + 4 + open + used;
         offset += consumed;
@@ -106,15 +123,36 @@ fn positional(params: &str) -> Vec<String> {
         if part.starts_with('*') {
             break;
         }
-        let name = part
-            .split([':', '='])
-            .next()
-            .unwrap_or_default()
-            .trim()
-            .to_string();
-        names.push(name);
+        names.push(name_of(part));
     }
     names
+}
+
+/// Every named parameter of a parameter list (without `/`, `*args`,
+/// `**kwargs`, annotations and defaults), and whether it has `**kwargs`.
+fn named(params: &str) -> (Vec<String>, bool) {
+    let mut names = Vec::new();
+    let mut var_keywords = false;
+    for part in split_top_level(params) {
+        let part = part.trim();
+        if let Some(rest) = part.strip_prefix("**") {
+            var_keywords = !rest.trim().is_empty();
+            continue;
+        }
+        if part.is_empty() || part == "/" || part.starts_with('*') {
+            continue;
+        }
+        names.push(name_of(part));
+    }
+    (names, var_keywords)
+}
+
+fn name_of(part: &str) -> String {
+    part.split([':', '='])
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_string()
 }
 
 /// `text` without its `#` comments (outside strings).
@@ -197,14 +235,20 @@ mod tests {
             [
                 Def {
                     name: "kernel".into(),
-                    positional: vec!["A".into(), "B".into(), "n".into()]
+                    positional: vec!["A".into(), "B".into(), "n".into()],
+                    named: vec!["A".into(), "B".into(), "n".into(), "scale".into()],
+                    var_keywords: false,
                 },
                 Def {
                     name: "helper".into(),
-                    positional: vec!["x".into(), "y".into(), "z".into()]
+                    positional: vec!["x".into(), "y".into(), "z".into()],
+                    named: vec!["x".into(), "y".into(), "z".into(), "w".into()],
+                    var_keywords: true,
                 },
             ]
         );
+        assert!(found[1].accepts("rng") && !found[0].accepts("rng"));
+        assert!(found[0].accepts("scale"));
     }
 
     #[test]

@@ -1,6 +1,8 @@
 //! Manifests written for these tests, in HPCAgent-Bench's format, one per
 //! feature of the ABI derivation.
 
+use std::collections::BTreeMap;
+
 use super::*;
 
 /// A corpus of `(path key, manifest, reference)` triples in a fresh root.
@@ -279,4 +281,174 @@ fn what_a_kernel_needs_beyond_numpy_is_named() {
         kernels[0].needs().into_iter().collect::<Vec<_>>(),
         ["numba", "scipy.sparse"]
     );
+}
+
+/// Draws of `key`'s symbols at `preset` from a fixed stream, unlike the
+/// public case at `public`.
+fn draws_of(kernel: &Kernel, preset: &str, public: &str) -> Vec<Symbols> {
+    let public = kernel.preset_symbols(public).unwrap();
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    let mut unit = || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        (state >> 11) as f64 / (1u64 << 53) as f64
+    };
+    kernel.size_draws(preset, Some(&public), &mut unit).unwrap()
+}
+
+fn int(symbols: &Symbols, name: &str) -> i64 {
+    symbols
+        .get(name)
+        .and_then(serde_norway::Value::as_i64)
+        .unwrap()
+}
+
+#[test]
+fn a_draw_scales_each_size_within_the_manifest_s_relations_and_constraints() {
+    let manifest = "name: d\nkind: microkernel\nlevel: 1\n\
+        parameters:\n\
+        \x20 S: {N: 40, M: 40, B: 8, T: 4, C: 100, R: 20, V: 100}\n\
+        \x20 M: {N: 400, M: 400, B: 8, T: 8, C: 200, R: 40, V: 200}\n\
+        \x20 L: {N: 800, M: 800, B: 8, T: 16, C: 400, R: 80, V: 400}\n\
+        \x20 XL: {N: 1600, M: 1600, B: 8, T: 32, C: 800, R: 160, V: 800}\n\
+        \x20 fuzzed: {C: {derive: 'R * 5'}, V: [90, 104]}\n\
+        config:\n  G: {value: 4}\n\
+        constraints: ['N % B == 0', 'T * 2 <= N']\n\
+        init:\n  arrays:\n    a: (N, M)\n    b: (C - V + 1,)\n    out: (T,)\noutput_args: [out]\n";
+    let reference = "def d(a, b, out, N, M, B, T, C, R, V, G):\n    pass\n";
+    let (_root, kernels, refused) = corpus(&[("sci/d/d", manifest, reference)]);
+    assert!(refused.is_empty(), "{refused:?}");
+    let kernel = &kernels[0];
+    let draws = draws_of(kernel, "S", "S");
+    assert_eq!(draws.len(), 3, "{draws:?}");
+    let public = kernel.preset_symbols("S").unwrap();
+    for drawn in &draws {
+        assert_ne!(drawn, &public);
+        let (n, m) = (int(drawn, "N"), int(drawn, "M"));
+        // Equal at S, drawn as one; B (constant over presets) divides N.
+        assert_eq!(n, m, "{drawn:?}");
+        assert!([32, 40, 48].contains(&n), "{drawn:?}");
+        assert_eq!(int(drawn, "B"), 8);
+        // A knob is not a size.
+        assert_eq!(int(drawn, "G"), 4);
+        // Derived from the drawn R; V within its range, C - V + 1 >= 1.
+        assert_eq!(int(drawn, "C"), 5 * int(drawn, "R"), "{drawn:?}");
+        assert!((90..=104).contains(&int(drawn, "V")), "{drawn:?}");
+        assert!(int(drawn, "C") >= int(drawn, "V"), "{drawn:?}");
+        assert!(2 * int(drawn, "T") <= n);
+    }
+    // Drawn at M, the public case at S: M's sizes are unlike it already,
+    // and the draws still scale them.
+    let at_m = draws_of(kernel, "M", "S");
+    assert!(
+        at_m.iter()
+            .all(|d| (336..=464).contains(&int(d, "N")) && int(d, "N") % 8 == 0),
+        "{at_m:?}"
+    );
+}
+
+#[test]
+fn sizes_too_small_to_scale_move_by_one_and_fixed_ones_not_at_all() {
+    let manifest = |sizes: [(i64, i64); 4]| {
+        let presets: String = ["S", "M", "L", "XL"]
+            .iter()
+            .zip(sizes)
+            .map(|(p, (n, k))| format!("  {p}: {{N: {n}, K: {k}}}\n"))
+            .collect();
+        format!(
+            "name: t\nkind: microkernel\nlevel: 1\nparameters:\n{presets}\
+             init:\n  arrays:\n    a: (N, K)\noutput_args: [a]\n"
+        )
+    };
+    let reference = "def t(a, N, K):\n    pass\n";
+    let small = manifest([(2, 5), (3, 5), (4, 5), (5, 5)]);
+    let fixed = manifest([(7, 5), (7, 5), (7, 5), (7, 5)]);
+    let (_root, kernels, _) = corpus(&[
+        ("llr/t/t", small.as_str(), reference),
+        ("llr/u/u", fixed.as_str(), reference),
+    ]);
+    let small = find(&kernels, "t").unwrap();
+    let draws = draws_of(small, "S", "S");
+    // 2 × 0.85–1.15 rounds to 2; 1 is no size.
+    let ns: Vec<i64> = draws.iter().map(|d| int(d, "N")).collect();
+    assert_eq!(ns, [3], "{draws:?}");
+    assert!(draws.iter().all(|d| int(d, "K") == 5));
+    assert!(draws_of(find(&kernels, "u").unwrap(), "S", "S").is_empty());
+}
+
+#[test]
+fn a_generator_varies_its_values_with_its_seed_its_seed_argument_or_not_at_all() {
+    assert_eq!(fixture("product").variation(), Variation::Seeded);
+    assert_eq!(
+        fixture("spprod").variation(),
+        Variation::Seeded,
+        "it takes rng"
+    );
+    assert_eq!(fixture("formula").variation(), Variation::Transform);
+    let manifest = format!(
+        "name: s\nkind: microkernel\nlevel: 1\n{PRESETS_N}\
+         config:\n  draw: {{value: 7, selects: seed}}\n\
+         init:\n  func_name: initialize\n  input_args: [N, draw]\n  output_args: [a]\n\
+         \x20 arrays:\n    a: (N,)\noutput_args: [a]\n"
+    );
+    let (root, kernels, refused) = corpus(&[("sci/s/s", &manifest, "def s(a):\n    pass\n")]);
+    assert!(refused.is_empty(), "{refused:?}");
+    std::fs::write(
+        root.path().join("sci/s/s.py"),
+        "import numpy as np\n\ndef initialize(N, draw, datatype=np.float64):\n    \
+         return np.random.default_rng(draw).random(N)\n",
+    )
+    .unwrap();
+    let kernel = &kernels[0];
+    assert_eq!(kernel.variation(), Variation::SeedArgument("draw".into()));
+    let symbols = kernel.preset_symbols("S").unwrap();
+    let public = kernel
+        .input_plan(root.path(), symbols.clone(), 42, "fp64")
+        .unwrap();
+    let varied = kernel
+        .variant_plan(root.path(), vec![symbols], 42, "fp64")
+        .unwrap();
+    assert_eq!(int(&public.symbols, "draw"), 7);
+    assert_ne!(int(&varied.symbols, "draw"), 7);
+    assert_eq!(varied.vary, None);
+    let formula = fixture("formula");
+    let symbols = formula.preset_symbols("S").unwrap();
+    let varied = formula
+        .variant_plan(Path::new("/"), vec![symbols], 9, "fp64")
+        .unwrap();
+    assert_eq!(varied.vary, Some(9));
+}
+
+#[test]
+fn pairs_may_draw_a_declarative_task_s_arrays_but_not_an_initializer_s() {
+    let shapes = |pairs: &[(&str, &[i64])]| -> BTreeMap<String, Vec<i64>> {
+        pairs
+            .iter()
+            .map(|(n, s)| (n.to_string(), s.to_vec()))
+            .collect()
+    };
+    let product = fixture("product");
+    let drawn = product
+        .fresh_draws(&shapes(&[
+            ("left", &[4, 5]),
+            ("out", &[4, 6]),
+            ("right", &[5, 6]),
+        ]))
+        .unwrap();
+    assert_eq!(
+        drawn.values().collect::<Vec<_>>(),
+        [&crate::Init::Uniform; 3]
+    );
+    // A one-dimensional integer array is a permutation, which a draw is not.
+    let knobs = fixture("knobs");
+    let knob_shapes = shapes(&[
+        ("idx", &[8]),
+        ("q", &[8, 2]),
+        ("w", &[8]),
+        ("x", &[8]),
+        ("z", &[8]),
+    ]);
+    assert_eq!(knobs.fresh_draws(&knob_shapes), None);
+    assert_eq!(fixture("formula").fresh_draws(&BTreeMap::new()), None);
 }

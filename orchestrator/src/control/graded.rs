@@ -96,6 +96,9 @@ struct StoredVerdict<'a> {
     timed_sizes: std::collections::BTreeMap<&'a str, i64>,
     isolation: &'a str,
     denominator: &'a str,
+    /// How a speedup above its task's plausible bound was confirmed.
+    #[serde(skip_serializing_if = "str::is_empty")]
+    plausibility: &'a str,
     median_ns: Option<f64>,
     baseline_ns: Option<f64>,
     max_abs_error: f64,
@@ -123,6 +126,7 @@ fn verdict_json(v: &pb::Verdict, status: &str) -> String {
             .collect(),
         isolation: &v.isolation,
         denominator: &v.denominator,
+        plausibility: &v.plausibility,
         median_ns: v.timing.as_ref().map(|t| t.median_ns),
         baseline_ns: v.baseline.as_ref().map(|t| t.median_ns),
         max_abs_error: v.max_abs_error,

@@ -443,9 +443,16 @@ impl Orchestrator for Control {
         } else {
             Vec::new()
         };
+        let peer_judges = match role {
+            Role::Judge => sched
+                .pool_mut(Service::Judge)
+                .others(&r.instance, Instant::now()),
+            _ => Vec::new(),
+        };
         Ok(Response::new(pb::HeartbeatReply {
             drain: sched.draining() || sched.finished(),
             lost_leases: lost,
+            peer_judges,
         }))
     }
 

@@ -57,6 +57,15 @@ impl Pool {
         self.members.get(instance).map(|m| m.url.as_str())
     }
 
+    /// The URLs of the usable endpoints other than `instance`'s.
+    pub fn others(&self, instance: &str, now: Instant) -> Vec<String> {
+        self.members
+            .iter()
+            .filter(|(name, m)| name.as_str() != instance && m.usable(now))
+            .map(|(_, m)| m.url.clone())
+            .collect()
+    }
+
     /// The least loaded usable endpoint.
     pub fn pick(&self, now: Instant) -> Option<String> {
         self.members

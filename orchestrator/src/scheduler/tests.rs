@@ -390,3 +390,22 @@ fn a_stale_report_sets_nothing_aside() {
     );
     assert!(s.pool(Service::Judge).usable("judge-0", t));
 }
+
+#[test]
+fn a_judges_peers_are_the_other_usable_judges() {
+    let mut s = scheduler(1, 3);
+    let t = Instant::now();
+    ready(&mut s, "judge-0", "http://j0");
+    ready(&mut s, "judge-1", "http://j1");
+    s.pool_mut(Service::Judge)
+        .registered("judge-2", "http://j2");
+    let pool = s.pool_mut(Service::Judge);
+    assert_eq!(
+        pool.others("judge-0", t),
+        ["http://j1"],
+        "judge-2 is not ready yet"
+    );
+    assert_eq!(pool.others("judge-1", t), ["http://j0"]);
+    pool.down("judge-1");
+    assert!(pool.others("judge-0", t).is_empty());
+}

@@ -343,6 +343,7 @@ impl Toolbox {
             client: self.instance.clone(),
             lease_id: self.lease.lease_id.clone(),
             preset: self.lease.preset.clone(),
+            confirming: false,
         };
         match kind {
             "submit" => {

@@ -17,6 +17,7 @@ use crate::corpus::{Corpus, Kernel, Precision, Preset, abi};
 use crate::data::DataCache;
 use crate::hab_tasks::{HabTaskError, HabTasks};
 use crate::language::Language;
+use crate::peers::Peers;
 use crate::profile::Profilers;
 use crate::slots::{self, Slots};
 
@@ -53,6 +54,13 @@ pub struct JudgeConfig {
     /// Seeds the held-out cases; keep it secret.
     pub secret: u64,
     pub hidden_cases: u32,
+    /// A submit's speedup above this many times its task's baseline per
+    /// runner CPU (a kernel's `plausible_speedup` overrides it) is
+    /// confirmed before it is credited ([`crate::grade`]).
+    pub plausible_per_cpu: f64,
+    /// Other judges that confirm such a speedup (`judge serve --peer`; a
+    /// campaign's judges learn theirs from the orchestrator).
+    pub peers: Vec<String>,
 }
 
 impl JudgeConfig {
@@ -84,6 +92,8 @@ impl JudgeConfig {
                 })
                 .unwrap_or_else(random_secret),
             hidden_cases: 2,
+            plausible_per_cpu: crate::grade::PLAUSIBLE_PER_CPU,
+            peers: Vec::new(),
         }
     }
 }
@@ -114,6 +124,9 @@ pub struct Submission {
     pub preset: Option<Preset>,
     pub code: Code,
     pub flags: Vec<String>,
+    /// Another judge asks for this Submit to confirm a speedup above its
+    /// task's plausible bound: it is not confirmed again.
+    pub confirming: bool,
 }
 
 impl Submission {
@@ -127,6 +140,7 @@ impl Submission {
             preset: None,
             code: Code::Source(source),
             flags: Vec::new(),
+            confirming: false,
         }
     }
 }
@@ -164,6 +178,7 @@ impl TryFrom<pb::GradeRequest> for Submission {
             preset,
             code,
             flags: r.flags,
+            confirming: r.confirming,
         })
     }
 }
@@ -189,6 +204,9 @@ pub struct Isolation {
     /// Whether runs can have PID, mount, IPC and network namespaces of
     /// their own here, or why not.
     pub namespaces: Result<(), String>,
+    /// Whether runs can be held by ptrace between calls (a stop they
+    /// cannot undo), or why not.
+    pub hold: Result<(), String>,
 }
 
 impl Isolation {
@@ -201,11 +219,13 @@ impl Isolation {
         // Judges on one node must not share users either (RLIMIT_NPROC counts
         // per user): the rank tells them apart, or else the process id.
         let instance = rank.unwrap_or(std::process::id());
+        let probed = crate::runner::probe(exe);
         Isolation {
             root: nix::unistd::geteuid().is_root(),
             uid_base: base + instance % 1_000_000 * SLOT_UIDS,
             landlock_abi: hpcagent_sandbox::landlock::abi_version(),
-            namespaces: crate::runner::probe_namespaces(exe),
+            namespaces: probed.namespaces,
+            hold: probed.hold,
         }
     }
 
@@ -219,6 +239,11 @@ impl Isolation {
         let mut short = Vec::new();
         if let Err(why) = &self.namespaces {
             short.push(format!("runs cannot have namespaces of their own ({why})"));
+        }
+        if let Err(why) = &self.hold {
+            short.push(format!(
+                "runs cannot be held stopped between calls by ptrace ({why}), only by signals they can undo"
+            ));
         }
         // A root judge's runs are other users: the judge's files are closed
         // to them without Landlock too.
@@ -248,7 +273,13 @@ impl Isolation {
             abi if abi >= 1 => format!("landlock ABI {abi} (files)"),
             _ => "no landlock".into(),
         };
-        format!("{users}; {namespaces}; seccomp (no processes, sockets or IPC); {landlock}")
+        let held = match &self.hold {
+            Ok(()) => "held by ptrace between calls".to_string(),
+            Err(why) => format!("stopped by signals between calls ({why})"),
+        };
+        format!(
+            "{users}; {namespaces}; {held}; seccomp (no processes, sockets, IPC, timers or scheduling); {landlock}"
+        )
     }
 }
 
@@ -265,9 +296,12 @@ pub struct Judge {
     pub profilers: Profilers,
     pub cache: PathBuf,
     pub rank: Option<(&'static str, String)>,
+    /// The judges that confirm a speedup above its task's plausible bound.
+    pub peers: Peers,
     /// The node's timing lock: timed pairs on one node, of this judge and
-    /// any other, never overlap.
-    pub timing_lock: Option<std::fs::File>,
+    /// any other, never overlap. Each run's supervisor opens it for itself,
+    /// so the lock is its own and goes with it.
+    pub timing_lock: Option<PathBuf>,
 }
 
 /// Why a judge refuses to start.
@@ -320,24 +354,30 @@ impl Judge {
             path: cache.clone(),
             error,
         })?;
-        let toolchain = Toolchain::detect();
-        let builder = Builder::new(toolchain, &cache, config.shared.clone());
-        let gpus = visible_gpus();
-        let slots = Slots::new(
-            config.slots.unwrap_or(gpus.len().max(1)),
-            &slots::allowed_cpus(),
-            &gpus,
-        );
         let isolation =
             Isolation::detect(rank.as_ref().and_then(|(_, r)| r.parse().ok()), &config.exe);
         let short = isolation.shortfalls();
         if !short.is_empty() && !config.weak_isolation {
             return Err(SetupError::Isolation(short.join("; ")));
         }
+        let builder = Builder::new(
+            Toolchain::detect(),
+            &cache,
+            config.shared.clone(),
+            config.exe.clone(),
+            isolation.namespaces.is_ok(),
+        );
+        let gpus = visible_gpus();
+        let slots = Slots::new(
+            config.slots.unwrap_or(gpus.len().max(1)),
+            &slots::allowed_cpus(),
+            &gpus,
+        );
         Ok(Judge {
             data: DataCache::new(cache.clone(), config.python.clone())
                 .with_bound(config.case_cache_bytes),
             profilers: Profilers::detect(),
+            peers: Peers::fixed(config.peers.clone()),
             config,
             corpus,
             hab,
@@ -643,8 +683,9 @@ fn check_cache_location(cache: &Path, shared: Option<&Path>) -> Result<(), Setup
 }
 
 /// The node's timing lock (`HPCAGENT_TIMING_LOCK`, else one per user in
-/// the temporary directory, which a Slurm job's steps on a node share).
-fn open_timing_lock() -> Option<std::fs::File> {
+/// the temporary directory, which a Slurm job's steps on a node share),
+/// made if missing; `None` (with a warning) where it cannot be.
+fn open_timing_lock() -> Option<PathBuf> {
     let path = timing_lock_path();
     match std::fs::OpenOptions::new()
         .read(true)
@@ -653,7 +694,7 @@ fn open_timing_lock() -> Option<std::fs::File> {
         .truncate(false)
         .open(&path)
     {
-        Ok(file) => Some(file),
+        Ok(_) => Some(path),
         Err(e) => {
             tracing::warn!(
                 "the timing lock {} cannot be opened ({e}): timed pairs of judges on this node may overlap",

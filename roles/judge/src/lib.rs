@@ -6,6 +6,7 @@
 //! from outside ([`runner`], [`timing`]), verification ([`verify`]),
 //! verdicts ([`verdict`]), an HPCAgent-Bench checkout's tasks
 //! ([`hab_tasks`]), grading slots ([`slots`]), profilers ([`profile`]),
+//! the other judges that confirm an implausible speedup ([`peers`]),
 //! the gRPC Judge service ([`service`]) and the judge as a campaign's role
 //! ([`role`]). [`judge::Judge`] ties them
 //! together. It does not own scheduling or the results store: a judge answers
@@ -19,6 +20,7 @@ pub mod grade;
 pub mod hab_tasks;
 pub mod judge;
 pub mod oracle;
+pub mod peers;
 pub mod profile;
 pub mod role;
 pub mod runner;

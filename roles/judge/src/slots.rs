@@ -2,9 +2,11 @@
 //!
 //! The judge's CPUs (its affinity mask, i.e. what Slurm gave the step) are
 //! split evenly among the slots and each run is pinned to its slot's share, so
-//! concurrent grades do not time each other. On GPU nodes there is one slot per
-//! GPU. A grade's build, baseline and timed runs all hold one slot; requests
-//! beyond the slots queue.
+//! concurrent grades do not time each other. A run's supervisor works on a
+//! CPU its runners never use: the slot's first when the slot has two or
+//! more, else another of the judge's (only a judge of one CPU shares it).
+//! On GPU nodes there is one slot per GPU. A grade's build, baseline and
+//! timed runs all hold one slot; requests beyond the slots queue.
 
 use std::sync::{Arc, Mutex};
 
@@ -14,8 +16,28 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Slot {
     pub index: usize,
+    /// Its share of the judge's CPUs (a build uses them all).
     pub cpus: Vec<usize>,
+    /// Where a run's supervisor works.
+    pub supervisor: usize,
     pub gpu: Option<u32>,
+}
+
+impl Slot {
+    /// The CPUs a run's runners use: the slot's, but the supervisor's.
+    pub fn runner_cpus(&self) -> Vec<usize> {
+        let rest: Vec<usize> = self
+            .cpus
+            .iter()
+            .copied()
+            .filter(|&c| c != self.supervisor)
+            .collect();
+        if rest.is_empty() {
+            self.cpus.clone()
+        } else {
+            rest
+        }
+    }
 }
 
 /// The pool of slots.
@@ -24,6 +46,8 @@ pub struct Slots {
     free: Arc<Mutex<Vec<Slot>>>,
     permits: Arc<Semaphore>,
     count: usize,
+    /// CPUs a run's runners have in each slot (the slots are alike).
+    runner_cpus: usize,
 }
 
 /// A slot held by a grade; returned to the pool when dropped.
@@ -45,16 +69,21 @@ impl Slots {
         let count = count.max(1);
         let share = (cpus.len() / count).max(1);
         let slots: Vec<Slot> = (0..count)
-            .map(|i| Slot {
-                index: i,
+            .map(|i| {
                 // More slots than CPUs (many GPUs, few cores): slots share cores.
-                cpus: (0..share)
+                let mine: Vec<usize> = (0..share)
                     .filter_map(|k| cpus.get((i * share + k) % cpus.len().max(1)).copied())
-                    .collect(),
-                gpu: gpus.get(i).copied(),
+                    .collect();
+                Slot {
+                    index: i,
+                    supervisor: supervisor_cpu(&mine, cpus),
+                    cpus: mine,
+                    gpu: gpus.get(i).copied(),
+                }
             })
             .collect();
         Slots {
+            runner_cpus: slots.first().map_or(1, |s| s.runner_cpus().len()),
             free: Arc::new(Mutex::new(slots.into_iter().rev().collect())),
             permits: Arc::new(Semaphore::new(count)),
             count,
@@ -63,6 +92,11 @@ impl Slots {
 
     pub fn count(&self) -> usize {
         self.count
+    }
+
+    /// CPUs a run's runners have in a slot.
+    pub fn runner_cpus(&self) -> usize {
+        self.runner_cpus
     }
 
     /// Whether no grade holds a slot (none waits for one either, since a
@@ -93,6 +127,19 @@ impl Slots {
     }
 }
 
+/// Where the supervisor of a slot on `mine` works: the slot's first CPU
+/// when it has others for its runners, else the judge's next CPU after it.
+fn supervisor_cpu(mine: &[usize], all: &[usize]) -> usize {
+    let first = mine.first().copied().unwrap_or(0);
+    if mine.len() > 1 {
+        return first;
+    }
+    let at = all.iter().position(|&c| c == first).unwrap_or(0);
+    all.get((at + 1) % all.len().max(1))
+        .copied()
+        .unwrap_or(first)
+}
+
 /// The CPUs this process may run on.
 pub fn allowed_cpus() -> Vec<usize> {
     nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0))
@@ -118,6 +165,23 @@ mod tests {
             a.iter().map(|s| s.cpus.clone()).collect::<Vec<_>>(),
             [vec![2, 3], vec![0, 1]]
         );
+    }
+
+    #[test]
+    fn a_supervisor_never_works_on_its_own_runners_cpus() {
+        let one = |count, cpus: &[usize]| {
+            let slots = Slots::new(count, cpus, &[]);
+            let all = slots.free.lock().unwrap().clone();
+            all.into_iter()
+                .map(|s| (s.supervisor, s.runner_cpus()))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(one(1, &[0, 1]), [(0, vec![1])]);
+        assert_eq!(one(2, &[0, 1, 2, 3]), [(2, vec![3]), (0, vec![1])]);
+        // A slot of one CPU borrows the next for its supervisor.
+        assert_eq!(one(2, &[4, 7]), [(4, vec![7]), (7, vec![4])]);
+        // A judge of one CPU cannot keep them apart.
+        assert_eq!(one(1, &[3]), [(3, vec![3])]);
     }
 
     #[test]

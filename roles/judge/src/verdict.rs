@@ -146,6 +146,9 @@ pub struct Verdict {
     pub denominator: String,
     /// How the submission's run was isolated: `full`, or what was missing.
     pub isolation: String,
+    /// A submit whose speedup was above its task's plausible bound: how it
+    /// was confirmed before it was credited (see the proto's).
+    pub plausibility: String,
     pub hidden_passed: u32,
     pub hidden_total: u32,
     pub deterministic: Option<bool>,
@@ -180,6 +183,7 @@ impl Verdict {
             timed_sizes: BTreeMap::new(),
             denominator: String::new(),
             isolation: String::new(),
+            plausibility: String::new(),
             hidden_passed: 0,
             hidden_total: 0,
             deterministic: None,
@@ -286,6 +290,7 @@ impl From<&Verdict> for pb::Verdict {
             pairs: v.pairs,
             timed_sizes: v.timed_sizes.clone().into_iter().collect(),
             isolation: v.isolation.clone(),
+            plausibility: v.plausibility.clone(),
             denominator: v.denominator.clone(),
             hidden_passed: v.hidden_passed,
             hidden_total: v.hidden_total,
@@ -328,6 +333,7 @@ impl From<pb::Verdict> for Verdict {
             pairs: v.pairs,
             timed_sizes: v.timed_sizes.into_iter().collect(),
             isolation: v.isolation,
+            plausibility: v.plausibility,
             denominator: v.denominator,
             hidden_passed: v.hidden_passed,
             hidden_total: v.hidden_total,

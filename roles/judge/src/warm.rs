@@ -3,12 +3,12 @@
 //! does not wait for them.
 //!
 //! For an HPCAgent-Bench task, a case is Python's work: inputs drawn as
-//! HPCAgent-Bench draws them, its NumPy reference's outputs, and for the
-//! public case 20 timed calls of the reference (the denominator of every
-//! speedup on the task). A fresh judge's first grade paid for all of that,
-//! and a submit for five held-out cases more. Made here, they are in the
-//! judge's cache when the grade comes, and a later judge on the same cache
-//! finds them there.
+//! HPCAgent-Bench draws them, and its NumPy reference's outputs. A fresh
+//! judge's first grade paid for that, and a submit for five held-out cases
+//! more. Made here, they are in the judge's cache when the grade comes, and
+//! a later judge on the same cache finds them there. (The input sets a
+//! grade times on are drawn from a secret of that grade: they cannot be
+//! made ahead.)
 //!
 //! A case is made only while the judge grades nothing, and under the
 //! node's timing lock, taken for that case on a descriptor of its own (a lock is per
@@ -37,6 +37,7 @@ use std::time::{Duration, Instant};
 use nix::fcntl::{Flock, FlockArg};
 
 use crate::corpus::{Precision, Preset};
+use crate::data::hab::{HabCase, Need};
 use crate::grade::Mode;
 use crate::judge::{Judge, timing_lock_path};
 
@@ -70,8 +71,8 @@ pub enum WarmError {
         path: std::path::PathBuf,
         error: std::io::Error,
     },
-    #[error("{0}")]
-    Case(String),
+    #[error(transparent)]
+    Plan(#[from] crate::corpus::hab::HabError),
     #[error(transparent)]
     CaseData(#[from] crate::data::DataError),
     #[error(transparent)]
@@ -127,7 +128,13 @@ impl Judge {
     /// on disk.
     async fn warm_native(&self, task: &ToWarm) -> Result<u64, WarmError> {
         let (kernel, precision) = self.resolve(&task.kernel, task.precision)?;
-        let plan = self.cases_of(kernel, precision, task.preset, Mode::Submit);
+        let plan = self.cases_of(
+            kernel,
+            precision,
+            task.preset,
+            Mode::Submit,
+            self.config.secret,
+        );
         let mut bytes = 0;
         for case in &plan {
             self.grades_first().await;
@@ -154,25 +161,35 @@ impl Judge {
         let manifested = hab.find(id)?;
         let kernel = hab.graded(&self.corpus, id)?;
         self.can_grade(hab, manifested, preset)?;
-        let plans = self
-            .hab_case_plans(hab, manifested, preset, Mode::Submit)
-            .map_err(WarmError::Case)?;
+        let plans = crate::grade::case_plans(
+            &hab.root,
+            manifested,
+            preset,
+            self.config.public_seed,
+            self.config.secret,
+            Mode::Submit,
+        )?;
         let mut bytes = 0;
-        for (index, plan) in plans.iter().enumerate() {
+        for plan in &plans {
             // Grades first: a case is made only while this judge grades
             // nothing, and the node's lock is held for one case at a time,
             // so another judge's grade waits for one case at most.
             self.grades_first().await;
             let _quiet = node_quiet().await?;
-            let case = self.data.hab_case(kernel, plan, index == 0).await?;
-            bytes += case.bytes();
+            let case = self
+                .data
+                .hab_cases(kernel, std::slice::from_ref(plan), Need::Reference)
+                .await?;
+            bytes += case.iter().map(HabCase::bytes).sum::<u64>();
         }
         Ok(bytes)
     }
 }
 
-/// Waits for the node's timing lock and holds it until dropped.
-async fn node_quiet() -> Result<Flock<std::fs::File>, WarmError> {
+/// Waits for the node's timing lock and holds it until dropped: Python
+/// that draws inputs or times the reference runs while no grade on the
+/// node times its calls.
+pub(crate) async fn node_quiet() -> Result<Flock<std::fs::File>, WarmError> {
     let path = timing_lock_path();
     let held = path.clone();
     tokio::task::spawn_blocking(move || {

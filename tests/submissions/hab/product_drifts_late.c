@@ -1,7 +1,6 @@
 // HPCAgent-Bench fixture `product`: correct within tolerance, but from its
-// tenth call on the last bits change. A check of the first call against
-// two more would call it deterministic; the calls timed against NumPy see
-// the change.
+// tenth call on the last bits change. The public case's two calls at the
+// end of a submit, after its timed and held-out calls, see the change.
 #include <stdint.h>
 
 static int calls;

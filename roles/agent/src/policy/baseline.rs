@@ -75,6 +75,7 @@ async fn submit(
         client: instance.to_string(),
         lease_id: lease.lease_id.clone(),
         preset: lease.preset.clone(),
+        confirming: false,
     };
     let verdict = match judge
         .call(|mut j| {

@@ -155,6 +155,12 @@ pub fn check(
     Ok(())
 }
 
+/// Checks an option a source sets for itself, as the flag it stands for
+/// (see [`super::pragmas`]).
+pub(crate) fn check_option(token: &str) -> Result<(), Why> {
+    check_one(token, None, &[])
+}
+
 fn check_one(token: &str, shared: Option<&Path>, shared_libraries: &[String]) -> Result<(), Why> {
     if let Some(fast) = FAST_MATH
         .iter()

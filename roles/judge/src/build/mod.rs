@@ -5,12 +5,15 @@
 //! the same submission is compiled once per judge rank. Each rank has its own
 //! cache directory ([`cache_root`]), so judges sharing a node never write to the
 //! same place. The cache keeps at most 4 GiB, the least recently used going
-//! first ([`bound`]). Compilers run confined (Landlock, set between fork and
-//! exec, with none of the judge's descriptors): they read the system and the
-//! build directory, not the judge's cache or reference outputs.
+//! first ([`bound`]). Compilers run confined ([`confined`]: namespaces of
+//! their own, Landlock, limits, none of the judge's descriptors): they read
+//! the system and the build directory, not the judge's cache or reference
+//! outputs, and see none of the node's processes.
 
 mod bound;
+pub mod confined;
 pub mod flags;
+mod pragmas;
 pub mod toolchain;
 
 use std::os::unix::process::CommandExt;
@@ -22,7 +25,7 @@ use crate::corpus::fingerprint;
 use crate::data::{tail, write_atomic};
 use crate::language::Language;
 use crate::sandbox_dir;
-use hpcagent_sandbox::landlock::{Confinement, restrict_self, switch_user};
+use confined::Walls;
 use hpcagent_sandbox::limits::{Limits, close_on_exec_from};
 use toolchain::Toolchain;
 
@@ -72,6 +75,13 @@ pub fn default_cache_base() -> PathBuf {
     home.join(".cache").join("hpcagent")
 }
 
+/// The preprocessed source, in the build directory, that [`pragmas`] reads.
+const PREPROCESSED: &str = "source.i";
+
+/// The most a preprocessed source may take (a C++ source with the standard
+/// library's headers takes a few MiB).
+const MAX_PREPROCESSED: u64 = 256 << 20;
+
 /// What to build.
 #[derive(Debug, Clone)]
 pub struct Source<'a> {
@@ -104,6 +114,9 @@ pub enum BuildError {
     Missing(String),
     #[error("compilation failed")]
     Failed { log: String },
+    /// The source sets an option the flags' policy refuses ([`pragmas`]).
+    #[error("{0}")]
+    Refused(String),
     #[error("compilation did not finish within {0:?}")]
     TimedOut(Duration),
     #[error("build harness: {0}")]
@@ -117,15 +130,28 @@ pub struct Builder {
     builds: PathBuf,
     shared: Option<PathBuf>,
     timeout: Duration,
+    /// The hpcagent binary, whose `judge exec --compile` confines compilers.
+    exe: PathBuf,
+    /// Compilers get namespaces of their own (`false` only under weaker
+    /// isolation, where the node gives none).
+    namespaces: bool,
 }
 
 impl Builder {
-    pub fn new(toolchain: Toolchain, cache: &Path, shared: Option<PathBuf>) -> Builder {
+    pub fn new(
+        toolchain: Toolchain,
+        cache: &Path,
+        shared: Option<PathBuf>,
+        exe: PathBuf,
+        namespaces: bool,
+    ) -> Builder {
         Builder {
             toolchain,
             builds: cache.join("builds"),
             shared,
             timeout: Duration::from_secs(180),
+            exe,
+            namespaces,
         }
     }
 
@@ -162,17 +188,40 @@ impl Builder {
         let file = format!("{}.{}", source.stem, source.language.extension());
         std::fs::write(dir.path().join(&file), source.text)
             .map_err(|e| BuildError::Harness(e.to_string()))?;
-        let mut argv: Vec<String> = compiler.flags.clone();
-        argv.extend(before);
-        argv.extend(["-o".to_string(), "lib.so".to_string(), file]);
-        argv.extend(after);
         if let Some(uid) = source.run_as {
             nix::unistd::chown(dir.path(), Some(uid.into()), Some(uid.into()))
                 .map_err(|e| BuildError::Harness(format!("chown build dir: {e}")))?;
         }
-        let log = self
-            .compile(&compiler.command, &argv, dir.path(), source)
-            .await?;
+        let mut argv: Vec<String> = compiler.flags.clone();
+        argv.extend(before);
+        let mut preprocess = argv.clone();
+        preprocess.extend(["-E", "-o", PREPROCESSED, &file].map(String::from));
+        argv.extend(["-o".to_string(), "lib.so".to_string(), file]);
+        argv.extend(after);
+        // The source's own options are checked beside the compile (on a
+        // slot of two CPUs it costs no time); a refusal discards the build.
+        // gfortran has no such directives; nvcc's host pragmas never reach
+        // the device code, whose semantics its flags alone set.
+        let scans = matches!(source.language, Language::C | Language::Cpp | Language::Hip);
+        let (checked, log) = tokio::join!(
+            async {
+                match scans {
+                    true => {
+                        self.check_source_options(
+                            &compiler.command,
+                            &preprocess,
+                            dir.path(),
+                            source,
+                        )
+                        .await
+                    }
+                    false => Ok(()),
+                }
+            },
+            self.compile(&compiler.command, &argv, dir.path(), source)
+        );
+        checked?;
+        let log = log?;
         // Publish atomically: a concurrent identical build wins or loses whole.
         std::fs::create_dir_all(&self.builds).map_err(|e| BuildError::Harness(e.to_string()))?;
         let staging = tempfile::Builder::new()
@@ -221,6 +270,36 @@ impl Builder {
         (before, after)
     }
 
+    /// Refuses a source that sets, by pragma or attribute, an option the
+    /// flags' policy refuses ([`pragmas`]): `argv` preprocesses it into
+    /// [`PREPROCESSED`] with the build's own flags.
+    async fn check_source_options(
+        &self,
+        command: &str,
+        argv: &[String],
+        dir: &Path,
+        source: &Source<'_>,
+    ) -> Result<(), BuildError> {
+        self.compile(command, argv, dir, source).await?;
+        let path = dir.join(PREPROCESSED);
+        let size = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+        if size > MAX_PREPROCESSED {
+            return Err(BuildError::Failed {
+                log: format!(
+                    "the preprocessed source takes {size} bytes, more than the {MAX_PREPROCESSED} a build may"
+                ),
+            });
+        }
+        let text = std::fs::read(&path)
+            .map_err(|e| BuildError::Harness(format!("the preprocessed source: {e}")))?;
+        let _ = std::fs::remove_file(&path);
+        pragmas::check(&String::from_utf8_lossy(&text)).map_err(|refused| {
+            BuildError::Refused(format!(
+                "{refused} (the optimization level and floating-point semantics are fixed for sources as for flags)"
+            ))
+        })
+    }
+
     async fn compile(
         &self,
         command: &str,
@@ -228,8 +307,19 @@ impl Builder {
         dir: &Path,
         source: &Source<'_>,
     ) -> Result<String, BuildError> {
-        let mut cmd = std::process::Command::new(command);
-        cmd.args(args)
+        let walls = Walls {
+            run_as: source.run_as,
+            read: self.shared.iter().cloned().collect(),
+            write: dir.to_path_buf(),
+            namespaces: self.namespaces,
+        };
+        let walls =
+            serde_json::to_string(&walls).map_err(|e| BuildError::Harness(e.to_string()))?;
+        let mut cmd = std::process::Command::new(&self.exe);
+        cmd.args(confined::ENTRY)
+            .arg(walls)
+            .arg(command)
+            .args(args)
             .current_dir(dir)
             .env_clear()
             .envs(passthrough_env())
@@ -254,29 +344,10 @@ impl Builder {
             cpus: source.cpus.to_vec(),
         }
         .install(&mut cmd);
-        // No code of the submission runs while it compiles, and Landlock
-        // denies TCP: namespaces (2 ms to make) would guard nothing more.
-        let ruleset = Confinement {
-            read: self.shared.iter().cloned().collect(),
-            write: vec![dir.to_path_buf()],
-            system: true,
-            connect: Vec::new(),
-            gpus: false,
-        }
-        .prepare()
-        .map_err(|e| BuildError::Harness(e.to_string()))?;
-        let as_user = source.run_as;
-        // SAFETY: the closure makes raw system calls only, on values it owns.
+        // SAFETY: the closure makes one raw system call.
         unsafe {
-            cmd.pre_exec(move || {
+            cmd.pre_exec(|| {
                 close_on_exec_from(3);
-                if let Some(id) = as_user {
-                    switch_user(id)?;
-                }
-                // No ruleset: the kernel has no Landlock (best effort).
-                if let Some(fd) = &ruleset {
-                    restrict_self(fd)?;
-                }
                 Ok(())
             });
         }

@@ -3,10 +3,12 @@
 //! HPCAgent-Bench makes them: for one seed, the same arrays to the bit; and
 //! its NumPy reference's outputs for them, called as HPCAgent-Bench calls it.
 //!
-//! For a grade, a case is made once per judge cache ([`DataCache::hab_case`]):
-//! the arguments in ABI order, each array's bytes as the submission takes
-//! them (beside the kernel's own cases, in the judge's private inputs), and the
-//! reference's outputs and its times (in the private reference directory).
+//! For a grade, a case is made once per judge cache ([`DataCache::hab_cases`],
+//! the cases a grade asks for made by one Python process): the arguments in
+//! ABI order, each array's bytes as the submission takes them (beside the
+//! kernel's own cases, in the judge's private inputs), and the reference's
+//! outputs and, for an input set a grade times against NumPy, the time of
+//! its call (in the private reference directory).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -192,10 +194,11 @@ pub fn make_inputs(
     })
 }
 
-/// Runs `hab_inputs.py` on `plan` into `out` (created if absent).
+/// Runs `hab_inputs.py` on `plan` (one plan, or a list of them) into
+/// `out` (created if absent).
 fn run_script(
     python: &str,
-    plan: &InputPlan,
+    plan: &impl serde::Serialize,
     out: &Path,
     flags: &[&str],
 ) -> Result<(), HabDataError> {
@@ -230,17 +233,41 @@ fn run_script(
     Ok(())
 }
 
-/// How many times the reference is timed beside a case (after the call
-/// that makes its outputs, which warms it up), as HPCAgent-Bench times it.
-pub const REFERENCE_REPS: u32 = 20;
+/// What a grade needs of a case.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Need {
+    /// Its inputs alone: it is timed in pairs against a baseline, which
+    /// checks the submission's answers.
+    Inputs,
+    /// Its inputs and the reference's outputs for them (and the time of
+    /// the call that made them, cold): it is checked.
+    Reference,
+    /// Those, the reference warmed up by a call before the first of the
+    /// cases made together: the submission is timed on it against NumPy.
+    TimedReference,
+}
+
+impl Need {
+    fn flags(self) -> &'static [&'static str] {
+        match self {
+            Need::Inputs => &["--case"],
+            Need::Reference => &["--case", "--reference"],
+            Need::TimedReference => &["--case", "--reference", "--warm"],
+        }
+    }
+}
 
 /// A case of an HPCAgent-Bench task, ready for a grade.
 #[derive(Debug, Clone)]
 pub struct HabCase {
     pub inputs: CaseInputs,
+    /// The reference's outputs (none for a case made for its inputs alone).
     pub reference: Reference,
-    /// The NumPy reference's call times on these inputs.
+    /// The NumPy reference's call time on these inputs (none for a case
+    /// made for its inputs alone).
     pub reference_ns: Vec<u64>,
+    /// The integer symbols it was made at: its plan's, or a fallback's.
+    pub sizes: corpus::Sizes,
     /// Its directories in the cache: the arrays, and the reference's side.
     dirs: [PathBuf; 2],
 }
@@ -288,54 +315,95 @@ impl DataCache {
         Ok(missing)
     }
 
-    /// The case `plan` describes for `kernel` (the task as the judge
-    /// grades it), made on first use: inputs, reference outputs and, when
-    /// `timed` (the case a speedup is measured on), the reference's times.
-    /// A held-out case only checks answers: timing its reference would
-    /// cost a submit 20 calls of NumPy per case for nothing.
-    pub async fn hab_case(
+    /// The cases `plans` describe for `kernel` (the task as the judge
+    /// grades it), in order, each made on first use with what `need` says;
+    /// those missing are made by one Python process (its start and NumPy's
+    /// import cost more than a small case).
+    pub async fn hab_cases(
         &self,
         kernel: &corpus::Kernel,
-        plan: &InputPlan,
-        timed: bool,
-    ) -> Result<HabCase, DataError> {
-        let plan_text = serde_json::to_string(plan).map_err(|e| DataError::Case(e.to_string()))?;
-        let reps = if timed { REFERENCE_REPS } else { 0 };
-        let hash = fingerprint(&[
-            kernel.fingerprint.as_bytes(),
-            plan_text.as_bytes(),
-            SCRIPT.as_bytes(),
-            &reps.to_le_bytes(),
-        ]);
-        let key = format!("{}-{}", kernel.symbol(corpus::Precision::Fp64), &hash[..24]);
-        let inputs_dir = self.root.join("inputs").join(&key);
-        let reference_dir = self.root.join("reference").join(&key);
-        let pin = self.pin(&key);
-        let lock = self.lock(&key);
-        let _held = lock.lock().await;
-        if !(inputs_dir.is_dir() && reference_dir.is_dir()) {
-            let (python, plan, root) = (self.python.clone(), plan.clone(), self.root.clone());
-            let (to_inputs, to_reference) = (inputs_dir.clone(), reference_dir.clone());
-            tokio::task::spawn_blocking(move || {
-                make_case(&python, &plan, reps, &root, &to_inputs, &to_reference)
+        plans: &[InputPlan],
+        need: Need,
+    ) -> Result<Vec<HabCase>, DataError> {
+        let mut keys = Vec::new();
+        for plan in plans {
+            let plan_text =
+                serde_json::to_string(plan).map_err(|e| DataError::Case(e.to_string()))?;
+            let hash = fingerprint(&[
+                kernel.fingerprint.as_bytes(),
+                plan_text.as_bytes(),
+                SCRIPT.as_bytes(),
+                need.flags().join(" ").as_bytes(),
+            ]);
+            keys.push(format!(
+                "{}-{}",
+                kernel.symbol(corpus::Precision::Fp64),
+                &hash[..24]
+            ));
+        }
+        let dirs = |key: &str| {
+            (
+                self.root.join("inputs").join(key),
+                self.root.join("reference").join(key),
+            )
+        };
+        let pins: Vec<_> = keys.iter().map(|key| self.pin(key)).collect();
+        // Held in one order (sorted), so that two grades asking for cases
+        // in common never wait on each other's.
+        let mut order: Vec<&String> = keys.iter().collect();
+        order.sort();
+        order.dedup();
+        let locks: Vec<_> = order.iter().map(|key| self.lock(key)).collect();
+        let mut held = Vec::new();
+        for lock in &locks {
+            held.push(lock.lock().await);
+        }
+        let missing: Vec<(InputPlan, PathBuf, PathBuf)> = plans
+            .iter()
+            .zip(&keys)
+            .filter_map(|(plan, key)| {
+                let (inputs, reference) = dirs(key);
+                (!(inputs.is_dir() && reference.is_dir()))
+                    .then(|| (plan.clone(), inputs, reference))
             })
-            .await
-            .map_err(|e| DataError::Case(format!("making the case panicked: {e}")))??;
+            .collect();
+        if !missing.is_empty() {
+            let (python, root) = (self.python.clone(), self.root.clone());
+            tokio::task::spawn_blocking(move || make_cases(&python, &missing, need, &root))
+                .await
+                .map_err(|e| DataError::Case(format!("making the cases panicked: {e}")))??;
             self.trim().await;
         }
-        read_case(kernel, key, pin, &inputs_dir, &reference_dir)
+        drop(held);
+        keys.into_iter()
+            .zip(pins)
+            .map(|(key, pin)| {
+                let (inputs, reference) = dirs(&key);
+                read_case(kernel, key, pin, &inputs, &reference)
+            })
+            .collect()
+    }
+
+    /// Removes a case no later grade will ask for (a grade's own timed
+    /// input sets) from the cache.
+    pub fn discard(&self, case: &HabCase) {
+        for dir in &case.dirs {
+            if let Err(e) = std::fs::remove_dir_all(dir) {
+                tracing::warn!("removing the used case {}: {e}", dir.display());
+            }
+        }
     }
 }
 
-/// Makes a case in a private directory, then publishes its arrays under
-/// `inputs` (read by the run's supervisor) and the rest under `reference`.
-fn make_case(
+/// Makes the cases of `missing` (plan, its inputs' and its reference's
+/// directories) in one private directory, then publishes each one's
+/// arrays under its inputs directory (read by the run's supervisor) and
+/// the rest under its reference directory.
+fn make_cases(
     python: &str,
-    plan: &InputPlan,
-    reps: u32,
+    missing: &[(InputPlan, PathBuf, PathBuf)],
+    need: Need,
     root: &Path,
-    inputs: &Path,
-    reference: &Path,
 ) -> Result<(), DataError> {
     let private = root.join("reference");
     create_private_dir(&private)?;
@@ -343,23 +411,21 @@ fn make_case(
         .prefix(".tmp-")
         .tempdir_in(&private)
         .map_err(io(&private))?;
-    let reps_text = reps.to_string();
-    let timing: &[&str] = if reps == 0 {
-        &[]
-    } else {
-        &["--time", &reps_text]
-    };
-    let flags = [&["--reference", "--case"][..], timing].concat();
-    run_script(python, plan, made.path(), &flags)
+    let plans: Vec<&InputPlan> = missing.iter().map(|(plan, ..)| plan).collect();
+    run_script(python, &plans, made.path(), need.flags())
         .map_err(|e| DataError::Reference(e.to_string()))?;
-    let arrays = private_tempdir(&root.join("inputs"))?;
-    for arg in case_args(made.path())?.iter().filter(|a| a.pointer) {
-        let file = format!("{}.bin", arg.name);
-        let to = arrays.path().join(&file);
-        std::fs::rename(made.path().join(&file), &to).map_err(io(&to))?;
+    for (index, (_, inputs, reference)) in missing.iter().enumerate() {
+        let case = made.path().join(index.to_string());
+        let arrays = private_tempdir(&root.join("inputs"))?;
+        for arg in case_args(&case)?.iter().filter(|a| a.pointer) {
+            let file = format!("{}.bin", arg.name);
+            let to = arrays.path().join(&file);
+            std::fs::rename(case.join(&file), &to).map_err(io(&to))?;
+        }
+        publish(arrays.keep(), inputs)?;
+        publish(case, reference)?;
     }
-    publish(arrays.keep(), inputs)?;
-    publish(made.keep(), reference)
+    Ok(())
 }
 
 fn case_args(dir: &Path) -> Result<Vec<CaseArg>, DataError> {
@@ -424,6 +490,14 @@ fn read_case(
             )
         })
         .collect();
+    let made_at = reference.join("symbols.json");
+    let symbols: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_str(&std::fs::read_to_string(&made_at).map_err(io(&made_at))?)
+            .map_err(|e| DataError::Case(format!("{}: {e}", made_at.display())))?;
+    let sizes = symbols
+        .iter()
+        .filter_map(|(name, value)| Some((name.clone(), value.as_i64()?)))
+        .collect();
     let timed = reference.join("timing.json");
     let reference_ns = std::fs::read_to_string(&timed)
         .ok()
@@ -441,6 +515,7 @@ fn read_case(
         },
         reference: Reference { outputs },
         reference_ns,
+        sizes,
         dirs: [inputs.to_path_buf(), reference.to_path_buf()],
     })
 }

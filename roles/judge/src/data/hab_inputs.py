@@ -1,9 +1,10 @@
 """The inputs of an HPCAgent-Bench task, made as HPCAgent-Bench makes them, so
 that for a given seed a judge grades on the very arrays HPCAgent-Bench would.
 
-    python3 hab_inputs.py PLAN.json OUT_DIR [--reference] [--case] [--time N]
+    python3 hab_inputs.py PLAN.json OUT_DIR [--reference] [--case] [--warm]
 
-PLAN (written by the judge from the manifest, hpcagent_corpus::hab::InputPlan):
+PLAN (written by the judge from the manifest, hpcagent_corpus::hab::InputPlan),
+or a list of them, each made into OUT_DIR/<its index>/ in one process:
   dir, module          the kernel directory and the module holding initialize()
   checkout             the directory `import hpcagent_bench` resolves from
   initializer          the generator's name, or null for the declarative path
@@ -14,11 +15,17 @@ PLAN (written by the judge from the manifest, hpcagent_corpus::hab::InputPlan):
   reference            {path, function, args, outputs}: how the NumPy reference is called
   abi                  the symbol's arguments in order ({name, dtype, pointer})
   rotation             null, or {dist, scale}: a held-out case's variant
+  vary                 null, or the seed of the transformation that makes an
+                       initializer's values, which its seed does not change,
+                       differ from the public case's (see vary())
+  fallbacks            symbols to make the case at instead, in order, where the
+                       initializer or the reference raises at `symbols`
   sparse               [{name, format, buffers: [[role, buffer name]]}]: the
                        sparse arrays the symbol takes as buffers
 
 Writes OUT_DIR/<name>.npy for every output and OUT_DIR/inputs.json listing
-them ({name, dtype, shape}); with --reference, also the reference's outputs
+them ({name, dtype, shape}), and the symbols it made them at as
+OUT_DIR/symbols.json; with --reference, also the reference's outputs
 for them as OUT_DIR/expected/<name>.npy, listed in expected.json. The
 reference gets deep copies, positionally; if it returns as many values as it
 has outputs, those are they, else the output buffers it changed. Declarative path: one stream per array, spawned
@@ -36,8 +43,10 @@ ABI's arguments in order (pointers with their shape and file, by-value ones
 with their value), each pointer's bytes as OUT_DIR/<name>.bin in the ABI's
 dtype, and with --reference each output's expected bytes as
 OUT_DIR/expected/<name>.bin (floats as float64, the rest as the ABI's
-dtype). --time N times the reference N more times on fresh deep copies
-(stopping early once 30 s are spent) into OUT_DIR/timing.json.
+dtype). The reference's call that makes a plan's outputs is timed, into
+OUT_DIR/timing.json; with --warm, one untimed call on the first plan's
+inputs warms the reference up before, and every timed call is on inputs
+it has not seen.
 
 A rotation (a held-out case) replaces the distribution of every float
 array the declarative path draws by its own and scales it, except that an
@@ -49,6 +58,7 @@ import importlib.util
 import inspect
 import json
 import os
+import shutil
 import sys
 import time
 import types
@@ -179,7 +189,7 @@ def declarative(plan, run_type):
 
 
 def load_module(plan):
-    sys.path[:0] = [plan["dir"], plan["checkout"]]
+    sys.path[:0] = [d for d in (plan["dir"], plan["checkout"]) if d not in sys.path]
     for file in (plan["module"] + ".py", plan["module"] + "_numpy.py"):
         path = os.path.join(plan["dir"], file)
         if os.path.isfile(path):
@@ -221,6 +231,49 @@ def custom(plan, run_type):
     return data
 
 
+def vary(plan, made):
+    """The values of an initializer that takes no seed (PolyBench's index
+    formulas), made to differ from the public case's as far as the
+    initializer's structure allows, by positive factors drawn from the
+    plan's `vary` seed, each kind of array as is safe for it:
+
+    - integer and bool arrays (indices, counts, codes), float arrays whose
+      values are all integers, and constant ones (zeros, ones: an initial
+      state) are kept: their exact values may be what makes them valid;
+    - a square symmetric matrix becomes D A D (D diagonal, positive): it
+      stays symmetric, and positive definite where it was, and keeps its
+      zeros;
+    - every other float or complex array has each slice along its first
+      axis scaled by its own factor (one factor per element of a vector):
+      zeros, signs and triangular shapes are kept, and so is any bound of
+      its magnitude, as every factor is in [1/2, 1].
+
+    Equal arrays (an initializer's B = A.copy()) get the same factors and
+    stay equal; different arrays get their own, so that a relation among
+    them (L x = b) does not hide the change. Sparse matrices are kept.
+    """
+    rng = np.random.default_rng(plan["vary"])
+    factors = {}
+    for name in plan["outputs"]:
+        value = made.get(name)
+        if not isinstance(value, np.ndarray) or value.dtype.kind not in "fc" or value.size == 0:
+            continue
+        flat = value.reshape(-1)
+        if np.all(flat == flat[0]) or (value.dtype.kind == "f" and np.all(value == np.round(value))):
+            continue
+        symmetric = value.ndim == 2 and value.shape[0] == value.shape[1] and np.array_equal(value, value.T)
+        identity = (value.shape, value.dtype.str, value.tobytes())
+        if identity not in factors:
+            factors[identity] = rng.uniform(0.5, 1.0, size=value.shape[0] if value.ndim else 1)
+        d = factors[identity]
+        if symmetric:
+            made[name] = (value * np.outer(d, d)).astype(value.dtype)
+        elif value.ndim == 0:
+            made[name] = (value * d[0]).astype(value.dtype)
+        else:
+            made[name] = (value * d.reshape((-1,) + (1,) * (value.ndim - 1))).astype(value.dtype)
+
+
 def shim_float_types(run_type):
     """References that import HPCAgent-Bench's run-wide float and complex types get
     the run's, whether or not its package can be imported here."""
@@ -235,8 +288,19 @@ def shim_float_types(run_type):
     framework.np_float, framework.np_complex = run_type, complex_type
 
 
+LOADED = {}
+
+
 def reference_function(plan, run_type):
+    """The reference's entry, its module loaded once per process."""
     call = plan["reference"]
+    key = (call["path"], call["function"], plan["precision"])
+    if key not in LOADED:
+        LOADED[key] = load_reference(call, run_type)
+    return LOADED[key]
+
+
+def load_reference(call, run_type):
     shim_float_types(run_type)
     spec = importlib.util.spec_from_file_location("hab_reference", call["path"])
     module = importlib.util.module_from_spec(spec)
@@ -249,10 +313,9 @@ def reference_args(plan, made):
     return [copy.deepcopy(data[name]) for name in plan["reference"]["args"]]
 
 
-def reference(plan, made, function):
+def bind_outputs(plan, args, result):
+    """The reference's outputs of a call on `args` that returned `result`."""
     call = plan["reference"]
-    args = reference_args(plan, made)
-    result = function(*args)
     outputs = call["outputs"]
     if result is not None:
         values = result if isinstance(result, tuple) else (result,)
@@ -298,19 +361,6 @@ def save(out, values, names, listing):
         np.save(os.path.join(out, name + ".npy"), value)
         listed.append({"name": name, "dtype": str(value.dtype), "shape": list(value.shape)})
     json.dump(listed, open(listing, "w"))
-
-
-def time_reference(plan, made, function, reps, budget_s=30.0):
-    """Nanoseconds of each call, on fresh deep copies made outside the bracket."""
-    times, spent = [], time.monotonic()
-    for _ in range(reps):
-        args = reference_args(plan, made)
-        start = time.perf_counter_ns()
-        function(*args)
-        times.append(time.perf_counter_ns() - start)
-        if time.monotonic() - spent > budget_s:
-            break
-    return times
 
 
 def abi_storage(dtype):
@@ -364,29 +414,58 @@ def write_case(out, plan, made, outputs):
     json.dump(listed, open(os.path.join(out, "case.json"), "w"))
 
 
-def main():
-    plan = json.load(open(sys.argv[1]))
-    out = sys.argv[2]
-    flags = sys.argv[3:]
+def make(plan, out, flags, warm):
+    """One plan's case into `out`, at its symbols or, where the initializer
+    or the reference refuses them (drawn sizes a relation of the manifest's
+    does not hold at), at the first of its fallbacks they take. `warm`: call
+    the reference once first, untimed."""
+    tries = [plan["symbols"]] + plan.get("fallbacks", [])
+    for i, symbols in enumerate(tries):
+        try:
+            return attempt({**plan, "symbols": symbols}, out, flags, warm)
+        except Exception:
+            if i + 1 == len(tries):
+                raise
+            shutil.rmtree(out, ignore_errors=True)
+
+
+def attempt(plan, out, flags, warm):
+    os.makedirs(out, exist_ok=True)
     run_type = float_type(plan["precision"])
     made = custom(plan, run_type) if plan["initializer"] else declarative(plan, run_type)
+    if plan.get("vary") is not None:
+        vary(plan, made)
     if "--case" in flags:
         take_apart(plan, made)
         as_declared(plan, made)
     save(out, made, plan["outputs"], os.path.join(out, "inputs.json"))
     outputs = None
-    # The reference's module is loaded once, for its outputs and its times.
-    function = reference_function(plan, run_type) if {"--reference", "--time"} & set(flags) else None
     if "--reference" in flags:
+        function = reference_function(plan, run_type)
+        if warm:
+            function(*reference_args(plan, made))
+        args = reference_args(plan, made)
+        start = time.perf_counter_ns()
+        result = function(*args)
+        elapsed = time.perf_counter_ns() - start
+        outputs = bind_outputs(plan, args, result)
         expected = os.path.join(out, "expected")
         os.makedirs(expected, exist_ok=True)
-        outputs = reference(plan, made, function)
         save(expected, outputs, plan["reference"]["outputs"], os.path.join(out, "expected.json"))
+        json.dump({"ns": [elapsed]}, open(os.path.join(out, "timing.json"), "w"))
     if "--case" in flags:
         write_case(out, plan, made, outputs)
-    if "--time" in flags:
-        reps = int(flags[flags.index("--time") + 1])
-        json.dump({"ns": time_reference(plan, made, function, reps)}, open(os.path.join(out, "timing.json"), "w"))
+    json.dump(plan["symbols"], open(os.path.join(out, "symbols.json"), "w"))
+
+
+def main():
+    plans = json.load(open(sys.argv[1]))
+    out = sys.argv[2]
+    flags = sys.argv[3:]
+    if isinstance(plans, dict):
+        return make(plans, out, flags, "--warm" in flags)
+    for i, plan in enumerate(plans):
+        make(plan, os.path.join(out, str(i)), flags, i == 0 and "--warm" in flags)
 
 
 if __name__ == "__main__":

@@ -64,7 +64,14 @@ impl Judge {
         };
         verdict.status = Status::Ok;
         let verdict = self
-            .run_and_judge(&prepared, None, Mode::Score, &held.slot, verdict)
+            .run_and_judge(
+                &prepared,
+                None,
+                Mode::Score,
+                self.config.secret,
+                &held.slot,
+                verdict,
+            )
             .await;
         Ok(finish(verdict, start))
     }

@@ -2,14 +2,30 @@
 //! (made by its own generator's rules, [`crate::data::hab`]), its NumPy
 //! reference's outputs, its tolerance rule, five held-out variants of the
 //! draw, and its denominator: a C baseline from the operator's overlay
-//! (`BASELINES`), timed in pairs beside the submission on the same inputs,
-//! or where there is none, the NumPy reference timed on those inputs
-//! (HPCAgent-Bench's own for its machine-learning and scientific tracks),
-//! the minimum call over the minimum call. The verdict says which.
+//! (`BASELINES`), timed in pairs beside the submission, or where there is
+//! none, the NumPy reference (HPCAgent-Bench's own for its machine-learning
+//! and scientific tracks), the minimum call over the minimum call. The
+//! verdict says which.
+//!
+//! Unlike HPCAgent-Bench, no case but the public one is made at the public
+//! case's sizes and values: a held-out case's sizes are drawn around its
+//! preset within the manifest's constraints, and its values differ too
+//! where its generator's do not follow its seed
+//! ([`crate::corpus::hab::Variation`]). Nor is
+//! anything timed on the public case: a grade draws inputs of its own from
+//! a secret of the grade, so that an answer remembered from an earlier call,
+//! or from the public case, is never the one a timed call asks for. Pairs
+//! against an overlay baseline draw every pair's inputs afresh, as a native
+//! kernel's, where the manifest's generator makes nothing a draw of the
+//! judge's cannot ([`Kernel::fresh_draws`]); otherwise, and against NumPy,
+//! they run on input sets the task's own generator makes for the grade
+//! (against NumPy, up to 20 of them, [`TIMED_SETS`], each called once).
 
-use crate::corpus::Preset;
-use crate::corpus::hab::{ROTATIONS, Rotation};
-use crate::data::hab::{HabCase, HabDataError, check_fits};
+use rand_core::RngCore;
+
+use crate::corpus::hab::{HabError, InputPlan, Kernel, ROTATIONS, Symbols, Variation};
+use crate::corpus::{Preset, Sizes};
+use crate::data::hab::{HabCase, HabDataError, Need, check_fits};
 use crate::data::{CaseInputs, Reference, seeded_rng};
 use crate::hab_tasks::{HabTasks, translator_symbol};
 use crate::judge::{Judge, Submission};
@@ -20,11 +36,70 @@ use super::{
     Expected, Extras, Marks, Mode, PlanError, Planner, Prepared, Public, checks_after_public, fail,
     judge_outcome,
 };
-use rand_core::RngCore;
 
-/// Calls of the submission timed against the NumPy reference (after one
-/// that warms it up), as HPCAgent-Bench times both.
-const TIMED_CALLS: u32 = 20;
+/// Input sets a grade against the NumPy reference times the submission
+/// on, once each, so that every timed call is on inputs it has not seen:
+/// as many as fit in [`TIMED_SET_BYTES`] and [`TIMED_SET_REFERENCE`],
+/// between these two. Each set is the grade's own (a draw and a call of
+/// the reference in Python, in one process for all of them), and the
+/// speedup is the fastest reference call over the fastest call of the
+/// submission: 20 calls, as many as HPCAgent-Bench times, where the sets
+/// are small and the reference quick, and at least 3 (a large case's calls
+/// vary less, and each set is gigabytes or seconds of Python).
+pub const TIMED_SETS: (u32, u32) = (3, 20);
+
+/// The bytes a grade's input sets against NumPy may take together, where
+/// that leaves more than the fewest.
+pub const TIMED_SET_BYTES: u64 = 256 << 20;
+
+/// The time the reference's calls on a grade's input sets may take
+/// together (as its call on the public case took), where that leaves more
+/// than the fewest: a reference in Python loops takes seconds a call.
+pub const TIMED_SET_REFERENCE: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// The fewest input sets a grade paired with an overlay baseline makes:
+/// a warm-up, and the 6 pairs a change needs to show at 95%.
+pub const PAIRED_SETS: u32 = 7;
+
+/// How a grade's calls are timed, with the cases they need.
+enum Timed {
+    /// Pairs against the overlay's baseline, every pair's inputs drawn
+    /// afresh at `case`'s shapes and values of scalars.
+    Drawn {
+        case: CaseInputs,
+        draws: std::collections::BTreeMap<String, crate::corpus::Init>,
+    },
+    /// Pairs against the overlay's baseline, each on copies of the next of
+    /// these input sets the task's generator made for the grade (the
+    /// warm-up on the first): no pair's inputs are ones an earlier call saw.
+    OnSets(Vec<HabCase>),
+    /// The submission once on each of these sets, against the NumPy
+    /// reference's call on it.
+    AgainstNumpy(Vec<HabCase>),
+}
+
+impl Timed {
+    /// The input sets made for the grade alone.
+    fn sets(&self) -> Vec<&HabCase> {
+        match self {
+            Timed::Drawn { .. } => Vec::new(),
+            Timed::OnSets(sets) | Timed::AgainstNumpy(sets) => sets.iter().collect(),
+        }
+    }
+}
+
+/// A grade's own input sets, removed from the cache when the grade is
+/// done with them, however it ends: no later grade asks for them.
+struct Used<'a> {
+    data: &'a crate::data::DataCache,
+    sets: Vec<&'a HabCase>,
+}
+
+impl Drop for Used<'_> {
+    fn drop(&mut self) {
+        self.sets.iter().for_each(|set| self.data.discard(set));
+    }
+}
 
 impl Judge {
     /// Grades a built submission to an HPCAgent-Bench task.
@@ -33,6 +108,7 @@ impl Judge {
         tasks: &HabTasks,
         prepared: &Prepared<'_>,
         mode: Mode,
+        secret: u64,
         slot: &Slot,
         verdict: Verdict,
     ) -> Verdict {
@@ -45,7 +121,7 @@ impl Judge {
             return fail(verdict, Status::HarnessError, why.to_string());
         }
         let made = match self
-            .hab_cases(tasks, kernel, manifested, prepared.preset, mode)
+            .hab_cases(tasks, kernel, manifested, prepared.preset, mode, secret)
             .await
         {
             Ok(made) => made,
@@ -61,15 +137,39 @@ impl Judge {
             },
             None => None,
         };
+        // The grade's own secret for what it times: unknown before it began.
+        let timing: [u8; 32] = rand::random();
+        let mut verdict = verdict;
+        let timed = match self
+            .timed_cases(tasks, prepared, manifested, mode, &made[0], &timing)
+            .await
+        {
+            Ok((timed, sizes)) => {
+                verdict.timed_sizes = sizes;
+                timed
+            }
+            Err(e) => return fail(verdict, Status::HarnessError, e),
+        };
+        let _used = Used {
+            data: &self.data,
+            sets: timed.sets(),
+        };
         let data: Vec<(CaseInputs, Reference)> = made
             .iter()
             .map(|c| (c.inputs.clone(), c.reference.clone()))
             .collect();
-        let (planner, marks) = match self.hab_steps(prepared, baseline.is_some(), mode, &data) {
+        let sets: Vec<(CaseInputs, Reference)> = match &timed {
+            Timed::AgainstNumpy(sets) => sets
+                .iter()
+                .map(|c| (c.inputs.clone(), c.reference.clone()))
+                .collect(),
+            _ => Vec::new(),
+        };
+        let (planner, marks) = match self.hab_steps(prepared, &timed, &timing, mode, &data) {
             Ok(p) => p,
             Err(e) => return fail(verdict, Status::HarnessError, e.to_string()),
         };
-        let read = marks.resolve(&data);
+        let read = marks.resolve(&data, &sets);
         let extras = Extras {
             expected: Some(Expected::of(&read, kernel.tolerance(prepared.precision))),
             ..Extras::default()
@@ -81,57 +181,124 @@ impl Judge {
             Ok((o, _sandbox)) => o,
             Err(e) => return fail(verdict, Status::HarnessError, e.to_string()),
         };
-        let mut verdict = verdict;
         judge_outcome(&mut verdict, &read, &outcome, mode);
-        if baseline.is_some() {
-            verdict.denominator = "baselines overlay".into();
-        } else {
-            against_numpy(&mut verdict, &made[0].reference_ns);
+        match &timed {
+            Timed::AgainstNumpy(sets) => {
+                let reference_ns: Vec<u64> = sets
+                    .iter()
+                    .flat_map(|set| set.reference_ns.iter().copied())
+                    .collect();
+                against_numpy(&mut verdict, &reference_ns);
+            }
+            _ => verdict.denominator = "baselines overlay".into(),
         }
         verdict
     }
 
-    /// The cases a grade in `mode` runs, made on first use: the public one
-    /// (timed), then for `Submit` the held-out ones.
+    /// The cases a grade in `mode` checks, made on first use: the public
+    /// one, then for `Submit` the held-out ones, from `secret`.
     pub(crate) async fn hab_cases(
         &self,
         tasks: &HabTasks,
         kernel: &crate::corpus::Kernel,
-        manifested: &crate::corpus::hab::Kernel,
+        manifested: &Kernel,
         preset: Preset,
         mode: Mode,
+        secret: u64,
     ) -> Result<Vec<HabCase>, String> {
-        let plans = self.hab_case_plans(tasks, manifested, preset, mode)?;
-        let mut made = Vec::new();
-        for (index, plan) in plans.iter().enumerate() {
-            let case = self.data.hab_case(kernel, plan, index == 0).await;
-            made.push(case.map_err(|e| e.to_string())?);
-        }
-        Ok(made)
+        let plans = case_plans(
+            &tasks.root,
+            manifested,
+            preset,
+            self.config.public_seed,
+            secret,
+            mode,
+        )
+        .map_err(|e| e.to_string())?;
+        self.data
+            .hab_cases(kernel, &plans, Need::Reference)
+            .await
+            .map_err(|e| e.to_string())
     }
 
-    /// The plans of the cases a grade in `mode` runs: the public case
-    /// first (the only one whose reference is timed), then for `Submit`
-    /// the held-out ones.
-    pub(crate) fn hab_case_plans(
+    /// What the grade times, and the input sets made for it from its
+    /// `secret`; the sizes they have.
+    async fn timed_cases(
         &self,
         tasks: &HabTasks,
-        manifested: &crate::corpus::hab::Kernel,
-        preset: Preset,
+        prepared: &Prepared<'_>,
+        manifested: &Kernel,
         mode: Mode,
-    ) -> Result<Vec<crate::corpus::hab::InputPlan>, String> {
-        let plan = |preset, rotation, index| {
-            self.hab_plan(tasks, manifested, preset, rotation, index)
-                .map_err(|e| e.to_string())
+        public: &HabCase,
+        secret: &[u8; 32],
+    ) -> Result<(Timed, Sizes), String> {
+        let (kernel, preset) = (prepared.kernel, prepared.preset);
+        let paired = tasks.baseline(manifested).is_some();
+        let draws = timed_draws(manifested, preset, mode, secret).map_err(|e| e.to_string())?;
+        let bytes = manifested.bytes_at(&draws[0]).ok();
+        let count = match paired {
+            // A warm-up and the 6 pairs that can tell a change, and more
+            // where they fit; the generator's sets cost Python, not calls.
+            true => timed_sets(bytes, None).max(PAIRED_SETS),
+            false => timed_sets(bytes, public.reference_ns.first().copied()),
         };
-        let mut plans = vec![plan(preset, None, 0)?];
-        if mode == Mode::Submit {
-            for (i, rotation) in ROTATIONS.iter().enumerate() {
-                let held_out = held_out_preset(i).min(preset);
-                plans.push(plan(held_out, Some(*rotation), i as u32 + 1)?);
+        let plans = timed_plans(&tasks.root, manifested, &draws, secret, count)
+            .map_err(|e| e.to_string())?;
+        let shapes = |case: &CaseInputs| {
+            case.arrays
+                .iter()
+                .map(|a| (a.name.clone(), a.shape.clone()))
+                .collect()
+        };
+        if paired {
+            // At the public sizes, the public case gives the calls' shapes
+            // and scalars; other sizes need a case of their own, whose
+            // inputs a draw then replaces.
+            let public_sized =
+                manifested.preset_symbols(preset.as_str()).ok().as_ref() == draws.first();
+            if public_sized && let Some(draws) = manifested.fresh_draws(&shapes(&public.inputs)) {
+                let case = public.inputs.clone();
+                return Ok((Timed::Drawn { case, draws }, public.sizes.clone()));
             }
+            // One set first: where the judge can draw its inputs, every
+            // pair draws its own and the others are not made.
+            let mut sets = self
+                .data
+                .hab_cases(kernel, &plans[..1], Need::Inputs)
+                .await
+                .map_err(|e| e.to_string())?;
+            let first = sets.pop().expect("one set");
+            let sizes = first.sizes.clone();
+            if let Some(draws) = manifested.fresh_draws(&shapes(&first.inputs)) {
+                let case = first.inputs.clone();
+                self.data.discard(&first);
+                return Ok((Timed::Drawn { case, draws }, sizes));
+            }
+            let rest = self.data.hab_cases(kernel, &plans[1..], Need::Inputs).await;
+            let rest = match rest {
+                Ok(rest) => rest,
+                Err(e) => {
+                    self.data.discard(&first);
+                    return Err(e.to_string());
+                }
+            };
+            // Every set at the first one's shapes: the pairs make one call.
+            let (same, other): (Vec<HabCase>, Vec<HabCase>) =
+                rest.into_iter().partition(|set| set.sizes == first.sizes);
+            other.iter().for_each(|set| self.data.discard(set));
+            let sets = std::iter::once(first).chain(same).collect();
+            return Ok((Timed::OnSets(sets), sizes));
         }
-        Ok(plans)
+        // The reference is timed as the sets are made: while no grade on
+        // the node times its calls, as warming makes a case.
+        let _quiet = crate::warm::node_quiet().await.map_err(|e| e.to_string())?;
+        let sets = self
+            .data
+            .hab_cases(kernel, &plans, Need::TimedReference)
+            .await
+            .map_err(|e| e.to_string())?;
+        let sizes = sets[0].sizes.clone();
+        Ok((Timed::AgainstNumpy(sets), sizes))
     }
 
     /// Why this judge cannot grade the task at `preset`, if it cannot: a
@@ -139,7 +306,7 @@ impl Judge {
     pub(crate) fn can_grade(
         &self,
         tasks: &HabTasks,
-        manifested: &crate::corpus::hab::Kernel,
+        manifested: &Kernel,
         preset: Preset,
     ) -> Result<(), HabDataError> {
         let checkout = crate::corpus::hab::checkout(&tasks.root);
@@ -155,57 +322,44 @@ impl Judge {
         check_fits(manifested, preset.as_str())
     }
 
-    /// The plan of one case: the public one (`rotation` none, the public
-    /// seed), or held-out case `index` (its seed from the judge's secret).
-    fn hab_plan(
-        &self,
-        tasks: &HabTasks,
-        manifested: &crate::corpus::hab::Kernel,
-        preset: Preset,
-        rotation: Option<Rotation>,
-        index: u32,
-    ) -> Result<crate::corpus::hab::InputPlan, crate::corpus::hab::HabError> {
-        let seed = match rotation {
-            None => self.config.public_seed,
-            Some(_) => seeded_rng(&[
-                b"hab held-out",
-                &self.config.secret.to_le_bytes(),
-                manifested.key.as_bytes(),
-                &index.to_le_bytes(),
-            ])
-            .next_u64(),
-        };
-        let mut plan = manifested.input_plan(&tasks.root, preset.as_str(), seed, "fp64")?;
-        plan.rotation = rotation;
-        Ok(plan)
-    }
-
-    /// The run's steps: pairs beside the overlay's baseline on the public
-    /// case's inputs, or the public case's calls timed alone; the public
-    /// check; for `Submit` the held-out cases and two more public calls.
+    /// The run's steps: the timed calls (pairs beside the overlay's
+    /// baseline, or the submission once on each set timed against NumPy,
+    /// after the public case has warmed it up), the public check, and for
+    /// `Submit` the held-out cases and two more public calls.
     fn hab_steps<'a>(
         &self,
         prepared: &Prepared<'a>,
-        paired: bool,
+        timed: &Timed,
+        secret: &[u8; 32],
         mode: Mode,
         data: &[(CaseInputs, Reference)],
     ) -> Result<(Planner<'a>, Marks), PlanError> {
         let submit = mode == Mode::Submit;
         let mut planner = Planner::per_case(prepared.kernel, prepared.precision);
-        let public = if paired {
-            planner.pairs_on(&data[0].0, self.stop_rule())?;
-            Public {
-                step: planner.check("public", &data[0].0, true, submit)?,
-                repeats: false,
+        match timed {
+            Timed::Drawn { case, draws } => {
+                planner.draw_as(draws.clone());
+                planner.pairs_drawn_on(case, *secret, self.stop_rule())?;
             }
-        } else {
-            // The calls timed against NumPy check determinism too.
-            Public {
-                step: planner.check_calls("public", &data[0].0, 1 + TIMED_CALLS, true, submit)?,
-                repeats: true,
+            Timed::OnSets(sets) => {
+                let inputs: Vec<&CaseInputs> = sets.iter().map(|set| &set.inputs).collect();
+                planner.pairs_on(&inputs, self.stop_rule())?;
             }
+            Timed::AgainstNumpy(_) => {}
+        }
+        let public = Public {
+            step: planner.check("public", &data[0].0, true, submit)?,
+            repeats: false,
         };
-        checks_after_public(planner, public, data, submit)
+        let mut timed_steps = Vec::new();
+        if let Timed::AgainstNumpy(sets) = timed {
+            for (i, set) in sets.iter().enumerate() {
+                timed_steps.push(planner.check(&format!("timed {i}"), &set.inputs, true, false)?);
+            }
+        }
+        let (planner, mut marks) = checks_after_public(planner, public, data, submit)?;
+        marks.timed = timed_steps;
+        Ok((planner, marks))
     }
 
     /// The overlay's baseline for the task, built like a submission; one
@@ -215,7 +369,7 @@ impl Judge {
     async fn build_overlay_baseline(
         &self,
         prepared: &Prepared<'_>,
-        manifested: &crate::corpus::hab::Kernel,
+        manifested: &Kernel,
         file: &std::path::Path,
         slot: &Slot,
     ) -> Result<crate::build::Built, String> {
@@ -239,6 +393,129 @@ impl Judge {
     }
 }
 
+/// The plans of the cases a grade in `mode` checks: the public case first
+/// (the preset's sizes, the public seed: HPCAgent-Bench's own), then for
+/// `Submit` the held-out ones, HPCAgent-Bench's five variants of the draw,
+/// each at sizes drawn around its preset (XL, M, M, L, S, capped at the
+/// public case's) and unlike the public case's, from a seed of the
+/// judge's `secret`.
+pub(crate) fn case_plans(
+    root: &std::path::Path,
+    manifested: &Kernel,
+    preset: Preset,
+    public_seed: u64,
+    secret: u64,
+    mode: Mode,
+) -> Result<Vec<InputPlan>, HabError> {
+    let public = manifested.preset_symbols(preset.as_str())?;
+    let mut plans = vec![manifested.input_plan(root, public.clone(), public_seed, "fp64")?];
+    if mode == Mode::Submit {
+        for (i, rotation) in ROTATIONS.iter().enumerate() {
+            let index = i as u32 + 1;
+            let mut rng = seeded_rng(&[
+                b"hab held-out",
+                &secret.to_le_bytes(),
+                manifested.key.as_bytes(),
+                &index.to_le_bytes(),
+            ]);
+            let seed = rng.next_u64();
+            let base = held_out_preset(i).min(preset);
+            let at = draws(manifested, base, &public, &mut rng)?;
+            let mut plan = manifested.variant_plan(root, at, seed, "fp64")?;
+            plan.rotation = Some(*rotation);
+            plans.push(plan);
+        }
+    }
+    Ok(plans)
+}
+
+/// What a grade's timed inputs are made at (the first its generator
+/// takes, [`InputPlan::fallbacks`]): the public case's symbols for
+/// `Score`; for `Submit`, and for a task whose initializer makes its
+/// values from the sizes alone, its preset's drawn from the grade's
+/// `secret`, unlike the public case's. (Such an initializer's values at
+/// the public sizes are the public case's, or a transformation of them,
+/// and some have nothing a transformation may change: integers,
+/// constants.)
+pub(crate) fn timed_draws(
+    manifested: &Kernel,
+    preset: Preset,
+    mode: Mode,
+    secret: &[u8; 32],
+) -> Result<Vec<Symbols>, HabError> {
+    let public = manifested.preset_symbols(preset.as_str())?;
+    if mode == Mode::Score && manifested.variation() != Variation::Transform {
+        return Ok(vec![public]);
+    }
+    let mut rng = seeded_rng(&[b"hab timed sizes", secret, manifested.key.as_bytes()]);
+    draws(manifested, preset, &public, &mut rng)
+}
+
+/// The symbols a case of `manifested` other than the public one is made
+/// at, in order: sizes drawn at `preset` unlike `public`'s, then the
+/// preset's own, unless those are the public case's and the task's values
+/// may not differ from the public case's there (an initializer that makes
+/// them from the sizes alone, where some draw exists).
+fn draws(
+    manifested: &Kernel,
+    preset: Preset,
+    public: &Symbols,
+    rng: &mut impl RngCore,
+) -> Result<Vec<Symbols>, HabError> {
+    let own = manifested.preset_symbols(preset.as_str())?;
+    let mut draws = manifested.size_draws(preset.as_str(), Some(public), &mut || unit(rng))?;
+    let values_alone = manifested.variation() != Variation::Transform;
+    if draws.is_empty() || values_alone || &own != public {
+        draws.push(own);
+    }
+    Ok(draws)
+}
+
+/// The plans of `count` input sets a grade times on, made at `draws`,
+/// each from a seed of the grade's `secret` (values unlike the public
+/// case's where its generator's would not be:
+/// [`crate::corpus::hab::Variation`]).
+pub(crate) fn timed_plans(
+    root: &std::path::Path,
+    manifested: &Kernel,
+    draws: &[Symbols],
+    secret: &[u8; 32],
+    count: u32,
+) -> Result<Vec<InputPlan>, HabError> {
+    (0..count)
+        .map(|i| {
+            let seed = seeded_rng(&[
+                b"hab timed set",
+                secret,
+                manifested.key.as_bytes(),
+                &i.to_le_bytes(),
+            ])
+            .next_u64();
+            manifested.variant_plan(root, draws.to_vec(), seed, "fp64")
+        })
+        .collect()
+}
+
+/// How many input sets a grade against NumPy times on, for sets of
+/// `bytes` each (unknown where an initializer decides a shape: as if the
+/// fewest but two fit) and a reference call of `reference_ns` (its call on
+/// the public case).
+pub(crate) fn timed_sets(bytes: Option<u64>, reference_ns: Option<u64>) -> u32 {
+    let (fewest, most) = TIMED_SETS;
+    let by_bytes = bytes.map_or(u64::from(fewest) + 2, |b| TIMED_SET_BYTES / b.max(1));
+    let by_time = reference_ns.map_or(u64::from(most), |ns| {
+        TIMED_SET_REFERENCE.as_nanos() as u64 / ns.max(1)
+    });
+    by_bytes
+        .min(by_time)
+        .clamp(u64::from(fewest), u64::from(most)) as u32
+}
+
+/// A uniform draw in [0, 1) from `rng`.
+fn unit(rng: &mut impl RngCore) -> f64 {
+    (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+}
+
 /// HPCAgent-Bench's held-out presets, in its order (each capped at the
 /// public case's).
 fn held_out_preset(index: usize) -> Preset {
@@ -246,7 +523,7 @@ fn held_out_preset(index: usize) -> Preset {
 }
 
 /// The speedup over the NumPy reference: its fastest call over the
-/// submission's fastest (after the warm-up), on the public case's inputs.
+/// submission's fastest, on the same secret input sets.
 fn against_numpy(verdict: &mut Verdict, reference_ns: &[u64]) {
     verdict.denominator = "numpy".into();
     let fastest_reference = reference_ns.iter().copied().min();
@@ -262,3 +539,6 @@ fn against_numpy(verdict: &mut Verdict, reference_ns: &[u64]) {
     }
     verdict.baseline = crate::verdict::Timing::from_samples(reference_ns);
 }
+
+#[cfg(test)]
+mod tests;

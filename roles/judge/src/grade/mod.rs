@@ -11,6 +11,7 @@
 //! and Submit; the steps are its submodules'.
 
 mod baseline;
+mod confirm;
 mod hab;
 mod outcome;
 mod plan;
@@ -19,6 +20,8 @@ mod run;
 
 use std::time::Instant;
 
+pub use confirm::PER_CPU as PLAUSIBLE_PER_CPU;
+pub(crate) use hab::case_plans;
 pub(crate) use outcome::{Checked, Expected, Read, judge_outcome};
 pub(crate) use plan::Planner;
 use plan::{Marks, PlanError, Public, checks_after_public};
@@ -50,17 +53,39 @@ impl Judge {
         self.grade(submission, Mode::Submit).await
     }
 
+    /// Grades `submission`; a submit whose speedup is above its task's
+    /// plausible bound is confirmed before it is credited ([`confirm`]).
     async fn grade(&self, submission: Submission, mode: Mode) -> Result<Verdict, JudgeError> {
+        let verdict = self
+            .grade_once(&submission, mode, self.config.secret)
+            .await?;
+        if mode == Mode::Score {
+            return Ok(verdict);
+        }
+        let (kernel, _) = self.resolve(&submission.task_id, submission.precision)?;
+        let bound = self.plausible_speedup(kernel, &verdict.denominator);
+        // Held-out cases of a secret of the confirming grade's own.
+        let again = self.grade_once(&submission, mode, rand::random());
+        Ok(self.confirmed(&submission, verdict, bound, again).await)
+    }
+
+    /// One grade, its held-out cases (a submit's) drawn from `secret`.
+    async fn grade_once(
+        &self,
+        submission: &Submission,
+        mode: Mode,
+        secret: u64,
+    ) -> Result<Verdict, JudgeError> {
         let start = Instant::now();
         let held = self.slots.acquire().await;
-        let (prepared, mut verdict) = match self.prepare(&submission, &[], &held.slot).await? {
+        let (prepared, mut verdict) = match self.prepare(submission, &[], &held.slot).await? {
             Ok(prepared) => prepared,
             Err(verdict) => return Ok(finish(verdict, start)),
         };
         verdict.status = Status::Ok;
         if let Some(tasks) = &self.hab {
             let verdict = self
-                .grade_hab(tasks, &prepared, mode, &held.slot, verdict)
+                .grade_hab(tasks, &prepared, mode, secret, &held.slot, verdict)
                 .await;
             return Ok(finish(verdict, start));
         }
@@ -72,19 +97,27 @@ impl Judge {
             Err(message) => return Ok(finish(fail(verdict, Status::HarnessError, message), start)),
         };
         let verdict = self
-            .run_and_judge(&prepared, Some(&baseline), mode, &held.slot, verdict)
+            .run_and_judge(
+                &prepared,
+                Some(&baseline),
+                mode,
+                secret,
+                &held.slot,
+                verdict,
+            )
             .await;
         Ok(finish(verdict, start))
     }
 
     /// The cases a grade in `mode` runs: the public case, then on a submit
-    /// the held-out ones. Warming makes the same cases ahead.
+    /// the held-out ones, from `secret`. Warming makes the same cases ahead.
     pub(crate) fn cases_of(
         &self,
         kernel: &Kernel,
         precision: Precision,
         preset: Preset,
         mode: Mode,
+        secret: u64,
     ) -> Vec<Case> {
         let config = &self.config;
         let mut cases = vec![cases::public(kernel, precision, preset, config.public_seed)];
@@ -93,7 +126,7 @@ impl Judge {
                 kernel,
                 precision,
                 preset,
-                config.secret,
+                secret,
                 config.hidden_cases,
             ));
         }
@@ -107,11 +140,12 @@ impl Judge {
         prepared: &Prepared<'_>,
         baseline: Option<&Built>,
         mode: Mode,
+        secret: u64,
         slot: &Slot,
         mut verdict: Verdict,
     ) -> Verdict {
         let (kernel, precision) = (prepared.kernel, prepared.precision);
-        let cases = self.cases_of(kernel, precision, prepared.preset, mode);
+        let cases = self.cases_of(kernel, precision, prepared.preset, mode, secret);
         let mut data = Vec::new();
         for case in &cases {
             match self.case_data(kernel, case).await {
@@ -138,7 +172,7 @@ impl Judge {
             Ok(p) => p,
             Err(e) => return fail(verdict, Status::HarnessError, e.to_string()),
         };
-        let read = marks.resolve(&data);
+        let read = marks.resolve(&data, &[]);
         let extras = Extras {
             expected: Some(Expected::of(&read, kernel.tolerance(precision))),
             ..Extras::default()

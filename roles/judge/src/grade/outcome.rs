@@ -28,6 +28,9 @@ pub(crate) struct Checked<'a> {
 pub(crate) struct Read<'a> {
     pub public: Checked<'a>,
     pub held_out: Vec<Checked<'a>>,
+    /// Checks whose calls are the timed ones (without pairs: timed against
+    /// NumPy), each on a secret input set of the grade.
+    pub timed: Vec<Checked<'a>>,
     /// Steps whose digests must equal the public step's.
     pub repeats: &'a [usize],
 }
@@ -46,7 +49,7 @@ pub(crate) fn judge_outcome(
         verdict.stderr_tail = outcome.stderr_tail.clone();
     }
     verdict.isolation = isolation(outcome);
-    let measured = timings(verdict, outcome, read.public.step);
+    let measured = timings(verdict, outcome, read);
     judge_answers(verdict, read, outcome, mode);
     if let (Status::Ok, Some(s)) = (verdict.status, measured) {
         verdict.speedup = Some(s.median);
@@ -77,6 +80,9 @@ fn isolation(outcome: &RunOutcome) -> String {
     if !isolation.seccomp {
         missing.push("no seccomp filter");
     }
+    if !isolation.held {
+        missing.push("stopped between calls by signals it can undo (no ptrace)");
+    }
     if missing.is_empty() {
         "full".into()
     } else {
@@ -97,10 +103,22 @@ fn judge_answers(verdict: &mut Verdict, read: &Read<'_>, outcome: &RunOutcome, m
         let message = public.message.unwrap_or_else(|| "wrong result".into());
         return set(verdict, Status::Incorrect, message);
     }
-    let mismatch = outcome.events.iter().find_map(|e| match e {
-        Event::Mismatch { message } => Some(message),
-        _ => None,
-    });
+    let mismatch = outcome
+        .events
+        .iter()
+        .find_map(|e| match e {
+            Event::Mismatch { message } => Some(message.clone()),
+            _ => None,
+        })
+        .or_else(|| {
+            read.timed.iter().find_map(|checked| {
+                let compared = compare_case(checked, outcome);
+                (!compared.correct).then(|| {
+                    let why = compared.message.unwrap_or_else(|| "a wrong result".into());
+                    format!("on a timed call with the grade's own inputs: {why}")
+                })
+            })
+        });
     if let Some(message) = mismatch {
         // Wrong on the timed calls' fresh inputs: for Submit, at this
         // grade's own sizes too, which a kernel tuned to the public sizes
@@ -116,7 +134,7 @@ fn judge_answers(verdict: &mut Verdict, read: &Read<'_>, outcome: &RunOutcome, m
                            timed calls at this grade's own sizes";
             return set(verdict, Status::Overfit, message);
         }
-        return set(verdict, Status::Incorrect, message.clone());
+        return set(verdict, Status::Incorrect, message);
     }
     verdict.correct = true;
     verdict.message = "correct on the public case".into();
@@ -126,8 +144,9 @@ fn judge_answers(verdict: &mut Verdict, read: &Read<'_>, outcome: &RunOutcome, m
 }
 
 /// The submission's and the baseline's times, and the speedup with its
-/// interval, from the timed pairs; without pairs, the public step's calls.
-fn timings(verdict: &mut Verdict, outcome: &RunOutcome, public: usize) -> Option<Speedup> {
+/// interval, from the timed pairs; without pairs, the calls of the timed
+/// checks (timed against NumPy), else of the public step (a profile's).
+fn timings(verdict: &mut Verdict, outcome: &RunOutcome, read: &Read<'_>) -> Option<Speedup> {
     let pairs: Vec<(u64, u64)> = outcome
         .events
         .iter()
@@ -140,11 +159,15 @@ fn timings(verdict: &mut Verdict, outcome: &RunOutcome, public: usize) -> Option
         })
         .collect();
     if pairs.is_empty() {
+        let timed: Vec<usize> = match read.timed.as_slice() {
+            [] => vec![read.public.step],
+            checks => checks.iter().map(|c| c.step).collect(),
+        };
         let calls: Vec<u64> = outcome
             .events
             .iter()
             .filter_map(|e| match e {
-                Event::Call { step, ns } if *step == public => Some(*ns),
+                Event::Call { step, ns } if timed.contains(step) => Some(*ns),
                 _ => None,
             })
             .collect();
@@ -200,7 +223,8 @@ fn run_failure(verdict: &mut Verdict, outcome: &RunOutcome) -> Option<(Status, S
                 if let Some(sig) = signal {
                     verdict.signal = Some(signal_name(*sig));
                 }
-                return Some(candidate_ended(*code, *signal, *timed_out));
+                let loaded = outcome.events.contains(&Event::Loaded);
+                return Some(candidate_ended(*code, *signal, *timed_out, loaded));
             }
             Event::InputModified { array, .. } => {
                 return Some((
@@ -239,7 +263,19 @@ fn candidate_failed(stage: &str, message: &str) -> (Status, String) {
     }
 }
 
-fn candidate_ended(code: Option<i32>, signal: Option<i32>, timed_out: bool) -> (Status, String) {
+fn candidate_ended(
+    code: Option<i32>,
+    signal: Option<i32>,
+    timed_out: bool,
+    loaded: bool,
+) -> (Status, String) {
+    if timed_out && !loaded {
+        return (
+            Status::Timeout,
+            "its library did not finish loading within 30 s (its initializers ran or stalled)"
+                .into(),
+        );
+    }
     if timed_out {
         return (
             Status::Timeout,
@@ -343,12 +379,12 @@ fn failed(message: String) -> Comparison {
 }
 
 /// What a run's checks are held to: each checked step's output arrays and
-/// the files of their reference answers. It compares an output as the run
-/// sends it back ([`Verifier`]), against the reference's file mapped
-/// rather than read: at L both are gigabytes.
+/// the files of their reference answers, within the kernel's tolerance (a
+/// timed check within twice it, as a timed pair's calls are). It compares
+/// an output as the run sends it back ([`Verifier`]), against the
+/// reference's file mapped rather than read: at L both are gigabytes.
 pub(crate) struct Expected {
-    steps: HashMap<usize, Vec<ExpectedArray>>,
-    tolerance: Tolerance,
+    steps: HashMap<usize, (Vec<ExpectedArray>, Tolerance)>,
 }
 
 struct ExpectedArray {
@@ -361,9 +397,15 @@ struct ExpectedArray {
 impl Expected {
     /// The answers of `read`'s steps, within `tolerance`.
     pub(crate) fn of(read: &Read<'_>, tolerance: Tolerance) -> Arc<dyn Verifier> {
+        let timed = read
+            .timed
+            .iter()
+            .map(|checked| (checked, tolerance.doubled()));
         let steps = std::iter::once(&read.public)
             .chain(&read.held_out)
-            .map(|checked| {
+            .map(|checked| (checked, tolerance))
+            .chain(timed)
+            .map(|(checked, tolerance)| {
                 let (inputs, reference) = checked.data;
                 let arrays = inputs
                     .arrays
@@ -378,16 +420,17 @@ impl Expected {
                         })
                     })
                     .collect();
-                (checked.step, arrays)
+                (checked.step, (arrays, tolerance))
             })
             .collect();
-        Arc::new(Expected { steps, tolerance })
+        Arc::new(Expected { steps })
     }
 }
 
 impl Verifier for Expected {
     fn verify(&self, step: usize, array: &str, actual: &[u8]) -> Option<Comparison> {
-        let expected = self.steps.get(&step)?.iter().find(|a| a.name == array)?;
+        let (arrays, tolerance) = self.steps.get(&step)?;
+        let expected = arrays.iter().find(|a| a.name == array)?;
         let reference = match map_file(&expected.reference) {
             Ok(mapped) => mapped,
             Err(e) => return Some(failed(format!("reference output {array}: {e}"))),
@@ -400,7 +443,7 @@ impl Verifier for Expected {
                 actual,
                 expected: reference.as_deref().unwrap_or_default(),
             },
-            self.tolerance,
+            *tolerance,
         ))
     }
 }
@@ -452,6 +495,7 @@ mod tests {
                 data: &data,
             },
             held_out: Vec::new(),
+            timed: Vec::new(),
             repeats: &[],
         };
         let expected = Expected::of(&read, Tolerance::scaled(1e-9, 1e-12));
@@ -466,5 +510,41 @@ mod tests {
         let gone = expected.verify(2, "y", &f64s(&[1.0, 2.0, 3.0])).unwrap();
         assert!(!gone.correct);
         assert!(gone.message.unwrap().contains("reference output y"));
+    }
+
+    #[test]
+    fn a_timed_check_is_held_to_twice_the_tolerance() {
+        let dir = tempfile::tempdir().unwrap();
+        let reference = dir.path().join("y.bin");
+        std::fs::write(&reference, f64s(&[1.0, 2.0])).unwrap();
+        let data = (
+            CaseInputs::for_test(vec![ArrayData {
+                name: "y".into(),
+                dtype: DType::F64,
+                role: Role::Out,
+                shape: vec![2],
+                elements: 2,
+                input: None,
+            }]),
+            Reference {
+                outputs: [("y".to_string(), reference)].into(),
+            },
+        );
+        let checked = |step| Checked { step, data: &data };
+        let read = Read {
+            public: checked(0),
+            held_out: vec![checked(1)],
+            timed: vec![checked(2)],
+            repeats: &[],
+        };
+        let expected = Expected::of(&read, Tolerance::plain(1e-9, 0.0));
+        // Off by 1.5e-9 of itself: beyond the tolerance, within twice it.
+        let off = f64s(&[1.0, 2.0 * (1.0 + 1.5e-9)]);
+        for (step, within) in [(0, false), (1, false), (2, true)] {
+            let compared = expected.verify(step, "y", &off).unwrap();
+            assert_eq!(compared.correct, within, "step {step}: {compared:?}");
+        }
+        let wrong = expected.verify(2, "y", &f64s(&[1.0, 2.1])).unwrap();
+        assert!(!wrong.correct);
     }
 }

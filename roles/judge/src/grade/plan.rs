@@ -8,9 +8,10 @@
 //! agree to the bit). Pairs come first, so the baseline's time bounds
 //! every later call of the submission (20 times it, at least half a second).
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use crate::corpus::{DType, Kernel, Precision, ScalarValue, SizeError, Sizes, abi};
+use crate::corpus::{DType, Init, Kernel, Precision, ScalarValue, SizeError, Sizes, abi};
 use crate::data::{CaseInputs, Reference};
 use crate::runner::protocol::{ArraySpec, RunArg, Step};
 use crate::timing::StopRule;
@@ -39,6 +40,9 @@ pub(crate) struct Planner<'a> {
     /// Whether each case says its own shapes and scalar values (a corpus
     /// whose generator decides them), rather than the kernel at its sizes.
     pub per_case: bool,
+    /// How timed pairs draw an array, by name, where not as the kernel
+    /// says (a corpus whose draw depends on the shapes a call passes).
+    pub draws: BTreeMap<String, Init>,
 }
 
 impl<'a> Planner<'a> {
@@ -49,6 +53,7 @@ impl<'a> Planner<'a> {
             calls: Vec::new(),
             steps: Vec::new(),
             per_case: false,
+            draws: BTreeMap::new(),
         }
     }
 
@@ -84,15 +89,46 @@ impl<'a> Planner<'a> {
         self.calls.len() - 1
     }
 
-    /// Timed pairs on fresh copies of `case`'s inputs.
-    pub fn pairs_on(&mut self, case: &CaseInputs, stop: StopRule) -> Result<(), PlanError> {
+    /// Timed pairs draw each array named in `draws` so.
+    pub fn draw_as(&mut self, draws: BTreeMap<String, Init>) {
+        self.draws = draws;
+    }
+
+    /// Timed pairs with `case`'s shapes and scalars, on inputs drawn anew
+    /// for every pair from `seed` (see [`Self::draw_as`]).
+    pub fn pairs_drawn_on(
+        &mut self,
+        case: &CaseInputs,
+        seed: [u8; 32],
+        stop: StopRule,
+    ) -> Result<(), PlanError> {
         let call = self.call_of(case)?;
+        self.steps.push(Step::Pairs {
+            call,
+            seed,
+            stop,
+            tolerance: self.kernel.tolerance(self.precision),
+            sets: Vec::new(),
+        });
+        Ok(())
+    }
+
+    /// Timed pairs, each on copies of the next of `sets` (of one shape: the
+    /// first's call), the warm-up on the first.
+    pub fn pairs_on(&mut self, sets: &[&CaseInputs], stop: StopRule) -> Result<(), PlanError> {
+        let Some(first) = sets.first() else {
+            return Ok(());
+        };
+        let call = self.call_of(first)?;
         self.steps.push(Step::Pairs {
             call,
             seed: [0; 32],
             stop,
             tolerance: self.kernel.tolerance(self.precision),
-            inputs: Some(input_files(self.kernel, case)),
+            sets: sets
+                .iter()
+                .map(|set| input_files(self.kernel, set))
+                .collect(),
         });
         Ok(())
     }
@@ -110,7 +146,7 @@ impl<'a> Planner<'a> {
             seed,
             stop,
             tolerance: self.kernel.tolerance(self.precision),
-            inputs: None,
+            sets: Vec::new(),
         });
         Ok(())
     }
@@ -176,7 +212,7 @@ impl<'a> Planner<'a> {
                 name: a.name.clone(),
                 dtype: a.elem.resolve(self.precision),
                 role: a.role,
-                init: a.init,
+                init: self.draws.get(&a.name).copied().unwrap_or(a.init),
             })
             .collect()
     }
@@ -348,6 +384,7 @@ pub(crate) fn checks_after_public<'a>(
         Marks {
             public: public.step,
             held_out,
+            timed: Vec::new(),
             repeats,
         },
     ))
@@ -366,12 +403,19 @@ pub(crate) struct Public {
 pub(crate) struct Marks {
     pub public: usize,
     pub held_out: Vec<usize>,
+    /// Checks whose calls are the timed ones (timed against NumPy).
+    pub timed: Vec<usize>,
     pub repeats: Vec<usize>,
 }
 
 impl Marks {
-    /// The steps with the cases they ran (`data` in case order, public first).
-    pub(crate) fn resolve<'a>(&'a self, data: &'a [(CaseInputs, Reference)]) -> Read<'a> {
+    /// The steps with the cases they ran (`data` in case order, public
+    /// first; `timed`, the sets of the timed checks, in order).
+    pub(crate) fn resolve<'a>(
+        &'a self,
+        data: &'a [(CaseInputs, Reference)],
+        timed: &'a [(CaseInputs, Reference)],
+    ) -> Read<'a> {
         Read {
             public: Checked {
                 step: self.public,
@@ -381,6 +425,12 @@ impl Marks {
                 .held_out
                 .iter()
                 .zip(&data[1..])
+                .map(|(&step, data)| Checked { step, data })
+                .collect(),
+            timed: self
+                .timed
+                .iter()
+                .zip(timed)
                 .map(|(&step, data)| Checked { step, data })
                 .collect(),
             repeats: &self.repeats,

@@ -77,6 +77,10 @@ impl Judge {
                             "compilation failed (see the build log)",
                         )));
                     }
+                    Err(BuildError::Refused(why)) => {
+                        verdict.build_log_tail = why.clone();
+                        return Ok(Err(fail(verdict, Status::BuildError, why)));
+                    }
                     Err(e @ BuildError::TimedOut(_)) => {
                         return Ok(Err(fail(verdict, Status::BuildError, e.to_string())));
                     }

@@ -81,7 +81,8 @@ impl Judge {
             None => None,
         };
         let timed = baseline.is_some();
-        let cpus = slot.cpus.len().max(1) as u64;
+        let runner_cpus = slot.runner_cpus();
+        let cpus = runner_cpus.len() as u64;
         let buffers: u64 = (0..planner.calls.len())
             .flat_map(|call| planner.array_bytes(call, false))
             .sum();
@@ -100,7 +101,7 @@ impl Judge {
                 } + 2 * cpus
                     + 64,
             ),
-            cpus: slot.cpus.clone(),
+            cpus: runner_cpus.clone(),
         };
         let output_bytes = planner.output_bytes();
         let request = Request {
@@ -116,6 +117,8 @@ impl Judge {
             run_as,
             limits,
             namespaces: self.isolation.namespaces.is_ok(),
+            trace: self.isolation.hold.is_ok(),
+            timing_lock: self.timing_lock.clone().filter(|_| timed),
             budget: CALL_BUDGET,
             papi_events: extras.papi_events,
         };
@@ -126,10 +129,7 @@ impl Judge {
             env: run_env(&sandbox, slot, prepared.language),
             timeout,
             output_bytes,
-            // The supervisor works where the runners call from (see
-            // `RunnerSetup::main_cpu`).
-            cpus: slot.cpus.iter().take(1).copied().collect(),
-            lock: self.timing_lock.as_ref().filter(|_| timed),
+            cpus: vec![slot.supervisor],
             verifier: extras.expected,
         })
         .await?;
@@ -169,10 +169,12 @@ fn run_env(sandbox: &Path, slot: &Slot, language: Language) -> Vec<(String, Stri
         ("LC_ALL".to_string(), "C".to_string()),
         (
             "OMP_NUM_THREADS".to_string(),
-            slot.cpus.len().max(1).to_string(),
+            slot.runner_cpus().len().to_string(),
         ),
-        ("OMP_PROC_BIND".to_string(), "close".to_string()),
-        ("OMP_PLACES".to_string(), "cores".to_string()),
+        // Threads are not bound to CPUs: a run may not set its own
+        // (seccomp), since it could pick the supervisor's. They run on
+        // the runner's CPUs, where the kernel places them.
+        ("OMP_PROC_BIND".to_string(), "false".to_string()),
         // Idle OpenMP threads must not burn the slot's cores between calls.
         ("OMP_WAIT_POLICY".to_string(), "passive".to_string()),
         // glibc reserves 64 MiB of address space per thread arena otherwise.
@@ -221,6 +223,7 @@ mod tests {
         let slot = Slot {
             index: 0,
             cpus: vec![0],
+            supervisor: 0,
             gpu: Some(gpu),
         };
         run_env(Path::new("/sandbox"), &slot, language)

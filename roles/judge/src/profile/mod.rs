@@ -109,6 +109,7 @@ impl Judge {
                 data: &data,
             },
             held_out: Vec::new(),
+            timed: Vec::new(),
             repeats: &[],
         };
         let tolerance = prepared.kernel.tolerance(prepared.precision);

@@ -1,22 +1,30 @@
 //! A runner as the supervisor holds it: started in namespaces of its own,
-//! stopped whenever it is not making a call, and timed from outside.
+//! held stopped whenever it is not making a call, and timed from outside.
 //!
-//! A call: the supervisor writes which argument list to use on the runner's
-//! call channel while it is stopped, reads the clock, and continues it (SIGCONT).
-//! The runner calls the kernel and writes a byte on its report channel. The
-//! supervisor then stops it (SIGSTOP) and reads the clock once the kernel
-//! reports every thread of the runner stopped (`waitpid`). Work a thread of
-//! the submission does before the stop is inside the time; after it,
-//! nothing runs until the next call. Nothing in the runner's address space
-//! decides a time: a byte written early only stops the call early, with
-//! whatever outputs it has by then, and a runner that stops itself only
-//! waits for its deadline.
+//! A call: the supervisor reads the clock, writes which argument list to
+//! use on the runner's call channel and continues every thread of it. The
+//! runner calls the kernel and writes a byte on its report channel. The
+//! supervisor then stops every thread and reads the clock once all are
+//! stopped. Work a thread of the submission does before the stop is inside
+//! the time; after it, nothing runs until the next call: the stop is a
+//! ptrace-stop ([`Hold`]), which no signal the runner arranges for itself
+//! ends. Nothing in the runner's address space decides a time: a byte
+//! written early only stops the call early, with whatever outputs it has
+//! by then, and a runner that stops itself only waits for its deadline.
+//!
+//! Every read and write here has a deadline, and the supervisor's ends of
+//! the channels never block: a runner that stops reading its calls, or
+//! writes half a report and stalls, is timed out, never waited for. Its
+//! channels are pipes no one may open by path (mode 0): the runner cannot
+//! reopen its end through `/proc/self/fd` to get the other end and fill it.
 
 use std::fs::File;
 use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, OwnedFd};
+use std::rc::Rc;
 use std::time::{Duration, Instant};
 
+use hpcagent_sandbox::hold::{ChildSignals, Hold, Lost};
 use hpcagent_sandbox::limits::Limits;
 use hpcagent_sandbox::namespaces::{NamespaceError, Spawn, describe_start_failure};
 
@@ -49,8 +57,10 @@ pub struct Child {
     /// Its call channel: which call to make next (closed to end its calls).
     calls: Option<File>,
     report: File,
+    hold: Hold,
+    /// This process's children's events.
+    events: Rc<ChildSignals>,
     phase: Phase,
-    reaped: bool,
 }
 
 /// Whose code a runner is running: what it reports means only as much.
@@ -96,28 +106,37 @@ pub struct Start<'a> {
     pub output: (i32, i32),
     pub limits: &'a Limits,
     pub namespaces: bool,
+    /// Held by ptrace; `false` only where the operator allowed weaker
+    /// isolation and ptrace is refused (then by signals, which it can undo).
+    pub trace: bool,
+    pub events: &'a Rc<ChildSignals>,
 }
 
 /// Why a runner could not be started.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
     #[error("pipe: {0}")]
-    Pipe(nix::Error),
+    Pipe(std::io::Error),
     #[error("NUL in {0:?}")]
     Nul(String),
     #[error(transparent)]
     Spawn(#[from] NamespaceError),
     #[error(transparent)]
     Setup(#[from] serde_json::Error),
+    #[error("cannot hold the runner: {0}")]
+    Hold(#[from] hpcagent_sandbox::hold::HoldError),
+    #[error("the runner did not take its setup: {0}")]
+    Send(std::io::Error),
 }
 
 impl Child {
-    /// Starts a runner and sends it its setup; it is running until [`ready`].
+    /// Starts a runner, holds it, and sends it its setup; it is running
+    /// until [`ready`].
     ///
     /// [`ready`]: Child::ready
     pub fn start(setup: &RunnerSetup, start: &Start) -> Result<Child, StartError> {
-        let (calls_r, calls_w) = pipe()?;
-        let (report_r, report_w) = pipe()?;
+        let (calls_r, calls_w) = pipe(1)?;
+        let (report_r, report_w) = pipe(0)?;
         let c = |s: &str| std::ffi::CString::new(s).map_err(|_| StartError::Nul(s.to_string()));
         let spawn = Spawn {
             program: c(&start.exe.display().to_string())?,
@@ -146,6 +165,15 @@ impl Child {
         let started = spawn.start()?;
         // The runner holds its ends now; ours would keep its channel open.
         drop((calls_r, report_w));
+        // Seized before the setup goes out: until the runner has it, only
+        // its own code runs, on one thread.
+        let (hold, refused) = match start.trace {
+            true => match Hold::seize(started.pid) {
+                Ok(hold) => (hold, None),
+                Err(e) => (Hold::signals(started.pid), Some(e)),
+            },
+            false => (Hold::signals(started.pid), None),
+        };
         let mut child = Child {
             pid: started.pid,
             init: started.init,
@@ -153,16 +181,32 @@ impl Child {
             walked: false,
             calls: Some(File::from(calls_w)),
             report: File::from(report_r),
+            hold,
+            events: start.events.clone(),
             phase: Phase::Starting,
-            reaped: false,
         };
+        if let Some(e) = refused {
+            child.kill(Gone::TimedOut);
+            return Err(e.into());
+        }
         let mut text = serde_json::to_vec(setup)?;
         text.push(b'\n');
-        // A runner that died at once closed its stdin: `ready` says why.
-        if let Some(calls) = &mut child.calls {
-            let _ = calls.write_all(&text);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        if let Some(calls) = &child.calls
+            && let Err(e) = write_within(calls, &text, deadline)
+        {
+            // A runner that died at once closed its end: `ready` says why.
+            if e.kind() != std::io::ErrorKind::BrokenPipe {
+                child.kill(Gone::TimedOut);
+                return Err(StartError::Send(e));
+            }
         }
         Ok(child)
+    }
+
+    /// Whether the runner is held by ptrace (it cannot end its stops).
+    pub fn traced(&self) -> bool {
+        self.hold.traced()
     }
 
     /// Waits for the runner's reports until it is ready (then stops it) or
@@ -174,16 +218,11 @@ impl Child {
     ) -> Result<(), Gone> {
         let deadline = Instant::now() + within;
         loop {
-            if !wait_readable(
-                &self.report,
-                deadline.saturating_duration_since(Instant::now()),
-            ) {
-                return Err(self.kill(Gone::TimedOut));
-            }
-            match read_frame::<Report>(&mut self.report, 0) {
+            let report = read_frame::<Report>(&mut self.reading(deadline), 0);
+            match report {
                 Ok(Some((Report::Ready, _))) if self.phase == Phase::Loading => {
                     self.phase = Phase::Calling;
-                    return self.stop();
+                    return self.stop(deadline);
                 }
                 Ok(Some((report @ Report::Confined { .. }, _)))
                     if self.phase == Phase::Starting =>
@@ -198,34 +237,47 @@ impl Child {
                     };
                     return Err(self.kill(gone));
                 }
+                Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {
+                    return Err(self.kill(Gone::TimedOut));
+                }
                 // Out of order, closed, or garbage: broken or tampered with.
                 _ => return Err(self.ended()),
             }
         }
     }
 
-    /// Makes call `index` within `budget`; its time, from continuing the
-    /// runner to every thread of it stopped.
+    /// Makes call `index` within `budget`; its time, from before anything
+    /// can wake the runner to every thread of it stopped.
     pub fn call(&mut self, index: u32, budget: Duration) -> Result<Duration, Gone> {
-        let sent = self
-            .calls
-            .as_mut()
-            .map(|c| c.write_all(&index.to_le_bytes()));
-        if !matches!(sent, Some(Ok(()))) {
-            return Err(self.ended());
-        }
         let start = Instant::now();
-        self.signal(libc::SIGCONT);
-        if !wait_readable(&self.report, budget) {
-            return Err(self.kill(Gone::TimedOut));
+        let deadline = start + budget;
+        // The runner is stopped: a channel it cannot take four bytes on
+        // is one it filled itself, and never drains.
+        match self
+            .calls
+            .as_ref()
+            .map(|c| (&*c).write(&index.to_le_bytes()))
+        {
+            Some(Ok(4)) => {}
+            Some(Ok(_)) => return Err(self.kill(Gone::TimedOut)),
+            Some(Err(e)) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                return Err(self.kill(Gone::TimedOut));
+            }
+            _ => return Err(self.ended()),
         }
+        self.hold.resume();
         let mut byte = [0u8; 1];
-        match self.report.read(&mut byte) {
+        let mut reading = self.reading(deadline);
+        // Looked for without sleeping at first (see `hold::SPIN`): the
+        // supervisor's own CPU has nothing else to do meanwhile.
+        reading.spin_until = Some(Instant::now() + hpcagent_sandbox::hold::SPIN);
+        match reading.read(&mut byte) {
             Ok(1) if byte[0] == FAILED => {
-                let failure = match read_frame::<Report>(&mut self.report, 0) {
+                let failure = match read_frame::<Report>(&mut self.reading(deadline), 0) {
                     Ok(Some((Report::Failed { stage, message }, _))) => {
                         charged(stage, message, CALL_STAGES, "call")
                     }
+                    Err(e) if e.kind() == std::io::ErrorKind::TimedOut => Gone::TimedOut,
                     _ => return Err(self.ended()),
                 };
                 Err(self.kill(failure))
@@ -233,9 +285,10 @@ impl Child {
             // DONE, or any byte the submission wrote: either way the call
             // is over as far as the clock is concerned.
             Ok(1) => {
-                self.stop()?;
+                self.stop(deadline.max(Instant::now() + STOP))?;
                 Ok(start.elapsed())
             }
+            Err(e) if e.kind() == std::io::ErrorKind::TimedOut => Err(self.kill(Gone::TimedOut)),
             _ => Err(self.ended()),
         }
     }
@@ -246,73 +299,72 @@ impl Child {
     pub fn finish(mut self, within: Duration) -> Vec<Report> {
         // Closing our end of its call channel is the EOF it waits for.
         self.calls = None;
-        self.signal(libc::SIGCONT);
-        let mut reports = Vec::new();
+        self.hold.resume();
         let deadline = Instant::now() + within;
-        while wait_readable(
-            &self.report,
-            deadline.saturating_duration_since(Instant::now()),
-        ) {
-            match read_frame::<Report>(&mut self.report, 0) {
-                Ok(Some((report, _))) => reports.push(report),
-                _ => break,
-            }
+        let mut reports = Vec::new();
+        while let Ok(Some((report, _))) = read_frame::<Report>(&mut self.reading(deadline), 0) {
+            reports.push(report);
         }
         // Its channel closes before its exit has flushed what it printed.
-        while !self.reaped && Instant::now() < deadline {
-            // SAFETY: waits for our own child without blocking.
-            if unsafe { libc::waitpid(self.pid, std::ptr::null_mut(), libc::WNOHANG) } == self.pid {
-                self.reaped = true;
-            } else {
-                std::thread::sleep(Duration::from_millis(2));
-            }
-        }
+        self.exit_within(deadline);
         self.kill(Gone::TimedOut);
         reports
     }
 
-    /// Stops the runner and waits until all its threads are stopped.
-    fn stop(&mut self) -> Result<(), Gone> {
-        self.signal(libc::SIGSTOP);
-        let mut status = 0;
-        // SAFETY: waits for our own child.
-        let r = unsafe { libc::waitpid(self.pid, &mut status, libc::WUNTRACED) };
-        if r == self.pid && libc::WIFSTOPPED(status) {
-            return Ok(());
+    /// A reader of the runner's report channel that waits for it until
+    /// `deadline` (then fails with `TimedOut`), servicing the runner's
+    /// threads meanwhile.
+    fn reading(&mut self, deadline: Instant) -> Reading<'_> {
+        Reading {
+            report: &self.report,
+            hold: &mut self.hold,
+            events: &self.events,
+            deadline,
+            spin_until: None,
         }
-        self.reaped = r == self.pid;
-        Err(self.kill(gone(status, self.phase)))
+    }
+
+    /// Stops every thread of the runner by `deadline`.
+    fn stop(&mut self, deadline: Instant) -> Result<(), Gone> {
+        let within = deadline.saturating_duration_since(Instant::now());
+        match self.hold.stop(&self.events, within) {
+            Ok(()) => Ok(()),
+            Err(Lost::Ended(status)) => Err(self.kill(gone(status, self.phase))),
+            Err(Lost::TimedOut) => Err(self.kill(Gone::TimedOut)),
+        }
+    }
+
+    /// Waits for the runner to exit on its own until `deadline`.
+    fn exit_within(&mut self, deadline: Instant) -> Option<i32> {
+        loop {
+            if let Some(status) = self.hold.service() {
+                return Some(status);
+            }
+            self.events.wait(None, deadline).ok()?;
+        }
     }
 
     /// The runner's end, once it has closed its channels: it exits, or it
     /// is killed within a few seconds (a submission may close the channel
     /// and stay).
     fn ended(&mut self) -> Gone {
-        let deadline = Instant::now() + Duration::from_secs(5);
-        let mut status = 0;
-        while !self.reaped && Instant::now() < deadline {
-            // SAFETY: waits for our own child without blocking.
-            if unsafe { libc::waitpid(self.pid, &mut status, libc::WNOHANG) } == self.pid {
-                self.reaped = true;
-                return gone(status, self.phase);
+        self.hold.resume();
+        match self.exit_within(Instant::now() + Duration::from_secs(5)) {
+            Some(status) => {
+                let gone = gone(status, self.phase);
+                self.kill(gone)
             }
-            std::thread::sleep(Duration::from_millis(2));
+            None => self.kill(Gone::Ended {
+                code: None,
+                signal: Some(libc::SIGKILL),
+            }),
         }
-        self.kill(Gone::Ended {
-            code: None,
-            signal: Some(libc::SIGKILL),
-        })
     }
 
     /// Kills the runner and its namespace's init (and so everything in
     /// its PID namespace), reaps them, and returns `why`.
     pub fn kill(&mut self, why: Gone) -> Gone {
-        if !self.reaped {
-            self.signal(libc::SIGKILL);
-            // SAFETY: reaps our own child.
-            unsafe { libc::waitpid(self.pid, std::ptr::null_mut(), 0) };
-            self.reaped = true;
-        }
+        self.hold.kill();
         if let Some(init) = self.init.take() {
             // SAFETY: kills and reaps our own child, the namespace's init.
             unsafe {
@@ -331,11 +383,51 @@ impl Child {
         }
         why
     }
+}
 
-    fn signal(&self, signal: i32) {
-        if !self.reaped {
-            // SAFETY: kill(2) on our own, not yet reaped, child.
-            unsafe { libc::kill(self.pid, signal) };
+/// The longest a runner's threads may take to stop after a call returned.
+const STOP: Duration = Duration::from_secs(5);
+
+/// The runner's report channel, read with a deadline.
+struct Reading<'a> {
+    report: &'a File,
+    hold: &'a mut Hold,
+    events: &'a ChildSignals,
+    deadline: Instant,
+    /// Until when to look without sleeping.
+    spin_until: Option<Instant>,
+}
+
+impl Read for Reading<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        loop {
+            match self.report.read(buf) {
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                done => return done,
+            }
+            if self
+                .spin_until
+                .is_some_and(|t| Instant::now() < t.min(self.deadline))
+            {
+                if self.events.pending() {
+                    self.hold.service();
+                }
+                std::hint::spin_loop();
+                continue;
+            }
+            match self
+                .events
+                .wait(Some(self.report.as_raw_fd()), self.deadline)
+            {
+                Ok(true) => {}
+                // A new thread, a signal, an exit: the channel closes when
+                // the runner has ended, and the read above says so.
+                Ok(false) => {
+                    self.hold.service();
+                }
+                Err(_) => return Err(std::io::ErrorKind::TimedOut.into()),
+            }
         }
     }
 }
@@ -369,32 +461,48 @@ fn gone(status: i32, phase: Phase) -> Gone {
     }
 }
 
-fn pipe() -> Result<(OwnedFd, OwnedFd), StartError> {
-    nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(StartError::Pipe)
+/// A pipe whose ends only their descriptors reach: mode 0, so a runner
+/// cannot open its channel anew through `/proc/self/fd` (for the other
+/// end); it may not change the mode back (seccomp). The end `ours` (0 the
+/// reading one, 1 the writing one) never blocks; the runner's does.
+fn pipe(ours: usize) -> Result<(OwnedFd, OwnedFd), StartError> {
+    let (r, w) =
+        nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| StartError::Pipe(e.into()))?;
+    let mine = if ours == 0 { &r } else { &w };
+    // SAFETY: fchmod and fcntl on descriptors we own (a pipe's ends share its inode).
+    let set = unsafe {
+        libc::fchmod(r.as_raw_fd(), 0) == 0
+            && libc::fcntl(mine.as_raw_fd(), libc::F_SETFL, libc::O_NONBLOCK) == 0
+    };
+    if !set {
+        return Err(StartError::Pipe(std::io::Error::last_os_error()));
+    }
+    Ok((r, w))
 }
 
-/// Whether `file` has something to read (or was closed) within `timeout`.
-fn wait_readable(file: &File, timeout: Duration) -> bool {
-    let deadline = Instant::now() + timeout;
-    loop {
-        let mut poll = libc::pollfd {
-            fd: file.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        let left = deadline.saturating_duration_since(Instant::now());
-        let ms = left.as_millis().min(i32::MAX as u128) as i32;
-        // SAFETY: one pollfd on the stack.
-        let r = unsafe { libc::poll(&mut poll, 1, ms) };
-        if r > 0 {
-            return true;
-        }
-        if r == 0 || std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
-            // A timeout that fell short of its millisecond by rounding: once more.
-            if r == 0 && Instant::now() < deadline {
-                continue;
+/// Writes all of `bytes` to `file` (non-blocking) by `deadline`.
+fn write_within(file: &File, bytes: &[u8], deadline: Instant) -> std::io::Result<()> {
+    let mut left = bytes;
+    while !left.is_empty() {
+        match (&*file).write(left) {
+            Ok(n) => left = &left[n..],
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                let mut poll = libc::pollfd {
+                    fd: file.as_raw_fd(),
+                    events: libc::POLLOUT,
+                    revents: 0,
+                };
+                let ms = deadline
+                    .saturating_duration_since(Instant::now())
+                    .as_millis();
+                // SAFETY: one pollfd on the stack.
+                if unsafe { libc::poll(&mut poll, 1, ms.min(i32::MAX as u128) as i32) } == 0 {
+                    return Err(std::io::ErrorKind::TimedOut.into());
+                }
             }
-            return false;
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
         }
     }
+    Ok(())
 }

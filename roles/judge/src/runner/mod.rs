@@ -43,8 +43,12 @@ pub enum Entry {
     Supervisor,
     /// `judge exec --runner`: a runner.
     Runner,
-    /// `judge exec --probe`: whether runs can have namespaces of their own here.
+    /// `judge exec --probe`: whether runs can have namespaces of their own
+    /// here, and be held by ptrace.
     Probe,
+    /// `judge exec --compile SETUP COMPILER ARGS...`: a compiler in walls
+    /// of its own ([`crate::build::confined`]).
+    Compile,
 }
 
 /// A runner's whole command line, its name first.
@@ -57,6 +61,7 @@ pub fn entry(args: &[std::ffi::OsString]) -> Option<Entry> {
         ["judge", "exec"] => Some(Entry::Supervisor),
         ["judge", "exec", "--runner"] => Some(Entry::Runner),
         ["judge", "exec", "--probe"] => Some(Entry::Probe),
+        ["judge", "exec", "--compile", _, _, ..] => Some(Entry::Compile),
         _ => None,
     }
 }
@@ -66,38 +71,50 @@ pub fn run_entry(entry: Entry) -> i32 {
     match entry {
         Entry::Supervisor => supervisor::main(&mut std::io::stdin().lock()),
         Entry::Runner => process::main(),
+        Entry::Compile => crate::build::confined::main(),
         Entry::Probe => {
             let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("/proc/self/exe"));
-            match hpcagent_sandbox::namespaces::probe(&exe) {
-                Ok(()) => 0,
-                Err(why) => {
-                    println!("{why}");
-                    1
-                }
-            }
+            // In the namespaces a supervisor has, when it can have them.
+            let namespaces = hpcagent_sandbox::namespaces::probe(&exe).map_err(|e| e.to_string());
+            let hold = hpcagent_sandbox::hold::probe().map_err(|e| e.to_string());
+            let line = |found: Result<(), String>| found.err().unwrap_or_else(|| "ok".into());
+            println!("{}\n{}", line(namespaces), line(hold));
+            0
         }
     }
 }
 
-/// Whether runs started by `exe` here can have namespaces of their own, and
-/// why not: the probe entry, in a process of its own (it must be
-/// single-threaded to take a user namespace).
-pub fn probe_namespaces(exe: &Path) -> Result<(), String> {
+/// What a probe found: whether runs here can have namespaces of their
+/// own, and be held by ptrace between calls; why not.
+#[derive(Debug, Clone)]
+pub struct Probed {
+    pub namespaces: Result<(), String>,
+    pub hold: Result<(), String>,
+}
+
+/// Probes what runs started by `exe` can have here: the probe entry, in a
+/// process of its own (it must be single-threaded to take a user namespace).
+pub fn probe(exe: &Path) -> Probed {
     let out = std::process::Command::new(exe)
         .args(["judge", "exec", "--probe"])
         .env_clear()
         .stdin(Stdio::null())
-        .output()
-        .map_err(|e| format!("cannot start {}: {e}", exe.display()))?;
-    if out.status.success() {
-        return Ok(());
+        .output();
+    let said = match &out {
+        Ok(out) if out.status.success() => String::from_utf8_lossy(&out.stdout).to_string(),
+        Ok(out) => format!("the probe ended with {}", out.status),
+        Err(e) => format!("cannot start {}: {e}", exe.display()),
+    };
+    let mut lines = said.lines();
+    let mut next = || match lines.next() {
+        Some("ok") => Ok(()),
+        Some(why) => Err(why.to_string()),
+        None => Err(said.trim().to_string()),
+    };
+    Probed {
+        namespaces: next(),
+        hold: next(),
     }
-    let said = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    Err(if said.is_empty() {
-        format!("the probe ended with {}", out.status)
-    } else {
-        said
-    })
 }
 
 /// Holds each output array a check sends back to its answer as it
@@ -145,8 +162,6 @@ pub struct Launch<'a> {
     pub output_bytes: u64,
     /// The CPUs the supervisor runs on (its runners get theirs from the request).
     pub cpus: Vec<usize>,
-    /// The node's timing lock, for a run with timed pairs.
-    pub lock: Option<&'a std::fs::File>,
     /// What the checks' outputs are held to; without one they are read and
     /// dropped.
     pub verifier: Option<Arc<dyn Verifier>>,
@@ -200,19 +215,14 @@ pub async fn launch(launch: Launch<'_>) -> Result<RunOutcome, LaunchError> {
     }
     .install(&mut command);
     let channel = writer.as_raw_fd();
-    let lock = launch.lock.map(|f| f.as_raw_fd()).unwrap_or(-1);
-    // SAFETY: dup2 is async-signal-safe; the copies it makes are not close-on-exec.
+    // SAFETY: dup2 is async-signal-safe; the copy it makes is not close-on-exec.
     unsafe {
         command.pre_exec(move || {
-            if libc::dup2(channel, supervisor::CHANNEL_FD) < 0
-                || (lock >= 0 && libc::dup2(lock, supervisor::LOCK_FD) < 0)
-            {
+            if libc::dup2(channel, supervisor::CHANNEL_FD) < 0 {
                 return Err(std::io::Error::last_os_error());
             }
-            // Nothing else of the judge's (nor what it inherited) goes on:
-            // descriptor 4 is the lock when, and only when, there is one.
-            let first = if lock >= 0 { 5 } else { 4 };
-            hpcagent_sandbox::limits::close_on_exec_from(first);
+            // Nothing else of the judge's (nor what it inherited) goes on.
+            hpcagent_sandbox::limits::close_on_exec_from(supervisor::CHANNEL_FD as u32 + 1);
             Ok(())
         });
     }

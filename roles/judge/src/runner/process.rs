@@ -117,13 +117,6 @@ fn run(calls_in: &mut impl BufRead, report: &mut File) -> Result<(), Failure> {
     default_fault_actions();
     let (library, code) = load(&setup)?;
     let mut calls = Calls::new(&setup, &buffers, device)?;
-    if let Some(cpu) = setup.main_cpu {
-        // Where the supervisor writes the inputs and waits: a call then
-        // starts with them in that core's caches, and its wakeups cross no
-        // CPUs (in a virtual machine a wakeup across vCPUs cost a 230 µs
-        // call 150 µs more, and varied).
-        pin_this_thread(cpu);
-    }
     send(report, &Report::Ready);
     let mut totals: BTreeMap<String, f64> = BTreeMap::new();
     let mut made = 0u32;
@@ -373,16 +366,6 @@ fn region_bytes(setup: &RunnerSetup, region: usize) -> usize {
         })
         .max()
         .unwrap_or(0)
-}
-
-/// Keeps the calling thread on `cpu`.
-pub(in crate::runner) fn pin_this_thread(cpu: usize) {
-    // SAFETY: a zeroed cpu_set_t is empty; CPU_SET bounds-checks.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    // SAFETY: CPU_SET writes one bit of the set it is given, in bounds.
-    unsafe { libc::CPU_SET(cpu, &mut set) };
-    // SAFETY: a stack value of the size passed; 0 is this thread.
-    unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) };
 }
 
 /// Rust's runtime handles SIGSEGV and SIGBUS to report its own stack

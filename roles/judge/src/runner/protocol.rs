@@ -49,6 +49,14 @@ pub struct Request {
     /// Runners get namespaces of their own; `false` only where the
     /// operator allowed weaker isolation.
     pub namespaces: bool,
+    /// Runners are held by ptrace between calls; `false` only where the
+    /// operator allowed weaker isolation (then by signals, which a runner
+    /// can undo).
+    pub trace: bool,
+    /// The node's timing lock, which the supervisor opens itself and holds
+    /// through the timed pairs.
+    #[serde(default)]
+    pub timing_lock: Option<PathBuf>,
     /// How long a call may take.
     pub budget: CallBudget,
     /// PAPI events counted around the submission's calls (profile only).
@@ -110,15 +118,17 @@ pub enum Step {
     /// grade), in alternating order, until `stop` says so. The first pair
     /// warms both up and is not counted. Every pair's outputs are compared
     /// (within twice `tolerance`); the first that differ end the step (not
-    /// the run). With `inputs`, every pair runs on fresh copies of those
-    /// files instead (a corpus whose inputs only its own generator makes).
+    /// the run). With `sets` (a corpus whose inputs only its own generator
+    /// makes), each pair runs on copies of the next set instead, the
+    /// warm-up on the first: no pair sees inputs an earlier one saw, and
+    /// the pairs end when the sets do.
     Pairs {
         call: usize,
         seed: [u8; 32],
         stop: StopRule,
         tolerance: Tolerance,
         #[serde(default)]
-        inputs: Option<Vec<Option<PathBuf>>>,
+        sets: Vec<Vec<Option<PathBuf>>>,
     },
     /// Profile: the submission on known inputs, as many calls as fit in
     /// `seconds` (between `fewest` and `most`).
@@ -156,6 +166,8 @@ pub struct Isolation {
     pub namespaces: bool,
     pub landlock: Enforcement,
     pub seccomp: bool,
+    /// Held between calls by ptrace-stops, which it cannot end.
+    pub held: bool,
 }
 
 /// What the supervisor reports to the judge.
@@ -248,10 +260,6 @@ pub struct RunnerSetup {
     pub readable: Vec<PathBuf>,
     pub run_as: Option<u32>,
     pub papi_events: Vec<String>,
-    /// The CPU the runner's own thread calls the kernel from (the
-    /// supervisor's), set once the library is loaded: its OpenMP runtime
-    /// has by then taken its places from all of the slot's CPUs.
-    pub main_cpu: Option<usize>,
 }
 
 /// Writes one frame. Its head (lengths and event) goes out in one write:

@@ -15,7 +15,6 @@ use crate::corpus::{DType, Init, Role, Tolerance};
 use crate::data::{Draw, seeded_rng};
 use crate::runner::buffers::{Layout, Mapping};
 use crate::runner::canary;
-use crate::runner::process::pin_this_thread;
 use crate::runner::protocol::{Request, RunArg, Side};
 use crate::verify::{self, Output};
 
@@ -178,25 +177,41 @@ impl Run<'_> {
                 continue;
             };
             if !self.files.contains_key(path) {
-                match std::fs::read(path) {
-                    Ok(bytes) => {
-                        self.files.insert(path.clone(), Rc::new(bytes));
-                    }
-                    Err(e) => {
-                        self.over = true;
-                        fail(
-                            self.channel,
-                            Side::Candidate,
-                            "inputs",
-                            format!("{}: {e}", path.display()),
-                        );
-                        return None;
-                    }
-                }
+                let bytes = self.read_file(path)?;
+                self.files.insert(path.clone(), bytes);
             }
             values.push(self.files.get(path).cloned());
         }
         Some(values)
+    }
+
+    /// As [`Self::read_inputs`], keeping nothing once the caller drops it
+    /// (a pair's own input set, read for that pair alone).
+    pub(super) fn read_set(
+        &mut self,
+        inputs: &[Option<PathBuf>],
+    ) -> Option<Vec<Option<Rc<Vec<u8>>>>> {
+        inputs
+            .iter()
+            .map(|path| match path {
+                Some(path) => self.read_file(path).map(Some),
+                None => Some(None),
+            })
+            .collect()
+    }
+
+    /// One input file's bytes; `None` (and the run is over) when it cannot
+    /// be read.
+    fn read_file(&mut self, path: &std::path::Path) -> Option<Rc<Vec<u8>>> {
+        match std::fs::read(path) {
+            Ok(bytes) => Some(Rc::new(bytes)),
+            Err(e) => {
+                self.over = true;
+                let message = format!("{}: {e}", path.display());
+                fail(self.channel, Side::Candidate, "inputs", message);
+                None
+            }
+        }
     }
 }
 
@@ -281,6 +296,16 @@ pub(super) fn widened(dtype: DType, bytes: &[u8]) -> Cow<'_, [u8]> {
         ),
         _ => Cow::Borrowed(bytes),
     }
+}
+
+/// Keeps the calling thread on `cpu`.
+fn pin_this_thread(cpu: usize) {
+    // SAFETY: a zeroed cpu_set_t is empty; CPU_SET bounds-checks.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: CPU_SET writes one bit of the set it is given, in bounds.
+    unsafe { libc::CPU_SET(cpu, &mut set) };
+    // SAFETY: a stack value of the size passed; 0 is this thread.
+    unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) };
 }
 
 #[cfg(test)]

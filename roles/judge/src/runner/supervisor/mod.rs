@@ -1,10 +1,9 @@
 //! `hpcagent judge exec`: the supervisor of one run, and its clock.
 //!
 //! The judge starts it with the run's request on stdin and a channel for its
-//! reports (descriptor 3), and the node's timing lock (descriptor 4) when
-//! the run is timed. It starts the submission's runner, and the baseline's
-//! when the run has timed pairs, each in namespaces of its own, then goes
-//! through the request's steps:
+//! reports (descriptor 3). It starts the submission's runner, and the
+//! baseline's when the run has timed pairs, each in namespaces of its own
+//! and held by it ([`super::child`]), then goes through the request's steps:
 //!
 //! - a check calls the submission on known inputs and reads its outputs
 //!   back for the judge to verify against the reference;
@@ -34,10 +33,14 @@ use std::time::{Duration, Instant};
 use sha2::{Digest, Sha256};
 
 mod arrays;
+mod cpus;
 
 use arrays::{Values, region_sizes};
+use cpus::Cpus;
 
 use super::buffers::{Layout, Mapping};
+use hpcagent_sandbox::hold::ChildSignals;
+
 use super::child::{Child, Gone, Start};
 use super::protocol::{
     CallBudget, Event, Isolation, Report, Request, RunnerSetup, Side, Step, write_frame,
@@ -47,8 +50,6 @@ use crate::timing::StopRule;
 
 /// The channel to the judge.
 pub const CHANNEL_FD: i32 = 3;
-/// The node's timing lock, when the run is timed.
-pub const LOCK_FD: i32 = 4;
 
 /// How long a runner may take to start, confine itself and load its library.
 const STARTUP: Duration = Duration::from_secs(30);
@@ -59,11 +60,6 @@ pub fn main(stdin: &mut impl Read) -> i32 {
     hpcagent_sandbox::reap::die_with_parent(libc::SIGKILL);
     // SAFETY: the judge opened this descriptor for this process.
     let mut channel = unsafe { File::from_raw_fd(CHANNEL_FD) };
-    // Taken before this process opens anything: descriptor 4 is the lock
-    // only if the judge passed one.
-    // SAFETY: fcntl probes the descriptor; the judge opened it for us.
-    let lock = (unsafe { libc::fcntl(LOCK_FD, libc::F_GETFD) } >= 0)
-        .then(|| unsafe { File::from_raw_fd(LOCK_FD) });
     let mut text = String::new();
     let request: Request = match stdin
         .read_to_string(&mut text)
@@ -76,7 +72,7 @@ pub fn main(stdin: &mut impl Read) -> i32 {
             return 2;
         }
     };
-    match Run::start(&request, &mut channel, lock) {
+    match Run::start(&request, &mut channel) {
         Ok(mut run) => {
             run.steps(&request);
             run.finish();
@@ -112,20 +108,19 @@ struct Run<'a> {
     buffers: Mapping,
     layout: Layout,
     request: &'a Request,
+    /// The node's timing lock, opened by this process alone (close-on-exec):
+    /// its lock goes with this process, and no runner holds a copy.
     lock: Option<File>,
     /// The baseline's call times so far (the candidate's budget follows them).
     baseline_ns: Vec<u64>,
     /// Input files read once, by path.
     files: HashMap<PathBuf, Rc<Vec<u8>>>,
+    cpus: Cpus,
     over: bool,
 }
 
 impl<'a> Run<'a> {
-    fn start(
-        request: &'a Request,
-        channel: &'a mut File,
-        lock: Option<File>,
-    ) -> Result<Run<'a>, ()> {
+    fn start(request: &'a Request, channel: &'a mut File) -> Result<Run<'a>, ()> {
         if request.namespaces
             && let Err(e) = hpcagent_sandbox::namespaces::own_pid_namespace()
         {
@@ -133,6 +128,31 @@ impl<'a> Run<'a> {
             return Err(());
         }
         hpcagent_sandbox::reap::become_subreaper();
+        // Before any thread: they inherit SIGCHLD blocked.
+        let events = match ChildSignals::new() {
+            Ok(events) => Rc::new(events),
+            Err(e) => {
+                fail(channel, Side::Candidate, "start", e.to_string());
+                return Err(());
+            }
+        };
+        let lock = match &request.timing_lock {
+            None => None,
+            Some(path) => match File::options()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(path)
+            {
+                Ok(file) => Some(file),
+                Err(e) => {
+                    let message = format!("the timing lock {}: {e}", path.display());
+                    fail(channel, Side::Candidate, "lock", message);
+                    return Err(());
+                }
+            },
+        };
         let sizes = region_sizes(request);
         let layout = Layout::new(&sizes);
         let (memfd, buffers) = match Mapping::create(&layout) {
@@ -163,6 +183,8 @@ impl<'a> Run<'a> {
             output,
             limits: &request.limits,
             namespaces: request.namespaces,
+            trace: request.trace,
+            events: &events,
         };
         let setup = |library: &Path, sandbox: &Path, papi: bool| RunnerSetup {
             library: library.to_path_buf(),
@@ -181,7 +203,6 @@ impl<'a> Run<'a> {
             } else {
                 Vec::new()
             },
-            main_cpu: request.limits.cpus.first().copied(),
         };
         let baseline = match &request.baseline {
             None => None,
@@ -215,12 +236,14 @@ impl<'a> Run<'a> {
             }
         };
         let namespaces = request.namespaces;
+        let held = candidate.traced();
         let ready = candidate.ready(STARTUP, |report| {
             if let Report::Confined { landlock, seccomp } = report {
                 let isolation = Isolation {
                     namespaces,
                     landlock,
                     seccomp,
+                    held,
                 };
                 send(channel, &Event::Isolated(isolation), &[]);
             }
@@ -240,6 +263,11 @@ impl<'a> Run<'a> {
             lock,
             baseline_ns: Vec::new(),
             files: HashMap::new(),
+            cpus: {
+                let cpus = Cpus::new(&request.limits.cpus);
+                cpus.beside_held();
+                cpus
+            },
             over: false,
         })
     }
@@ -263,8 +291,8 @@ impl<'a> Run<'a> {
                     seed,
                     stop,
                     tolerance,
-                    inputs,
-                } => self.pairs(index, *call, seed, inputs.as_deref(), *stop, *tolerance),
+                    sets,
+                } => self.pairs(index, *call, seed, sets, *stop, *tolerance),
                 Step::Profile {
                     call,
                     inputs,
@@ -282,6 +310,7 @@ impl<'a> Run<'a> {
     /// Lets the submission's runner end on its own (its buffered output
     /// flushed, its counters reported) and kills what is left.
     fn finish(self) {
+        self.cpus.apart();
         let Run {
             channel,
             candidate,
@@ -378,24 +407,17 @@ impl<'a> Run<'a> {
         }
     }
 
-    /// Timed pairs on fresh inputs (or on copies of `inputs`, when
-    /// given), until `stop`.
+    /// Timed pairs on fresh inputs (or each on copies of the next of
+    /// `sets`, when given, until they run out), until `stop`.
     fn pairs(
         &mut self,
         step: usize,
         call: usize,
         seed: &[u8; 32],
-        inputs: Option<&[Option<PathBuf>]>,
+        sets: &[Vec<Option<PathBuf>>],
         stop: StopRule,
         tolerance: Tolerance,
     ) {
-        let fixed = match inputs {
-            Some(files) => match self.read_inputs(files) {
-                Some(values) => Some(values),
-                None => return,
-            },
-            None => None,
-        };
         let doubled = Tolerance {
             rtol: 2.0 * tolerance.rtol,
             atol: 2.0 * tolerance.atol,
@@ -419,13 +441,20 @@ impl<'a> Run<'a> {
             if n > 0 && stop.enough(&pairs, started.elapsed().as_millis() as u64) {
                 return;
             }
-            let values = match &fixed {
-                Some(fixed) => fixed,
-                None => {
-                    self.fresh(call, seed, n, &mut values);
-                    &values
+            if sets.is_empty() {
+                self.fresh(call, seed, n, &mut values);
+            } else {
+                // Read for this pair alone: a grade's sets may not fit in
+                // memory together.
+                let Some(files) = sets.get(n as usize) else {
+                    return;
+                };
+                match self.read_set(files) {
+                    Some(set) => values = set,
+                    None => return,
                 }
-            };
+            }
+            let values = &values;
             // Who goes first alternates: neither gains from the order.
             let first = if n % 2 == 0 {
                 Side::Baseline
@@ -534,7 +563,10 @@ impl<'a> Run<'a> {
             Side::Baseline => self.baseline.as_mut()?,
             Side::Candidate => &mut self.candidate,
         };
-        match child.call(call as u32, budget) {
+        self.cpus.apart();
+        let called = child.call(call as u32, budget);
+        self.cpus.beside_held();
+        match called {
             Ok(elapsed) => {
                 let ns = elapsed.as_nanos() as u64;
                 if side == Side::Baseline {

@@ -1,0 +1,2 @@
+def formula(scale, acc, lhs, rhs):
+    acc += scale * (lhs @ rhs)

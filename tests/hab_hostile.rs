@@ -1,0 +1,150 @@
+//! Hostile submissions to HPCAgent-Bench tasks (the project's fixtures in
+//! that format, `tests/hab-corpus`), each graded by a root judge and by an
+//! unprivileged one:
+//!
+//! - a kernel that replays its first answer, submitted to a task whose
+//!   initializer takes no seed (`formula`, its values index formulas of the
+//!   sizes, as PolyBench's are), is never `ok`: no case it is checked or
+//!   timed on is the public case again;
+//! - a kernel that keeps a table of answers keyed by a hash of its inputs
+//!   gets no speedup it did not earn, timed against the NumPy reference and
+//!   in pairs against an overlay baseline (`BASELINES`), on inputs the judge
+//!   draws and on sets only the task's initializer makes: at most 1.25× an
+//!   honest kernel's graded just before it, as `tests/hostile_suite.rs`
+//!   holds the timing tricks on the judge's own corpus.
+//!
+//! Each case is a row of the suite's table (`tests/common/suite.rs`).
+
+mod common;
+
+use std::sync::OnceLock;
+
+use common::{JudgeOptions, JudgeServer, Unprivileged, repo, suite};
+use serde_json::Value;
+
+/// The most a trick's speedup may be over the honest kernel's.
+const BELOW_HONEST: f64 = 1.25;
+
+fn user() -> &'static Unprivileged {
+    static USER: OnceLock<Unprivileged> = OnceLock::new();
+    USER.get_or_init(Unprivileged::new)
+}
+
+/// A root judge and an unprivileged one over the fixtures, with the
+/// overlay of C baselines when `overlay`, each named as the table says it.
+fn judges(overlay: bool) -> Vec<(&'static str, JudgeServer)> {
+    let corpus = repo().join("tests/hab-corpus").display().to_string();
+    let baselines = repo().join("tests/hab-baselines").display().to_string();
+    let mut args = vec!["--corpus", corpus.as_str()];
+    if overlay {
+        args.extend(["--baselines", baselines.as_str()]);
+    }
+    [("root judge", None), ("unprivileged judge", Some(user()))]
+        .into_iter()
+        .map(|(who, user)| {
+            let options = JudgeOptions {
+                user,
+                ..JudgeOptions::default()
+            };
+            (who, JudgeServer::start_with(&args, &[], options))
+        })
+        .collect()
+}
+
+fn summary(v: &Value) -> String {
+    format!("{} ({}): {}", v["status"], v["denominator"], v["message"])
+}
+
+#[test]
+fn a_replayed_first_answer_never_passes_a_task_whose_initializer_takes_no_seed() {
+    let mut failures = Vec::new();
+    for (who, judge) in judges(false) {
+        let v = judge.grade("submit", "formula", "c", "hab/formula_replay.c", &[]);
+        let status = v["status"].as_str().unwrap_or_default();
+        let pass = matches!(status, "overfit" | "incorrect");
+        let got = format!("{status}: {}", v["message"]);
+        let case = format!("HAB: replays its first answer, seed-less inputs ({who})");
+        suite::record("hostile", &case, "overfit or incorrect", &got, pass);
+        if !pass {
+            failures.push(format!("{who}: {}", summary(&v)));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// A task, the preset it is timed at, and the honest kernel and the
+/// table-keeping one for it.
+struct Timed {
+    task: &'static str,
+    preset: &'static str,
+    honest: &'static str,
+    table: &'static str,
+}
+
+#[test]
+fn an_answer_table_keyed_by_the_inputs_earns_no_speedup() {
+    // Against NumPy: `formula` at M, where a call takes milliseconds (at S
+    // a speedup over NumPy is mostly the calls' overheads) and the sums of
+    // its positive values have no cancellation for HPCAgent-Bench's tight
+    // tolerance to catch in an honest kernel. In pairs against the
+    // overlay's baseline: `product`, whose declarative inputs the judge
+    // draws afresh for every pair, at S.
+    let against_numpy = Timed {
+        task: "formula",
+        preset: "M",
+        honest: "hab/formula_ok.c",
+        table: "hab/formula_table.c",
+    };
+    let in_pairs = Timed {
+        task: "product",
+        preset: "S",
+        honest: "hab/product_ok.c",
+        table: "hab/product_table.c",
+    };
+    // In pairs on input sets only the task's initializer can make: each
+    // pair on a set of its own, the warm-up on another.
+    let in_pairs_on_sets = Timed {
+        task: "formula",
+        preset: "M",
+        honest: "hab/formula_ok.c",
+        table: "hab/formula_table.c",
+    };
+    let mut failures = Vec::new();
+    for (overlay, timed) in [
+        (false, against_numpy),
+        (true, in_pairs),
+        (true, in_pairs_on_sets),
+    ] {
+        for (who, judge) in judges(overlay) {
+            for verb in ["score", "submit"] {
+                let at = ["--preset", timed.preset];
+                let honest = judge.grade(verb, timed.task, "c", timed.honest, &at);
+                let table = judge.grade(verb, timed.task, "c", timed.table, &at);
+                let speedup = |v: &Value| v["speedup"].as_f64().unwrap_or(f64::NAN);
+                let ratio = speedup(&table) / speedup(&honest);
+                let pass =
+                    honest["status"] == "ok" && table["status"] == "ok" && ratio < BELOW_HONEST;
+                let case = format!(
+                    "HAB: answer table keyed by its inputs, {verb} {} at {} ({who})",
+                    timed.task, timed.preset
+                );
+                let got = format!(
+                    "{}, {ratio:.2}× honest ({:.3}× / {:.3}×)",
+                    table["status"],
+                    speedup(&table),
+                    speedup(&honest)
+                );
+                let expected = format!("ok, below {BELOW_HONEST}× honest");
+                suite::record("hostile", &case, &expected, &got, pass);
+                if !pass {
+                    failures.push(format!(
+                        "{case}: {got}; honest {}, table {}",
+                        summary(&honest),
+                        summary(&table)
+                    ));
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
