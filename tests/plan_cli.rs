@@ -714,12 +714,13 @@ fn hpcagent_bench_manifests_are_listed_checked_and_described() {
             "machine_learning/knobs/knobs",
             "machine_learning/masked/masked",
             "machine_learning/narrow/narrow",
+            "scientific_computing/dense_linear_algebra/formula/formula",
             "scientific_computing/dense_linear_algebra/product/product",
             "scientific_computing/sparse_linear_algebra/spcsr/spcsr",
             "scientific_computing/sparse_linear_algebra/spprod/spprod"
         ]
     );
-    let spprod = &listed[7];
+    let spprod = &listed[8];
     assert_eq!(
         (&spprod["track"], &spprod["level"], &spprod["kind"]),
         (
