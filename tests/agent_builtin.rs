@@ -298,8 +298,8 @@ async fn a_context_overflow_ends_the_attempt_and_the_workspace_is_submitted() {
     assert!(
         attempt
             .message
-            .contains("the solution file was submitted: ok"),
-        "the starting point (the baseline) settles the task: {}",
+            .contains("the worker submitted the solution file for it: ok"),
+        "the starting point (the baseline), submitted for the agent, settles the task: {}",
         attempt.message
     );
     let asked: Vec<Value> = stand_in

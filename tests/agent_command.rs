@@ -73,8 +73,34 @@ fn external_agents_work_through_mcp_and_a_crash_still_settles() {
     let (crashed, message) = outcome("atax.c.fp64");
     assert_eq!(crashed, "crashed");
     assert!(
-        message.contains("the solution file was submitted: ok"),
+        message.starts_with("python3 exited 3")
+            && message.contains("the worker submitted the solution file for it: ok"),
         "{message}"
+    );
+    // Graded, but marked as the starter, in the log and the results.
+    let ends: Vec<(String, String)> = common::attempt_log(&run_dir)
+        .iter()
+        .map(|l| (l["outcome"].to_string(), l["submitted_by"].to_string()))
+        .collect();
+    assert!(
+        ends.contains(&(r#""crashed""#.into(), r#""starter""#.into())),
+        "{ends:?}"
+    );
+    assert!(
+        ends.contains(&(r#""submitted""#.into(), r#""agent""#.into())),
+        "{ends:?}"
+    );
+    let table = stdout(&out);
+    let row = table.lines().find(|l| l.starts_with("atax ")).unwrap();
+    assert!(
+        row.contains("crashed") && row.contains("ok (starter)"),
+        "{table}"
+    );
+    assert!(
+        table.contains(
+            "2 settled (1 by their agents, 1 ok; 1 graded for agents that did not submit)"
+        ) && table.contains("agents failed on 1: 1 crashed"),
+        "{table}"
     );
     let verdict: Value =
         serde_json::from_str(&std::fs::read_to_string(atax.join("verdict.json")).unwrap()).unwrap();
@@ -118,7 +144,8 @@ fn an_agent_that_lingers_after_its_submit_is_recorded_finished_and_refused_after
 /// lives on unrestarted and both tasks settle `ok`.
 #[test]
 fn hostile_files_in_a_workspace_get_answers_and_the_instance_lives_on() {
-    let bait_dir = tempfile::tempdir().unwrap();
+    // Outside /tmp: an AGENT_COMMAND naming a file the sandbox hides is refused.
+    let bait_dir = tempfile::tempdir_in(repo().join("target")).unwrap();
     let bait = bait_dir.path().join("bait.txt");
     std::fs::write(&bait, "BAIT-SECRET-7311").unwrap();
     let (root, out) = campaign(
@@ -214,4 +241,189 @@ fn hostile_files_in_a_workspace_get_answers_and_the_instance_lives_on() {
         .filter(|e| e.kind == "dead" || e.kind == "failed")
         .collect();
     assert_eq!((launches, deaths.len()), (1, 0), "{events:?}");
+}
+
+/// A campaign whose agents all crash reads as one: each task is graded on
+/// its starter, marked as such, and `up` exits 5 (docs/operator-guide.md).
+/// An agent that ends without submitting has the file it left graded,
+/// and that grade's build log is kept with the attempt.
+#[test]
+fn agents_that_crash_or_leave_broken_code_are_recorded_as_they_ended() {
+    let root = tempfile::tempdir().unwrap();
+    let out = command_campaign(hpcagent(), "gemm,atax", "sh -c 'exit 3'", root.path())
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(5),
+        "{}\n{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    assert!(
+        stderr(&out).contains("the agents of 2 of 2 tasks failed"),
+        "{}",
+        stderr(&out)
+    );
+    let run_dir = only_run_dir(root.path());
+    let results = hpcagent()
+        .args(["results", "--format", "json"])
+        .arg(&run_dir)
+        .output()
+        .unwrap();
+    let rows: Vec<Value> = serde_json::from_slice(&results.stdout).unwrap();
+    for row in &rows {
+        assert_eq!(
+            (&row["outcome"], &row["submitted_by"], &row["status"]),
+            (
+                &Value::from("crashed"),
+                &Value::from("starter"),
+                &Value::from("ok")
+            ),
+            "{row}"
+        );
+    }
+    assert!(
+        stdout(&out).contains("2 settled (0 by their agents, 0 ok;"),
+        "{}",
+        stdout(&out)
+    );
+
+    let root = tempfile::tempdir().unwrap();
+    let broken = "sh -c 'for f in *.c; do echo \"this is not C\" > $f; done'";
+    let out = command_campaign(hpcagent(), "gemm", broken, root.path())
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(5),
+        "{}\n{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    let run_dir = only_run_dir(root.path());
+    let log = run_dir.join("tasks/gemm.c.fp64/attempt-1/build.log");
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(text.contains("error"), "{text}");
+    let table = stdout(&out);
+    assert!(
+        table.contains("no submission") && table.contains("build_error (left)"),
+        "{table}"
+    );
+    assert!(
+        table.contains("gemm c: build log in tasks/gemm.c.fp64/attempt-1/build.log"),
+        "{table}"
+    );
+}
+
+/// A CLI the sandbox cannot start: refused before anything starts when
+/// `AGENT_COMMAND` names a file in a directory the sandbox hides; when the
+/// program is not there at all, each attempt is recorded as one that could
+/// not start, with the sandbox's word in agent.stderr, and no starter is
+/// graded for it.
+#[test]
+fn a_cli_that_cannot_start_is_refused_or_recorded_as_never_run() {
+    let hidden = tempfile::tempdir().unwrap();
+    let script = hidden.path().join("cli.sh");
+    std::fs::write(&script, "#!/bin/sh\nexit 0\n").unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let root = tempfile::tempdir().unwrap();
+    for verb in ["plan", "up"] {
+        let mut command = command_campaign(
+            hpcagent(),
+            "gemm",
+            &script.display().to_string(),
+            root.path(),
+        );
+        if verb == "plan" {
+            command = hpcagent();
+            command
+                .args([
+                    "plan",
+                    "--env",
+                    common::example("local.env").to_str().unwrap(),
+                ])
+                .args(["--set", "AGENT_POLICY=command", "--set"])
+                .arg(format!("AGENT_COMMAND={}", script.display()));
+        }
+        let out = command.output().unwrap();
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{verb}: {err}");
+        assert!(
+            err.contains("AGENT_COMMAND")
+                && err.contains(&script.display().to_string())
+                && err.contains("which the agent sandbox hides"),
+            "{verb}: {err}"
+        );
+    }
+    assert_eq!(
+        std::fs::read_dir(root.path()).unwrap().count(),
+        0,
+        "nothing started"
+    );
+
+    let out = command_campaign(hpcagent(), "gemm", "no-such-agent-cli --flag", root.path())
+        .args(["--set", "MAX_ATTEMPTS=2"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(5),
+        "{}\n{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    let run_dir = only_run_dir(root.path());
+    let ends: Vec<String> = common::attempt_log(&run_dir)
+        .iter()
+        .map(|l| l["outcome"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(ends, ["could not start", "could not start"]);
+    let err =
+        std::fs::read_to_string(run_dir.join("tasks/gemm.c.fp64/attempt-1/agent.stderr")).unwrap();
+    assert!(
+        err.starts_with("agent sandbox: cannot start no-such-agent-cli"),
+        "{err}"
+    );
+    assert!(
+        !run_dir
+            .join("tasks/gemm.c.fp64/attempt-1/verdict.json")
+            .exists()
+    );
+}
+
+/// hpcagent run from a directory the agent sandbox hides (a checkout under
+/// /tmp): the CLI still starts its tool server, from a copy in the run
+/// directory's `bin/` that its sandbox may read.
+#[test]
+fn the_tool_server_starts_where_hpcagent_lives_in_a_hidden_directory() {
+    let hidden = tempfile::tempdir().unwrap();
+    let exe = hidden.path().join("hpcagent");
+    std::fs::copy(env!("CARGO_BIN_EXE_hpcagent"), &exe).unwrap();
+    let root = tempfile::tempdir_in(repo().join("target")).unwrap();
+    let agent = repo().join("tests/agents/mcp_agent.py");
+    let command = format!("python3 {} {{mcp_config}}", agent.display());
+    let out = command_campaign(
+        std::process::Command::new(&exe),
+        "gemm",
+        &command,
+        root.path(),
+    )
+    .output()
+    .unwrap();
+    assert!(out.status.success(), "{}\n{}", stdout(&out), stderr(&out));
+    let run_dir = only_run_dir(root.path());
+    let ends = common::attempt_log(&run_dir);
+    assert_eq!(
+        (&ends[0]["outcome"], &ends[0]["submitted_by"]),
+        (&Value::from("submitted"), &Value::from("agent")),
+        "{ends:?}"
+    );
+    let config =
+        std::fs::read_to_string(run_dir.join("tasks/gemm.c.fp64/attempt-1/mcp.json")).unwrap();
+    let config: Value = serde_json::from_str(&config).unwrap();
+    assert_eq!(
+        config["mcpServers"]["hpcagent"]["command"],
+        Value::from(run_dir.join("bin/hpcagent").display().to_string())
+    );
 }

@@ -40,7 +40,20 @@ fn a_hostile_agent_cli_stays_in_its_sandbox() {
         .env("BAIT_TCP", tcp.local_addr().unwrap().port().to_string())
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}\n{}", stdout(&out), stderr(&out));
+    // It attacks and never submits: its tasks are graded on their starters
+    // for it, and a campaign whose agents all did no work exits 5.
+    assert_eq!(
+        out.status.code(),
+        Some(5),
+        "{}\n{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    assert!(
+        stdout(&out).contains("agents failed on 2: 2 no submission"),
+        "{}",
+        stdout(&out)
+    );
     let run_dir = only_run_dir(&user.runs());
     assert_settled_exactly_once(&run_dir);
 

@@ -47,6 +47,22 @@ fn up(root: &Path, sets: &[&str]) -> Command {
     cmd
 }
 
+/// A random model's agents rarely submit: `up` exits 5 when none of them
+/// did (every task graded on what its worker submitted for it), 0 when
+/// one did; anything else is a failure.
+fn assert_ended_as_its_agents_did(out: &std::process::Output, run_dir: &Path) {
+    let results = Reader::open(run_dir).unwrap().results().unwrap();
+    let all_failed = results.iter().all(|r| r.agent_failed());
+    let expected = if all_failed { 5 } else { 0 };
+    assert_eq!(
+        out.status.code(),
+        Some(expected),
+        "{}\n{}",
+        stdout(out),
+        stderr(out)
+    );
+}
+
 fn attempts(run_dir: &Path) -> Vec<AttemptRow> {
     Reader::open(run_dir).unwrap().attempts().unwrap()
 }
@@ -65,8 +81,8 @@ fn events(transcript: &Path, kind: &str) -> Vec<Value> {
 fn builtin_agents_against_a_real_vllm_settle_every_task() {
     let root = tempfile::tempdir().unwrap();
     let out = up(root.path(), &[]).output().unwrap();
-    assert!(out.status.success(), "{}\n{}", stdout(&out), stderr(&out));
     let run_dir = only_run_dir(root.path());
+    assert_ended_as_its_agents_did(&out, &run_dir);
     assert_settled_exactly_once(&run_dir);
     let rows = attempts(&run_dir);
     assert!(rows.len() >= 3, "{rows:?}");
@@ -209,7 +225,10 @@ fn a_killed_vllm_is_restarted_while_agents_fail_over_without_losing_their_task()
     assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0);
 
     let status = campaign.0.wait().unwrap();
-    assert!(status.success(), "the campaign ends well: {status}");
+    assert!(
+        matches!(status.code(), Some(0 | 5)),
+        "the campaign ends well, whatever its random agents did: {status}"
+    );
     std::mem::forget(campaign);
     assert_fault_survived(
         "kill -9 of a vLLM replica (local), agents fail over",
@@ -263,8 +282,8 @@ fn an_anthropic_speaking_cli_reaches_the_campaigns_vllm() {
     )
     .output()
     .unwrap();
-    assert!(out.status.success(), "{}\n{}", stdout(&out), stderr(&out));
     let run_dir = only_run_dir(root.path());
+    assert_ended_as_its_agents_did(&out, &run_dir);
     assert_settled_exactly_once(&run_dir);
     let dir = run_dir.join("tasks/gemm.c.fp64/attempt-1");
     let log = std::fs::read_to_string(dir.join("agent.stdout")).unwrap();

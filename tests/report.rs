@@ -57,7 +57,8 @@ fn a_campaign_report_shows_every_figure_in_a_browser() {
         "{html}"
     );
     assert!(
-        html.contains("<tr><th>settled</th><td>6 (6 ok)</td></tr>"),
+        html.contains("<tr><th>settled</th><td>6 (6 by their agents, 6 ok)</td></tr>")
+            && html.contains("<tr><th>agents failed</th><td>0</td></tr>"),
         "{html}"
     );
     assert!(

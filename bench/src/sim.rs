@@ -211,5 +211,6 @@ pub fn verdict_for(lease: &pb::Lease) -> pb::GradeRecord {
             ..Default::default()
         }),
         judge: String::new(),
+        on_behalf: None,
     }
 }

@@ -11,6 +11,7 @@
 //! scheduler, the store or driving Slurm: those are the orchestrator's.
 
 pub mod config;
+pub mod hidden;
 mod link;
 mod outcome;
 pub mod plan;

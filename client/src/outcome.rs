@@ -29,16 +29,18 @@ pub enum AttemptOutcome {
     Expired,
     /// The orchestrator's: the lease outlived its task's budget.
     OverBudget,
+    /// The agent CLI never ran: its program could not be executed.
+    CouldNotStart,
 }
 
 /// Each outcome with its word and its wire value: one table, so the three
 /// cannot drift apart.
-const TABLE: [(AttemptOutcome, &str, pb::AttemptOutcome); 17] = {
+const TABLE: [(AttemptOutcome, &str, pb::AttemptOutcome); 18] = {
     use AttemptOutcome as A;
     use pb::AttemptOutcome as W;
     [
         (A::Submitted, "submitted", W::Submitted),
-        (A::Finished, "finished", W::Finished),
+        (A::Finished, "no submission", W::Finished),
         (A::Crashed, "crashed", W::Crashed),
         (A::TimeBudget, "time budget", W::TimeBudget),
         (A::TurnBudget, "turn budget", W::TurnBudget),
@@ -66,6 +68,7 @@ const TABLE: [(AttemptOutcome, &str, pb::AttemptOutcome); 17] = {
         (A::Skipped, "skipped", W::Skipped),
         (A::Expired, "expired", W::Expired),
         (A::OverBudget, "over budget", W::OverBudget),
+        (A::CouldNotStart, "could not start", W::CouldNotStart),
     ]
 };
 

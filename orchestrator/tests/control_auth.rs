@@ -108,6 +108,7 @@ fn record(lease: &str) -> pb::GradeRecord {
         kind: pb::GradeKind::Submit as i32,
         verdict: Some(verdict()),
         judge: "judge-0".into(),
+        on_behalf: None,
     }
 }
 

@@ -28,9 +28,15 @@ pub struct Summary {
     pub state: String,
     pub tasks: usize,
     pub settled: usize,
+    /// Settled by their agents' own Submits, and of those `ok`.
+    pub by_agents: usize,
     pub ok: usize,
     pub failed: usize,
-    /// Of every positive speedup the store holds; `None` when there is none.
+    /// Tasks whose agents failed them (could not start, crashed, ended
+    /// without submitting, …), and how many of each end.
+    pub agents_failed: usize,
+    pub agent_ends: std::collections::BTreeMap<String, usize>,
+    /// Of the agents' own positive speedups; `None` when there is none.
     pub geomean_speedup: Option<f64>,
 }
 
@@ -59,9 +65,29 @@ impl RunData {
                 .map_or_else(|| "not started".to_string(), |c| c.state.clone()),
             tasks: self.tasks.len(),
             settled: count("settled"),
-            ok: self.tasks.iter().filter(|t| outcome(t) == "ok").count(),
+            by_agents: self.tasks.iter().filter(|t| t.by_agent()).count(),
+            ok: self
+                .tasks
+                .iter()
+                .filter(|t| t.by_agent() && outcome(t) == "ok")
+                .count(),
             failed: count("failed"),
-            geomean_speedup: geometric_mean(self.tasks.iter().filter_map(|t| t.speedup)),
+            agents_failed: self.tasks.iter().filter(|t| t.agent_failed()).count(),
+            agent_ends: self.tasks.iter().filter(|t| t.agent_failed()).fold(
+                Default::default(),
+                |mut ends, t| {
+                    *ends
+                        .entry(t.outcome.clone().unwrap_or_default())
+                        .or_default() += 1;
+                    ends
+                },
+            ),
+            geomean_speedup: geometric_mean(
+                self.tasks
+                    .iter()
+                    .filter(|t| t.by_agent())
+                    .filter_map(|t| t.speedup),
+            ),
         }
     }
 

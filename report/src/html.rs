@@ -79,6 +79,16 @@ fn notes(data: &RunData, summary: &Summary) -> Vec<String> {
             summary.failed, summary.tasks
         ));
     }
+    if summary.agents_failed > 0 {
+        notes.push(format!(
+            "The agents of {} of {} tasks failed ({}): a grade of such a task is of the file \
+             the worker submitted for its agent (the starter, or what the agent left), not the \
+             agent's result, and the speedups below leave it out of their mean.",
+            summary.agents_failed,
+            summary.tasks,
+            agent_ends(summary)
+        ));
+    }
     notes
 }
 
@@ -101,12 +111,22 @@ fn summary_table(data: &RunData, summary: &Summary) -> String {
         ("tasks", summary.tasks.to_string()),
         (
             "settled",
-            format!("{} ({} ok)", summary.settled, summary.ok),
+            format!(
+                "{} ({} by their agents, {} ok)",
+                summary.settled, summary.by_agents, summary.ok
+            ),
         ),
         ("failed", summary.failed.to_string()),
+        (
+            "agents failed",
+            match summary.agents_failed {
+                0 => "0".into(),
+                n => format!("{n} ({})", agent_ends(summary)),
+            },
+        ),
         ("grades", data.verdicts.len().to_string()),
         (
-            "geometric-mean speedup",
+            "geometric-mean speedup (the agents' submits)",
             summary
                 .geomean_speedup
                 .map_or_else(|| "-".into(), |g| format!("{g:.2}x")),
@@ -118,6 +138,16 @@ fn summary_table(data: &RunData, summary: &Summary) -> String {
     }
     html.push_str("</table>\n");
     html
+}
+
+/// How the failed agents ended: "2 crashed, 1 could not start".
+fn agent_ends(summary: &Summary) -> String {
+    let ends: Vec<String> = summary
+        .agent_ends
+        .iter()
+        .map(|(end, n)| format!("{n} {end}"))
+        .collect();
+    ends.join(", ")
 }
 
 /// A figure's SVG in the page, with the id a reader (or a test) finds it by.
@@ -145,7 +175,7 @@ fn results_table(data: &RunData) -> String {
     }
     html.push_str(
         "<table id=\"results\">\n<tr><th>task</th><th>kernel</th><th>language</th>\
-         <th>precision</th><th>outcome</th><th>attempts</th><th>tokens</th>\
+         <th>precision</th><th>agent</th><th>outcome</th><th>attempts</th><th>tokens</th>\
          <th>settled by</th><th>speedup (95% interval)</th></tr>\n",
     );
     let settled_by = data.settled_by();
@@ -154,7 +184,10 @@ fn results_table(data: &RunData) -> String {
         // A failed task's status says why it failed.
         let outcome = match (outcome(t), &t.status) {
             ("failed", Some(why)) => format!("failed: {why}"),
-            (outcome, _) => outcome.to_string(),
+            (outcome, _) => match t.submitted_by.as_deref() {
+                Some(by @ ("starter" | "left")) => format!("{outcome} ({by})"),
+                _ => outcome.to_string(),
+            },
         };
         let speedup = t.speedup.map_or_else(
             || "-".into(),
@@ -162,13 +195,14 @@ fn results_table(data: &RunData) -> String {
         );
         let _ = writeln!(
             html,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>\
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>\
              <td class=\"number\">{}</td><td class=\"number\">{}</td><td>{}</td>\
              <td class=\"number\">{speedup}</td></tr>",
             escape(&t.id),
             escape(&t.kernel),
             escape(&t.language),
             escape(&t.precision),
+            escape(t.outcome.as_deref().unwrap_or("-")),
             escape(&outcome),
             t.attempts,
             tokens.get(t.id.as_str()).copied().unwrap_or(0),
@@ -227,6 +261,8 @@ mod tests {
                 speedup: None,
                 speedup_low: None,
                 speedup_high: None,
+                outcome: None,
+                submitted_by: None,
             }],
             attempts: Vec::new(),
             verdicts: Vec::new(),

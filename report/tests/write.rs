@@ -23,6 +23,8 @@ fn task(kernel: &str, language: &str) -> TaskRow {
         speedup: None,
         speedup_low: None,
         speedup_high: None,
+        outcome: None,
+        submitted_by: None,
     }
 }
 

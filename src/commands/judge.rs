@@ -535,6 +535,7 @@ fn grade_request(args: &GradeArgs) -> anyhow::Result<pb::GradeRequest> {
         lease_id: String::new(),
         preset: args.preset.map(|p| p.to_string()).unwrap_or_default(),
         confirming: false,
+        on_behalf: None,
     })
 }
 

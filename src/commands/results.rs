@@ -27,12 +27,13 @@ pub fn run(args: ResultsArgs) -> anyhow::Result<()> {
         Format::Table => print_table(&results),
         Format::Csv => {
             println!(
-                "task,kernel,language,precision,attempts,state,status,speedup,speedup_low,speedup_high"
+                "task,kernel,language,precision,attempts,state,status,speedup,speedup_low,speedup_high,outcome,submitted_by,build_log"
             );
             let number = |x: Option<f64>| x.map(|x| x.to_string()).unwrap_or_default();
+            let text = |x: &Option<String>| x.clone().unwrap_or_default();
             for r in &results {
                 println!(
-                    "{},{},{},{},{},{},{},{},{},{}",
+                    "{},{},{},{},{},{},{},{},{},{},{},{},{}",
                     r.task,
                     r.kernel,
                     r.language,
@@ -42,7 +43,10 @@ pub fn run(args: ResultsArgs) -> anyhow::Result<()> {
                     r.status.as_deref().unwrap_or(""),
                     number(r.speedup),
                     number(r.speedup_low),
-                    number(r.speedup_high)
+                    number(r.speedup_high),
+                    text(&r.outcome),
+                    text(&r.submitted_by),
+                    text(&r.build_log)
                 );
             }
         }
@@ -51,8 +55,11 @@ pub fn run(args: ResultsArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The results as a table, with a summary line. The speedup, last since
-/// its width varies, comes with its 95% interval, or as "no change".
+/// The results as a table, with a summary line. AGENT is how the task's
+/// last attempt ended; a status graded for an agent that did not submit
+/// is marked as the worker's (`starter`: the file it was given, `left`:
+/// the file as it left it). The speedup, last since its width varies,
+/// comes with its 95% interval, or as "no change".
 pub fn print_table(results: &[TaskResult]) {
     // HPCAgent-Bench's path keys run to 80 characters and more.
     let width = results
@@ -62,37 +69,87 @@ pub fn print_table(results: &[TaskResult]) {
         .unwrap_or(0)
         .max(28);
     println!(
-        "{:width$} {:8} {:9} {:>8}  {:10} SPEEDUP",
-        "TASK", "LANGUAGE", "PRECISION", "ATTEMPTS", "STATUS"
+        "{:width$} {:8} {:9} {:>8}  {:15} {:16} SPEEDUP",
+        "TASK", "LANGUAGE", "PRECISION", "ATTEMPTS", "AGENT", "STATUS"
     );
     for r in results {
-        let status = r.status.as_deref().unwrap_or(&r.state);
-        let status = if r.state == "failed" {
-            "failed"
-        } else {
-            status
-        };
         let speedup = r.speedup.map_or_else(
             || "-".into(),
             |s| Speedup::new(s, r.speedup_low, r.speedup_high).to_string(),
         );
         println!(
-            "{:width$} {:8} {:9} {:>8}  {:10} {}",
-            r.kernel, r.language, r.precision, r.attempts, status, speedup
+            "{:width$} {:8} {:9} {:>8}  {:15} {:16} {}",
+            r.kernel,
+            r.language,
+            r.precision,
+            r.attempts,
+            r.outcome.as_deref().unwrap_or("-"),
+            status(r),
+            speedup
         );
     }
-    let settled = results.iter().filter(|r| r.state == "settled").count();
-    let ok = results
+    for r in results
         .iter()
-        .filter(|r| r.status.as_deref() == Some("ok"))
-        .count();
-    // A task of no change counts at its measured speedup: the mean says
-    // where the campaign stands, the table which tasks changed.
-    let geomean = hpcagent_report::geometric_mean(results.iter().filter_map(|r| r.speedup))
-        .map_or_else(|| "-".to_string(), |mean| format!("{mean:.2}x"));
-    println!(
-        "{} tasks: {settled} settled ({ok} ok), {} failed; geometric mean speedup {geomean}",
+        .filter(|r| r.status.as_deref() == Some("build_error"))
+    {
+        if let Some(log) = &r.build_log {
+            println!("{} {}: build log in {log}", r.kernel, r.language);
+        }
+    }
+    println!("{}", summary(results));
+}
+
+/// A task's status as the table shows it.
+fn status(r: &TaskResult) -> String {
+    let status = match r.state.as_str() {
+        "failed" => "failed",
+        _ => r.status.as_deref().unwrap_or(&r.state),
+    };
+    match r.submitted_by.as_deref() {
+        Some(by @ ("starter" | "left")) => format!("{status} ({by})"),
+        _ => status.to_string(),
+    }
+}
+
+/// The summary line: what the agents did, then the geometric mean over
+/// the agents' own submits (a task of no change counts at its measured
+/// speedup: the mean says where the campaign stands, the table which
+/// tasks changed; a worker's submit for an agent is not the agent's).
+pub fn summary(results: &[TaskResult]) -> String {
+    let count = |f: &dyn Fn(&TaskResult) -> bool| results.iter().filter(|r| f(r)).count();
+    let by_agents = count(&|r| r.by_agent());
+    let ok = count(&|r| r.by_agent() && r.status.as_deref() == Some("ok"));
+    let for_agents = count(&|r| r.state == "settled" && !r.by_agent());
+    let failed = count(&|r| r.state == "failed");
+    let mut ends = std::collections::BTreeMap::<&str, usize>::new();
+    for r in results.iter().filter(|r| r.agent_failed()) {
+        *ends
+            .entry(r.outcome.as_deref().unwrap_or("unknown"))
+            .or_default() += 1;
+    }
+    let geomean = hpcagent_report::geometric_mean(
+        results
+            .iter()
+            .filter(|r| r.by_agent())
+            .filter_map(|r| r.speedup),
+    )
+    .map_or_else(|| "-".to_string(), |mean| format!("{mean:.2}x"));
+    let mut line = format!(
+        "{} tasks: {} settled ({by_agents} by their agents, {ok} ok",
         results.len(),
-        results.iter().filter(|r| r.state == "failed").count()
+        by_agents + for_agents
     );
+    if for_agents > 0 {
+        line += &format!("; {for_agents} graded for agents that did not submit");
+    }
+    line += &format!("), {failed} failed");
+    if !ends.is_empty() {
+        let ends: Vec<String> = ends.iter().map(|(end, n)| format!("{n} {end}")).collect();
+        line += &format!(
+            "; agents failed on {}: {}",
+            count(&|r| r.agent_failed()),
+            ends.join(", ")
+        );
+    }
+    line + &format!("; geometric mean speedup of the agents' submits {geomean}")
 }

@@ -117,11 +117,14 @@ fn stored(run_dir: &Path, json: bool) -> anyhow::Result<()> {
     );
     let tasks = reader.tasks()?;
     let count = |s: &str| tasks.iter().filter(|t| t.state == s).count();
+    let by_agents = tasks.iter().filter(|t| t.by_agent()).count();
+    let agents_failed = tasks.iter().filter(|t| t.agent_failed()).count();
     if json {
         let value = serde_json::json!({
             "campaign": id, "run_dir": run_dir, "running": false, "state": state,
             "tasks": {"total": tasks.len(), "settled": count("settled"), "running": count("leased"),
-                      "failed": count("failed"), "pending": count("pending")},
+                      "failed": count("failed"), "pending": count("pending"),
+                      "settled_by_agents": by_agents, "agents_failed": agents_failed},
             "elapsed_s": ended.map(|e| e - started), "jobs": jobs_json(&jobs),
         });
         println!("{}", serde_json::to_string_pretty(&value)?);
@@ -129,7 +132,8 @@ fn stored(run_dir: &Path, json: bool) -> anyhow::Result<()> {
     }
     println!("campaign {id} ({state})");
     println!(
-        "tasks: {} total, {} settled, {} failed, {} not finished",
+        "tasks: {} total, {} settled ({by_agents} by their agents), {} failed, {} not finished; \
+         agents failed on {agents_failed}",
         tasks.len(),
         count("settled"),
         count("failed"),

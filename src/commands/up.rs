@@ -42,6 +42,9 @@ pub struct UpArgs {
 const EXIT_TASKS_FAILED: u8 = 3;
 /// The campaign drained (USR1, the time limit) with tasks left to do.
 const EXIT_DRAINED: u8 = 4;
+/// The campaign finished, but its agents failed: all of them, or on more
+/// than `AGENT_FAILURE_LIMIT` percent of the tasks.
+const EXIT_AGENTS_FAILED: u8 = 5;
 
 pub fn run(args: UpArgs) -> anyhow::Result<ExitCode> {
     super::init_logging_quiet();
@@ -72,6 +75,7 @@ pub fn run(args: UpArgs) -> anyhow::Result<ExitCode> {
         }
     };
     preflight(&config)?;
+    let limit = config.settings.agent_failure_limit.0;
     let corpus_root = super::corpus_root(&config)?;
     // Judges on this machine run their oracle here: without NumPy the
     // campaign stops now, before a task is leased, not after 42 harness
@@ -108,7 +112,19 @@ pub fn run(args: UpArgs) -> anyhow::Result<ExitCode> {
             let results = Reader::open(&run_dir)?.results()?;
             print_table(&results);
             let failed = results.iter().filter(|r| r.state == "failed").count();
-            if failed == 0 {
+            let agents_failed = results.iter().filter(|r| r.agent_failed()).count();
+            if agents_failed > 0
+                && (agents_failed == results.len()
+                    || agents_failed as f64 > limit / 100.0 * results.len() as f64)
+            {
+                eprintln!(
+                    "the agents of {agents_failed} of {} tasks failed (AGENT_FAILURE_LIMIT={limit}%; \
+                     how each ended: {})",
+                    results.len(),
+                    run_dir.join("attempts.jsonl").display()
+                );
+                ExitCode::from(EXIT_AGENTS_FAILED)
+            } else if failed == 0 {
                 ExitCode::SUCCESS
             } else {
                 eprintln!(

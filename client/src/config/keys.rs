@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use super::values::{
     AbsPath, Args, Assignments, ConfigValue, Isolation, Languages, List, Percent, Policy, Port,
-    Precision, Ratio, SearchProvider, Site, TimeLimit, ToolChoice,
+    Precision, Ratio, SearchProvider, Share, Site, TimeLimit, ToolChoice,
 };
 
 /// One configuration key as the docs and the parser see it.
@@ -247,6 +247,10 @@ config_keys! {
     /// `{endpoint}` (the OpenAI-compatible base URL), `{mcp_config}` (a JSON
     /// file naming `hpcagent mcp` as an MCP server).
     ["Agents"] agent_command / AGENT_COMMAND: Args = "";
+    /// `up` exits 5 when the agents of more than this share of the tasks
+    /// failed (could not start, crashed, timed out, ended without
+    /// submitting), and whenever all of them did.
+    ["Agents"] agent_failure_limit / AGENT_FAILURE_LIMIT: Share = "100";
     /// Web search for agents: `searxng` (a SearXNG-compatible JSON endpoint at
     /// `WEB_SEARCH_URL`), `brave` (the Brave Search API, its key from
     /// `BRAVE_API_KEY` in the environment), or `off`.

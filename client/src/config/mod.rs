@@ -361,6 +361,22 @@ fn validate(config: &Config) -> Vec<Diagnostic> {
         "AGENT_COMMAND",
         "is empty; AGENT_POLICY=command runs it for every task".into(),
     );
+    if s.agent_policy == Policy::Command {
+        let path = std::env::var("PATH").unwrap_or_default();
+        let hidden = crate::hidden::node_temporaries();
+        if let Some((file, dir)) = crate::hidden::needs_hidden(&s.agent_command.0, &path, &hidden) {
+            require(
+                false,
+                "AGENT_COMMAND",
+                format!(
+                    "needs {file}, in {}, which the agent sandbox hides from CLIs (with /tmp, \
+                     /var/tmp, /dev/shm and /run); install the CLI and its files elsewhere \
+                     (e.g. under $HOME)",
+                    dir.display()
+                ),
+            );
+        }
+    }
     require(
         s.web_search != SearchProvider::Searxng || s.web_search_url.is_some(),
         "WEB_SEARCH_URL",

@@ -238,6 +238,21 @@ impl ConfigValue for Percent {
     }
 }
 
+/// A share of a whole, in percent: from 0 to 100.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Share(pub f64);
+
+impl ConfigValue for Share {
+    const SYNTAX: &'static str = "number from 0 to 100 (percent)";
+    fn parse(raw: &str) -> Result<Self, String> {
+        match raw.trim().trim_end_matches('%').parse::<f64>() {
+            Ok(x) if (0.0..=100.0).contains(&x) => Ok(Share(x)),
+            Ok(x) => Err(format!("{x} is outside 0 to 100")),
+            Err(_) => Err(format!("{:?} is not a number", raw.trim())),
+        }
+    }
+}
+
 /// A number from 0 to 2 (a sampling temperature).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Ratio(pub f32);

@@ -214,6 +214,7 @@ impl Campaign {
             state: end.state.name().to_string(),
             attempts: end.attempts,
             budget_used_s: end.budget_used.as_secs_f64(),
+            submitted_by: end.submitter.map(|s| s.as_str()),
             status,
             speedup,
             agent,

@@ -6,9 +6,10 @@ use hpcagent_proto::v1 as pb;
 use tonic::Status;
 
 use super::auth::Principal;
-use crate::scheduler::TaskSpec;
+use crate::scheduler::{Submitter, TaskSpec};
 use crate::store::VerdictRecord;
 use crate::store::speedup::Speedup;
+use hpcagent_client::AttemptOutcome;
 
 /// A judge's record, read into what the store keeps before the scheduler
 /// lock is taken (the verdict's JSON is made here).
@@ -16,6 +17,8 @@ pub(super) struct Graded {
     pub kind: pb::GradeKind,
     pub verdict: pb::Verdict,
     pub record: VerdictRecord,
+    /// Who submitted: the agent, or its worker for it.
+    pub submitter: Submitter,
 }
 
 impl Graded {
@@ -24,6 +27,14 @@ impl Graded {
             .verdict
             .ok_or_else(|| Status::invalid_argument("no verdict"))?;
         let kind = pb::GradeKind::try_from(r.kind).unwrap_or(pb::GradeKind::Unspecified);
+        let submitter = match r.on_behalf {
+            None => Submitter::Agent,
+            Some(b) => Submitter::Worker {
+                ended: AttemptOutcome::from_wire(b.agent_ended)
+                    .map_err(|e| Status::invalid_argument(format!("on_behalf: {e}")))?,
+                starter: b.starter,
+            },
+        };
         let status = pb::Status::try_from(verdict.status).unwrap_or(pb::Status::Unspecified);
         let status = status
             .as_str_name()
@@ -51,6 +62,7 @@ impl Graded {
             kind,
             verdict,
             record,
+            submitter,
         })
     }
 }

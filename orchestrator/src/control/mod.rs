@@ -243,7 +243,8 @@ impl Control {
         graded.record.attempt = attempt;
         let end = if graded.kind == pb::GradeKind::Submit {
             let status = &graded.record.status;
-            match sched.record(&lease_id, status, graded.record.speedup, now) {
+            let verdict = (status.as_str(), graded.record.speedup);
+            match sched.record(&lease_id, verdict, graded.submitter, now) {
                 Ok(end) => end,
                 Err(e @ RecordError::AlreadySettled(_)) => {
                     return Err(Status::already_exists(e.to_string()));

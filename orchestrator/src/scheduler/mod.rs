@@ -163,12 +163,47 @@ pub enum Completion {
     Late,
 }
 
+/// Whose Submit settled a task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Submitter {
+    /// The agent, through its tools.
+    Agent,
+    /// The agent's worker, for an agent that ended as `ended` without
+    /// submitting: the starter unchanged, or the file as the agent left it.
+    /// Graded, but never the agent's result.
+    Worker {
+        ended: AttemptOutcome,
+        starter: bool,
+    },
+}
+
+impl Submitter {
+    /// Its word, as the store and the attempts' log keep it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Submitter::Agent => "agent",
+            Submitter::Worker { starter: true, .. } => "starter",
+            Submitter::Worker { starter: false, .. } => "left",
+        }
+    }
+
+    /// The attempt's outcome: the agent's own end when it did not submit.
+    fn outcome(self) -> AttemptOutcome {
+        match self {
+            Submitter::Agent => AttemptOutcome::Submitted,
+            Submitter::Worker { ended, .. } => ended,
+        }
+    }
+}
+
 /// How an attempt ended, for the store and the log.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AttemptEnd {
     pub task: String,
     pub attempt: u32,
     pub outcome: AttemptOutcome,
+    /// Whose Submit settled the task, when one did.
+    pub submitter: Option<Submitter>,
     /// The task's state after it.
     pub state: TaskState,
     pub attempts: u32,
@@ -458,13 +493,14 @@ impl Scheduler {
         }
     }
 
-    /// The judge's Submit verdict for a lease: settles the task unless the
-    /// judge itself failed (harness_error), which ends the attempt instead.
+    /// The judge's Submit verdict for a lease, made by `submitter`: settles
+    /// the task unless the judge itself failed (harness_error), which ends
+    /// the attempt instead.
     pub fn record(
         &mut self,
         lease_id: &str,
-        status: &str,
-        speedup: Option<f64>,
+        (status, speedup): (&str, Option<f64>),
+        submitter: Submitter,
         now: Instant,
     ) -> Result<Option<AttemptEnd>, RecordError> {
         let lease = self
@@ -479,12 +515,13 @@ impl Scheduler {
             return Ok(None);
         }
         let lease = self.leases.remove(lease_id).expect("checked");
-        let end = self.end(
+        let mut end = self.end(
             lease,
-            AttemptOutcome::Submitted,
+            submitter.outcome(),
             TaskState::Settled(status.to_string(), speedup),
             now,
         );
+        end.submitter = Some(submitter);
         if let Some(e) = self.ended.get_mut(lease_id) {
             e.1 = true;
         }
@@ -582,6 +619,7 @@ impl Scheduler {
             task: task.spec.id.clone(),
             attempt: lease.attempt,
             outcome,
+            submitter: None,
             state,
             attempts: task.attempts,
             budget_used: task.budget_used,

@@ -61,17 +61,42 @@ fn judges_are_assigned_by_least_load() {
     assert_eq!(judges, ["judge-0", "judge-1", "judge-0", "judge-1"]);
 }
 
+/// A worker's submit for an agent that crashed settles the task with the
+/// agent's own end, marked as the worker's, never as `submitted`.
+#[test]
+fn a_submit_made_for_an_agent_settles_with_the_agents_own_end() {
+    let mut s = scheduler(1, 3);
+    let t = Instant::now();
+    ready(&mut s, "judge-0", "j0");
+    let g = grant(s.pull("a", 0, t));
+    let worker = Submitter::Worker {
+        ended: AttemptOutcome::Crashed,
+        starter: true,
+    };
+    let end = s
+        .record(&g.lease_id, ("ok", Some(1.0)), worker, t)
+        .unwrap()
+        .unwrap();
+    assert_eq!(end.outcome, AttemptOutcome::Crashed);
+    assert_eq!(end.submitter.map(Submitter::as_str), Some("starter"));
+    assert_eq!(end.state, TaskState::Settled("ok".into(), Some(1.0)));
+}
+
 #[test]
 fn a_task_settles_once() {
     let mut s = scheduler(1, 3);
     let t = Instant::now();
     ready(&mut s, "judge-0", "j0");
     let g = grant(s.pull("a", 0, t));
-    let end = s.record(&g.lease_id, "ok", Some(1.1), t).unwrap().unwrap();
+    let end = s
+        .record(&g.lease_id, ("ok", Some(1.1)), Submitter::Agent, t)
+        .unwrap()
+        .unwrap();
     assert_eq!(end.state, TaskState::Settled("ok".into(), Some(1.1)));
     assert_eq!(s.unreported(), 1, "the agent has yet to report the attempt");
     assert!(
-        s.record(&g.lease_id, "ok", Some(1.1), t).is_err(),
+        s.record(&g.lease_id, ("ok", Some(1.1)), Submitter::Agent, t)
+            .is_err(),
         "a second verdict is refused"
     );
     assert_eq!(
@@ -99,7 +124,8 @@ fn expired_leases_requeue_until_attempts_run_out() {
     let second = grant(s.pull("b", 0, late));
     assert_eq!(second.attempt, 2);
     assert!(
-        s.record(&first.lease_id, "ok", None, late).is_err(),
+        s.record(&first.lease_id, ("ok", None), Submitter::Agent, late)
+            .is_err(),
         "a verdict for the expired lease is stale"
     );
     let ended = s.expire(late + Duration::from_secs(31));
@@ -219,7 +245,10 @@ fn harness_errors_do_not_settle_and_a_finish_without_submit_requeues() {
     let t = Instant::now();
     ready(&mut s, "judge-0", "j0");
     let g = grant(s.pull("a", 0, t));
-    assert_eq!(s.record(&g.lease_id, "harness_error", None, t), Ok(None));
+    assert_eq!(
+        s.record(&g.lease_id, ("harness_error", None), Submitter::Agent, t),
+        Ok(None)
+    );
     let Some(Completion::Ended(end)) = s.complete(&g.lease_id, AttemptOutcome::Finished, t) else {
         panic!("the attempt ends")
     };

@@ -25,10 +25,16 @@ pub const FILE_NAME: &str = "attempts.jsonl";
 pub(super) struct Line {
     pub task: String,
     pub attempt: u32,
-    /// How the attempt ended: "submitted" when a Submit verdict settled its
-    /// task, the agent's word when it completed without a settle, or the
+    /// How the attempt ended: "submitted" when the agent's Submit verdict
+    /// settled its task, the agent's word when it ended otherwise (its
+    /// worker may have submitted for it: `submitted_by`), or the
     /// orchestrator's when its lease ran out ("expired", "over budget").
     pub outcome: String,
+    /// Whose Submit settled the task: "agent", or the worker's "starter"
+    /// (the file the workspace was given) or "left" (the file as the agent
+    /// left it), graded for an agent that did not submit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub submitted_by: Option<&'static str>,
     /// The task after it: pending (to be tried again), settled or failed.
     pub task_state: String,
     pub attempts: u32,
@@ -118,6 +124,7 @@ mod tests {
             task: "gemm.c.fp64".into(),
             attempt,
             outcome: "submitted".into(),
+            submitted_by: Some("agent"),
             task_state: state.into(),
             attempts: attempt,
             budget_used_s: 1.5,

@@ -55,6 +55,30 @@ pub enum StoreError {
     Opened { path: PathBuf, why: std::io::Error },
 }
 
+/// Whether a task in `state` was settled by its agent's own Submit. One its
+/// worker settled for an agent that did not submit (`submitted_by` starter
+/// or left) is graded, but is not the agent's result.
+pub fn settled_by_agent(state: &str, submitted_by: Option<&str>) -> bool {
+    state == "settled" && submitted_by.is_none_or(|s| s == "agent")
+}
+
+/// Whether a task's agent failed it: settled by its worker for the agent,
+/// or failed after an end that is the agent's own doing (not its node's,
+/// its judge's or its model server's).
+pub fn agent_failed(state: &str, submitted_by: Option<&str>, outcome: Option<&str>) -> bool {
+    const AGENT_ENDS: [&str; 7] = [
+        "could not start",
+        "crashed",
+        "no submission",
+        "time budget",
+        "turn budget",
+        "token budget",
+        "context overflow",
+    ];
+    let settled_for_it = state == "settled" && !settled_by_agent(state, submitted_by);
+    settled_for_it || (state == "failed" && outcome.is_some_and(|o| AGENT_ENDS.contains(&o)))
+}
+
 /// A task as the store keeps it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TaskRow {
@@ -74,9 +98,28 @@ pub struct TaskRow {
     /// from before intervals).
     pub speedup_low: Option<f64>,
     pub speedup_high: Option<f64>,
+    /// How its last attempt ended (none in stores from before it).
+    pub outcome: Option<String>,
+    /// Whose Submit settled it: "agent", or the worker's "starter" or
+    /// "left" for an agent that did not submit.
+    pub submitted_by: Option<String>,
 }
 
 impl TaskRow {
+    /// Whether the agent's own Submit settled it ([`settled_by_agent`]).
+    pub fn by_agent(&self) -> bool {
+        settled_by_agent(&self.state, self.submitted_by.as_deref())
+    }
+
+    /// Whether its agent failed it ([`agent_failed`]).
+    pub fn agent_failed(&self) -> bool {
+        agent_failed(
+            &self.state,
+            self.submitted_by.as_deref(),
+            self.outcome.as_deref(),
+        )
+    }
+
     /// A task of the campaign's set, before anything happened to it.
     pub fn pending(spec: &crate::scheduler::TaskSpec) -> TaskRow {
         TaskRow {
@@ -97,6 +140,8 @@ impl TaskRow {
             speedup: None,
             speedup_low: None,
             speedup_high: None,
+            outcome: None,
+            submitted_by: None,
         }
     }
 }
@@ -182,6 +227,8 @@ mod tests {
                 speedup: None,
                 speedup_low: None,
                 speedup_high: None,
+                outcome: None,
+                submitted_by: None,
             })
             .collect();
         store.add_tasks(tasks.clone());
@@ -333,6 +380,7 @@ mod tests {
             task: "rolled-back.c".into(),
             attempt: 1,
             outcome: "submitted".into(),
+            submitted_by: Some("agent"),
             task_state: "settled".into(),
             attempts: 1,
             budget_used_s: 0.0,

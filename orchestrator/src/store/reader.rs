@@ -23,6 +23,9 @@ pub struct Reader {
     /// they cannot be added).
     tasks_interval: &'static str,
     verdicts_interval: &'static str,
+    /// The same for the tasks' `outcome, submitted_by`.
+    tasks_ended: &'static str,
+    run_dir: std::path::PathBuf,
 }
 
 /// The campaign row: what it is and when it ran.
@@ -93,6 +96,30 @@ pub struct TaskResult {
     /// The speedup's 95% confidence interval (none from older judges).
     pub speedup_low: Option<f64>,
     pub speedup_high: Option<f64>,
+    /// How its last attempt ended ("submitted", "crashed", …).
+    pub outcome: Option<String>,
+    /// Whose Submit settled it: "agent", or the worker's "starter" or
+    /// "left", graded for an agent that did not submit.
+    pub submitted_by: Option<String>,
+    /// Its last attempt's build log, relative to the run directory, when
+    /// its Submit left one.
+    pub build_log: Option<String>,
+}
+
+impl TaskResult {
+    /// Whether the agent's own Submit settled it ([`super::settled_by_agent`]).
+    pub fn by_agent(&self) -> bool {
+        super::settled_by_agent(&self.state, self.submitted_by.as_deref())
+    }
+
+    /// Whether its agent failed it ([`super::agent_failed`]).
+    pub fn agent_failed(&self) -> bool {
+        super::agent_failed(
+            &self.state,
+            self.submitted_by.as_deref(),
+            self.outcome.as_deref(),
+        )
+    }
 }
 
 impl Reader {
@@ -109,6 +136,11 @@ impl Reader {
         };
         conn.busy_timeout(std::time::Duration::from_secs(10))
             .map_err(sqlite)?;
+        let ended = if has_column(&conn, "tasks", "submitted_by").map_err(sqlite)? {
+            "outcome, submitted_by"
+        } else {
+            "NULL, NULL"
+        };
         let interval = |table| {
             has_column(&conn, table, "speedup_low").map(|has| {
                 if has {
@@ -119,6 +151,8 @@ impl Reader {
             })
         };
         Ok(Reader {
+            tasks_ended: ended,
+            run_dir: run_dir.to_path_buf(),
             tasks_interval: interval("tasks").map_err(sqlite)?,
             verdicts_interval: interval("verdicts").map_err(sqlite)?,
             conn,
@@ -128,8 +162,8 @@ impl Reader {
     pub fn tasks(&self) -> Result<Vec<TaskRow>, ReadError> {
         let mut stmt = self.conn.prepare(&format!(
             "SELECT id, kernel, language, precision, repeat, state, attempts, budget_used_s, status,
-             speedup, {} FROM tasks ORDER BY kernel, language, precision, repeat",
-            self.tasks_interval
+             speedup, {}, {} FROM tasks ORDER BY kernel, language, precision, repeat",
+            self.tasks_interval, self.tasks_ended
         ))?;
         stmt.query_map([], |r| {
             Ok(TaskRow {
@@ -145,6 +179,8 @@ impl Reader {
                 speedup: r.get(9)?,
                 speedup_low: r.get(10)?,
                 speedup_high: r.get(11)?,
+                outcome: r.get(12)?,
+                submitted_by: r.get(13)?,
             })
         })?
         .collect::<rusqlite::Result<_>>()
@@ -156,6 +192,7 @@ impl Reader {
             .tasks()?
             .into_iter()
             .map(|t| TaskResult {
+                build_log: self.build_log(&t.id, t.attempts),
                 task: t.id,
                 kernel: t.kernel,
                 language: t.language,
@@ -166,8 +203,16 @@ impl Reader {
                 speedup: t.speedup,
                 speedup_low: t.speedup_low,
                 speedup_high: t.speedup_high,
+                outcome: t.outcome,
+                submitted_by: t.submitted_by,
             })
             .collect())
+    }
+
+    /// An attempt's `build.log`, relative to the run directory, if it is there.
+    fn build_log(&self, task: &str, attempt: u32) -> Option<String> {
+        let log = format!("tasks/{task}/attempt-{attempt}/build.log");
+        self.run_dir.join(&log).is_file().then_some(log)
     }
 
     pub fn campaign(&self) -> Result<Option<CampaignRow>, ReadError> {

@@ -11,7 +11,7 @@ CREATE TABLE IF NOT EXISTS tasks (
     id TEXT PRIMARY KEY, kernel TEXT, language TEXT, precision TEXT, repeat INTEGER,
     state TEXT, attempts INTEGER, budget_used_s REAL,
     status TEXT, speedup REAL, verdict TEXT, settled_at REAL,
-    speedup_low REAL, speedup_high REAL);
+    speedup_low REAL, speedup_high REAL, outcome TEXT, submitted_by TEXT);
 CREATE TABLE IF NOT EXISTS attempts (
     task_id TEXT, attempt INTEGER, lease_id TEXT, agent TEXT, worker INTEGER, judge TEXT,
     started_at REAL, ended_at REAL, outcome TEXT, tokens INTEGER, transcript TEXT, message TEXT,
@@ -35,6 +35,8 @@ pub(super) const COLUMNS_ADDED: &[(&str, &str, &str)] = &[
     ("tasks", "speedup_high", "REAL"),
     ("verdicts", "speedup_low", "REAL"),
     ("verdicts", "speedup_high", "REAL"),
+    ("tasks", "outcome", "TEXT"),
+    ("tasks", "submitted_by", "TEXT"),
 ];
 
 /// Adds the [`COLUMNS_ADDED`] a store made before them lacks.

@@ -243,6 +243,7 @@ impl Store {
             attempt: end.attempt,
             outcome: end.outcome.clone(),
             task_state: end.state.clone(),
+            submitted_by: end.submitted_by,
             attempts: end.attempts,
             budget_used_s: end.budget_used_s,
             at: 0.0,
@@ -328,6 +329,9 @@ pub struct AttemptRecord {
     pub state: String,
     pub attempts: u32,
     pub budget_used_s: f64,
+    /// Whose Submit settled the task: "agent", or the worker's "starter"
+    /// or "left" for an agent that did not submit.
+    pub submitted_by: Option<&'static str>,
     /// A finished task's outcome: the settling verdict's status, or why it failed.
     pub status: Option<String>,
     pub speedup: Option<f64>,
@@ -365,8 +369,15 @@ fn end_attempt(c: &Connection, end: &AttemptRecord) -> rusqlite::Result<()> {
     let Some(status) = &end.status else {
         return execute(
             c,
-            "UPDATE tasks SET state = ?2, attempts = ?3, budget_used_s = ?4 WHERE id = ?1",
-            params![end.task, end.state, end.attempts, end.budget_used_s],
+            "UPDATE tasks SET state = ?2, attempts = ?3, budget_used_s = ?4, outcome = ?5
+             WHERE id = ?1",
+            params![
+                end.task,
+                end.state,
+                end.attempts,
+                end.budget_used_s,
+                end.outcome
+            ],
         )
         .map(drop);
     };
@@ -375,7 +386,8 @@ fn end_attempt(c: &Connection, end: &AttemptRecord) -> rusqlite::Result<()> {
     execute(
         c,
         "UPDATE tasks SET state = ?2, attempts = ?3, budget_used_s = ?4, status = ?5,
-         speedup = ?6, verdict = ?7, settled_at = ?8, speedup_low = ?9, speedup_high = ?10
+         speedup = ?6, verdict = ?7, settled_at = ?8, speedup_low = ?9, speedup_high = ?10,
+         outcome = ?11, submitted_by = ?12
          WHERE id = ?1",
         params![
             end.task,
@@ -387,7 +399,9 @@ fn end_attempt(c: &Connection, end: &AttemptRecord) -> rusqlite::Result<()> {
             verdict.map(|v| &v.verdict),
             now(),
             verdict.and_then(|v| v.speedup_low),
-            verdict.and_then(|v| v.speedup_high)
+            verdict.and_then(|v| v.speedup_high),
+            end.outcome,
+            end.submitted_by
         ],
     )
     .map(drop)

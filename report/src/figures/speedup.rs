@@ -223,6 +223,8 @@ mod tests {
             speedup: Some(speedup),
             speedup_low: interval.map(|(low, _)| low),
             speedup_high: interval.map(|(_, high)| high),
+            outcome: None,
+            submitted_by: None,
         }
     }
 

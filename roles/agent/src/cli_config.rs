@@ -5,6 +5,8 @@
 //! campaign's model as its provider (Codex reads TOML, not the JSON file).
 //!
 //! Both carry the attempt's secret, so both are written for the CLI alone.
+//! Beside them, [`cli_variables`] is what the CLIs are told through their
+//! environment.
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -29,6 +31,10 @@ pub fn codex_toml(
     model: &str,
     endpoint: &str,
 ) -> String {
+    // Without `required`, a Codex whose tools fail to start works on
+    // without them and exits 0, as if it had found nothing to submit.
+    let mut codex_server = server(exe, tools, secret);
+    codex_server["required"] = json!(true);
     let config = json!({
         "model": model,
         "model_provider": "hpcagent",
@@ -38,9 +44,36 @@ pub fn codex_toml(
             "env_key": "OPENAI_API_KEY",
             "wire_api": "responses",
         }},
-        "mcp_servers": {"hpcagent": server(exe, tools, secret)},
+        "mcp_servers": {"hpcagent": codex_server},
+        // Nothing but the model and the tools: the sandbox refuses any
+        // other host, and an attempt has nothing to tell one.
+        "check_for_update_on_startup": false,
+        "analytics": {"enabled": false},
+        "feedback": {"enabled": false},
+        // OpenAI's hosted search means nothing to the campaign's vLLM;
+        // `WEB_SEARCH` decides whether the agent searches, through its tools.
+        "web_search": "disabled",
     });
     toml::to_string(&config).unwrap_or_default()
+}
+
+/// The CLIs' variables beside the endpoints: their configuration homes in
+/// the attempt's scratch (the sandbox leaves the user's home read-only, and
+/// a CLI that cannot write its settings or sessions fails), the campaign's
+/// tools offered to the model directly, and no traffic but the model's.
+pub fn cli_variables(scratch: &Path, codex_home: &Path) -> Vec<(&'static str, String)> {
+    vec![
+        ("CODEX_HOME", codex_home.display().to_string()),
+        (
+            "CLAUDE_CONFIG_DIR",
+            scratch.join("claude").display().to_string(),
+        ),
+        // Claude Code otherwise defers MCP tools behind its ToolSearch tool:
+        // a model that never searches never sees `task` or `submit`.
+        ("ENABLE_TOOL_SEARCH", "false".into()),
+        // No update checks, telemetry or error reports.
+        ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1".into()),
+    ]
 }
 
 fn server(exe: &Path, tools: SocketAddr, secret: &str) -> serde_json::Value {
@@ -94,6 +127,21 @@ mod tests {
         let server = &config["mcp_servers"]["hpcagent"];
         assert_eq!(server["command"].as_str(), Some("/bin/hpcagent"));
         assert_eq!(server["env"][SECRET_VAR].as_str(), Some("s3cret"));
+        assert_eq!(server["required"].as_bool(), Some(true));
+        assert_eq!(config["check_for_update_on_startup"].as_bool(), Some(false));
+        assert_eq!(config["analytics"]["enabled"].as_bool(), Some(false));
+        assert_eq!(config["feedback"]["enabled"].as_bool(), Some(false));
+        assert_eq!(config["web_search"].as_str(), Some("disabled"));
+    }
+
+    #[test]
+    fn the_clis_homes_are_in_the_scratch_and_their_side_traffic_off() {
+        let vars = cli_variables(Path::new("/a/scratch"), Path::new("/a/scratch/codex"));
+        let get = |k: &str| vars.iter().find(|(n, _)| *n == k).map(|(_, v)| v.as_str());
+        assert_eq!(get("CODEX_HOME"), Some("/a/scratch/codex"));
+        assert_eq!(get("CLAUDE_CONFIG_DIR"), Some("/a/scratch/claude"));
+        assert_eq!(get("ENABLE_TOOL_SEARCH"), Some("false"));
+        assert_eq!(get("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"), Some("1"));
     }
 
     #[test]

@@ -37,6 +37,11 @@ use serde::{Deserialize, Serialize};
 /// The arguments that make the hpcagent binary this supervisor.
 pub const ENTRY: [&str; 2] = ["agent", "sandbox"];
 
+/// The supervisor's exit code when the CLI never ran, with a first line on
+/// stderr that starts [`CANNOT_START_SAYS`] and says why.
+pub const CANNOT_START: i32 = 127;
+pub const CANNOT_START_SAYS: &str = "agent sandbox: cannot start";
+
 /// How long the CLI has between TERM and KILL.
 const STOP_GRACE: Duration = Duration::from_secs(5);
 
@@ -51,27 +56,18 @@ pub struct Spec {
 
 impl Spec {
     /// The sandbox of an attempt: `run_dir` and the node's temporary
-    /// directories hidden, `attempt_dir` readable, `writable` ones
-    /// writable, TCP to `ports` only.
+    /// directories hidden, `readable` ones (its attempt's directory) seen,
+    /// `writable` ones writable, TCP to `ports` only.
     pub fn confine(
         run_dir: &Path,
-        attempt_dir: &Path,
+        readable: &[PathBuf],
         writable: &[PathBuf],
         ports: &[u16],
     ) -> Confinement {
-        let hidden: Vec<PathBuf> = [
-            run_dir.to_path_buf(),
-            std::env::temp_dir(),
-            PathBuf::from("/tmp"),
-            PathBuf::from("/var/tmp"),
-            PathBuf::from("/dev/shm"),
-            PathBuf::from("/run"),
-        ]
-        .into_iter()
-        .filter(|p| p.exists())
-        .collect();
+        let mut hidden = hpcagent_client::hidden::node_temporaries();
+        hidden.push(run_dir.to_path_buf());
         let mut read = hpcagent_sandbox::landlock::everything_but(&hidden);
-        read.push(attempt_dir.to_path_buf());
+        read.extend_from_slice(readable);
         Confinement {
             read,
             write: writable.to_vec(),
@@ -129,8 +125,9 @@ pub fn main() -> i32 {
     match start(&spec) {
         Ok(cli) => supervise(cli),
         Err(e) => {
-            eprintln!("agent sandbox: cannot start {:?}: {e}", spec.argv.first());
-            127
+            let program = spec.argv.first().map_or("", String::as_str);
+            eprintln!("{CANNOT_START_SAYS} {program}: {e}");
+            CANNOT_START
         }
     }
 }
@@ -181,6 +178,13 @@ fn start(spec: &Spec) -> Result<libc::pid_t, String> {
         .map(|a| a.as_ptr())
         .chain(std::iter::once(std::ptr::null()))
         .collect();
+    // The child's failures before execve come back here, on a pipe that
+    // execve closes: an empty read is a CLI that runs.
+    let mut failed = [0 as libc::c_int; 2];
+    // SAFETY: pipe2 into a two-element array.
+    if unsafe { libc::pipe2(failed.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(std::io::Error::last_os_error().to_string());
+    }
     block_signals(true);
     // SAFETY: this process is single-threaded; the child makes system calls
     // on values prepared above and leaves by execve or _exit.
@@ -189,28 +193,70 @@ fn start(spec: &Spec) -> Result<libc::pid_t, String> {
         // SAFETY: the child: system calls on the C strings prepared above
         // (alive until execve), then execve or _exit.
         0 => unsafe {
+            let fail = |stage: Stage| -> ! {
+                let report = [stage as i32, *libc::__errno_location()];
+                libc::write(failed[1], report.as_ptr().cast(), size_of_val(&report));
+                libc::_exit(CANNOT_START)
+            };
             block_signals(false);
             let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDONLY);
             if null < 0 || libc::dup2(null, 0) < 0 {
-                libc::_exit(126);
+                fail(Stage::Stdin);
             }
             libc::setsid();
             close_on_exec_from(3);
             if libc::chdir(prepared.cwd.as_ptr()) != 0 {
-                libc::_exit(126);
+                fail(Stage::Directory);
             }
             if let Some(fd) = &prepared.ruleset
                 && restrict_self(fd).is_err()
             {
-                libc::_exit(126);
+                fail(Stage::Landlock);
             }
             if prepared.filters.install().is_err() {
-                libc::_exit(126);
+                fail(Stage::Seccomp);
             }
             libc::execve(prepared.program.as_ptr(), argv.as_ptr(), env.as_ptr());
-            libc::_exit(127)
+            fail(Stage::Execute)
         },
-        pid => Ok(pid),
+        pid => {
+            // SAFETY: our copy of the write end; the read end is ours.
+            unsafe { libc::close(failed[1]) };
+            let mut report = [0 as libc::c_int; 2];
+            // SAFETY: reads at most the report's size into it.
+            let n =
+                unsafe { libc::read(failed[0], report.as_mut_ptr().cast(), size_of_val(&report)) };
+            // SAFETY: our read end, read above.
+            unsafe { libc::close(failed[0]) };
+            if n <= 0 {
+                return Ok(pid);
+            }
+            reap_children(pid);
+            let error = std::io::Error::from_raw_os_error(report[1]);
+            Err(format!("{}: {error}", Stage::name(report[0])))
+        }
+    }
+}
+
+/// Where the CLI's start failed, as the child reports it.
+#[derive(Clone, Copy)]
+enum Stage {
+    Stdin = 1,
+    Directory,
+    Landlock,
+    Seccomp,
+    Execute,
+}
+
+impl Stage {
+    fn name(code: i32) -> &'static str {
+        match code {
+            1 => "its stdin (/dev/null)",
+            2 => "its working directory",
+            3 => "its Landlock rules",
+            4 => "its seccomp filter",
+            _ => "execve (the sandbox hides /tmp, /var/tmp, /dev/shm, /run and the run directory)",
+        }
     }
 }
 
@@ -301,5 +347,40 @@ fn wait_signal(timeout: Duration) -> Option<i32> {
         };
         let signal = libc::sigtimedwait(&set, std::ptr::null_mut(), &wait);
         (signal > 0).then_some(signal)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A CLI whose program the sandbox hides cannot start, and the reason
+    /// comes back to the supervisor (which writes it to agent.stderr)
+    /// instead of a bare exit 127.
+    #[test]
+    fn a_program_the_sandbox_hides_is_reported_as_never_started() {
+        if hpcagent_sandbox::landlock::abi_version() == 0 {
+            panic!("this test needs Landlock, which the agent sandbox requires");
+        }
+        let run_dir = tempfile::tempdir_in(env!("CARGO_MANIFEST_DIR")).unwrap();
+        let program = run_dir.path().join("cli.sh");
+        std::fs::write(&program, "#!/bin/sh\nexit 0\n").unwrap();
+        std::fs::set_permissions(
+            &program,
+            std::os::unix::fs::PermissionsExt::from_mode(0o755),
+        )
+        .unwrap();
+        let workspace = tempfile::tempdir_in(env!("CARGO_MANIFEST_DIR")).unwrap();
+        let spec = Spec {
+            argv: vec![program.display().to_string()],
+            env: vec![("PATH".into(), "/usr/bin:/bin".into())],
+            cwd: workspace.path().to_path_buf(),
+            confinement: Spec::confine(run_dir.path(), &[], &[workspace.path().into()], &[]),
+        };
+        let why = start(&spec).expect_err("a hidden program cannot start");
+        assert!(
+            why.starts_with("execve") && why.contains("Permission denied"),
+            "{why}"
+        );
     }
 }

@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use hpcagent_client::AttemptOutcome;
 use hpcagent_client::speedup::Speedup;
 use hpcagent_proto::v1 as pb;
 use serde_json::{Value, json};
@@ -23,6 +24,8 @@ use crate::workspace::{Workspace, WorkspaceError};
 
 /// The verdict file a submit leaves in the attempt directory.
 pub const VERDICT_FILE: &str = "verdict.json";
+/// The submit's build log, beside its verdict.
+pub const BUILD_LOG_FILE: &str = "build.log";
 /// The longest a file tool may take before its call is answered with an error.
 const FILE_DEADLINE: std::time::Duration = std::time::Duration::from_secs(10);
 
@@ -287,7 +290,7 @@ impl Toolbox {
             }
             "score" | "submit" | "profile" => {
                 let started = std::time::Instant::now();
-                let reply = self.grade(name, &args).await;
+                let reply = self.grade(name, &args, None).await;
                 self.slowest_grade = self.slowest_grade.max(started.elapsed());
                 reply
             }
@@ -305,22 +308,33 @@ impl Toolbox {
     }
 
     /// Submits the solution file as the agent left it, when the attempt
-    /// has not submitted yet (the agent had its chance), and says how that
-    /// went after `message`.
-    pub async fn submit_what_is_left(&mut self, message: String) -> String {
+    /// has not submitted yet (the agent, which ended as `ended`, had its
+    /// chance), and says how that went after `message`. The verdict settles
+    /// the task as graded on the agent's behalf, never as its result.
+    pub async fn submit_what_is_left(&mut self, message: String, ended: AttemptOutcome) -> String {
         if self.submitted.is_some() {
             return message;
         }
-        let reply = self.grade("submit", &json!({})).await;
+        let reply = self.grade("submit", &json!({}), Some(ended)).await;
         if reply.ends.as_deref() == Some("submitted") {
             let status = self.submitted().unwrap_or("unknown");
-            format!("{message}; the solution file was submitted: {status}")
+            format!("{message}; the worker submitted the solution file for it: {status}")
         } else {
-            format!("{message}; the final submit failed: {}", reply.text)
+            format!(
+                "{message}; the worker's submit for it failed: {}",
+                reply.text
+            )
         }
     }
 
-    async fn grade(&mut self, kind: &str, args: &Value) -> ToolReply {
+    /// A grade of the file `args` name (the solution file by default);
+    /// `behalf`: a Submit the worker makes for an agent that ended so.
+    async fn grade(
+        &mut self,
+        kind: &str,
+        args: &Value,
+        behalf: Option<AttemptOutcome>,
+    ) -> ToolReply {
         let path = args
             .get("path")
             .and_then(Value::as_str)
@@ -344,6 +358,10 @@ impl Toolbox {
             lease_id: self.lease.lease_id.clone(),
             preset: self.lease.preset.clone(),
             confirming: false,
+            on_behalf: behalf.map(|ended| pb::OnBehalf {
+                agent_ended: ended.to_wire(),
+                starter: self.is_starter(&source),
+            }),
         };
         match kind {
             "submit" => {
@@ -408,6 +426,7 @@ impl Toolbox {
             source,
         );
         let _ = std::fs::write(self.attempt_dir.join(VERDICT_FILE), summary.to_string());
+        keep_build_log(&self.attempt_dir, verdict);
         if status == "harness_error" {
             // The judge failed, not the code: the attempt may submit again.
             return ToolReply::error(summary.to_string());
@@ -460,6 +479,25 @@ impl Toolbox {
 
     pub fn attempt_dir(&self) -> &Path {
         &self.attempt_dir
+    }
+
+    /// Whether `source` is the starter the workspace was given.
+    fn is_starter(&self, source: &str) -> bool {
+        self.task
+            .as_ref()
+            .is_some_and(|task| task_view::solution(task, &task.precision) == source)
+    }
+}
+
+/// Keeps a submit's build log beside its verdict ([`BUILD_LOG_FILE`]), where
+/// a verdict that says "see the build log" sends the operator.
+pub fn keep_build_log(attempt_dir: &Path, verdict: &pb::Verdict) {
+    if verdict.build_log_tail.trim().is_empty() {
+        return;
+    }
+    let path = attempt_dir.join(BUILD_LOG_FILE);
+    if let Err(e) = std::fs::write(&path, &verdict.build_log_tail) {
+        tracing::warn!("{}: {e}", path.display());
     }
 }
 

@@ -27,7 +27,13 @@ struct ToOrchestrator {
 }
 
 impl Recorder for ToOrchestrator {
-    fn record(&self, lease_id: String, kind: pb::GradeKind, verdict: pb::Verdict) -> Recording {
+    fn record(
+        &self,
+        lease_id: String,
+        kind: pb::GradeKind,
+        verdict: pb::Verdict,
+        on_behalf: Option<pb::OnBehalf>,
+    ) -> Recording {
         let records = self.records.clone();
         let judge = self.judge.clone();
         Box::pin(async move {
@@ -37,6 +43,7 @@ impl Recorder for ToOrchestrator {
                     kind: kind as i32,
                     verdict: Some(verdict),
                     judge,
+                    on_behalf,
                 })
                 .await
                 .map_err(|s| s.message().to_string())

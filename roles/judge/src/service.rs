@@ -30,7 +30,14 @@ pub type Recording = Pin<Box<dyn Future<Output = Result<bool, String>> + Send>>;
 
 /// Where verdicts given under a lease are reported.
 pub trait Recorder: Send + Sync + 'static {
-    fn record(&self, lease_id: String, kind: pb::GradeKind, verdict: pb::Verdict) -> Recording;
+    /// `on_behalf`: the request's, for a Submit a worker made for its agent.
+    fn record(
+        &self,
+        lease_id: String,
+        kind: pb::GradeKind,
+        verdict: pb::Verdict,
+        on_behalf: Option<pb::OnBehalf>,
+    ) -> Recording;
 }
 
 /// The service over a shared judge.
@@ -56,6 +63,7 @@ impl Service {
         kind: pb::GradeKind,
     ) -> Result<pb::Verdict, Status> {
         let lease = request.lease_id.clone();
+        let on_behalf = request.on_behalf;
         let submission = Submission::try_from(request)?;
         let judge = self.judge.clone();
         let verdict = tokio::spawn(async move {
@@ -67,7 +75,7 @@ impl Service {
         .await
         .map_err(|e| Status::internal(format!("the grade stopped: {e}")))??;
         let verdict = pb::Verdict::from(&verdict);
-        self.record(&lease, kind, &verdict).await?;
+        self.record(&lease, kind, &verdict, on_behalf).await?;
         Ok(verdict)
     }
 
@@ -78,6 +86,7 @@ impl Service {
         lease_id: &str,
         kind: pb::GradeKind,
         verdict: &pb::Verdict,
+        on_behalf: Option<pb::OnBehalf>,
     ) -> Result<(), Status> {
         let Some(recorder) = &self.recorder else {
             return Ok(());
@@ -86,7 +95,7 @@ impl Service {
             return Ok(());
         }
         match recorder
-            .record(lease_id.to_string(), kind, verdict.clone())
+            .record(lease_id.to_string(), kind, verdict.clone(), on_behalf)
             .await
         {
             Ok(_) => Ok(()),
@@ -157,7 +166,8 @@ impl pb::judge_server::Judge for Service {
             .await
             .map_err(|e| Status::internal(format!("the grade stopped: {e}")))??;
         if let Some(run) = &report.run {
-            self.record(&lease, pb::GradeKind::Profile, run).await?;
+            self.record(&lease, pb::GradeKind::Profile, run, None)
+                .await?;
         }
         Ok(Response::new(report))
     }

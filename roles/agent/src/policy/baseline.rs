@@ -76,6 +76,7 @@ async fn submit(
         lease_id: lease.lease_id.clone(),
         preset: lease.preset.clone(),
         confirming: false,
+        on_behalf: None,
     };
     let verdict = match judge
         .call(|mut j| {
@@ -103,7 +104,8 @@ async fn submit(
         "speedup_high": verdict.speedup_high,
         "no_change": Speedup::of_verdict(&verdict).is_some_and(|s| s.no_change()),
     });
-    let _ = std::fs::write(dir.join("verdict.json"), summary.to_string());
+    let _ = std::fs::write(dir.join(crate::tools::VERDICT_FILE), summary.to_string());
+    crate::tools::keep_build_log(dir, &verdict);
     Ok(Attempt::ended(
         AttemptOutcome::Submitted,
         format!("{}: {}", status.as_str_name(), verdict.message),

@@ -103,7 +103,7 @@ async fn finish(
     if !model_had_its_chance {
         return (outcome, message);
     }
-    (outcome, tools.submit_what_is_left(message).await)
+    (outcome, tools.submit_what_is_left(message, outcome).await)
 }
 
 struct Session<'a> {

@@ -87,9 +87,11 @@ pub async fn attempt(
             format!("{message}; submitted: {status}"),
         ),
         (Some(status), _) => (outcome, format!("{message}; submitted: {status}")),
-        // The CLI had its chance: what it left in the workspace is graded.
+        // The CLI had its chance: what it left in the workspace is graded,
+        // on its behalf. One that never ran had none, and its task is
+        // tried again (or fails) rather than settle on the starter.
         (None, AttemptOutcome::Finished | AttemptOutcome::Crashed | AttemptOutcome::TimeBudget) => {
-            (outcome, tools.submit_what_is_left(message).await)
+            (outcome, tools.submit_what_is_left(message, outcome).await)
         }
         (None, _) => (outcome, message),
     };
@@ -127,6 +129,7 @@ async fn run(
     let prompt = format!("{}\n\n{}", briefing.system, briefing.task);
     let prompt_file = dir.join("prompt.md");
     write(&prompt_file, &prompt, 0o644)?;
+    let (exe, exe_dir) = tool_exe(&policy.exe, &policy.run_dir)?;
     let secret = format!("{:032x}", rand::random::<u128>());
     let server = ToolServer::start(tools.clone(), secret.clone())
         .await
@@ -134,15 +137,17 @@ async fn run(
     let mcp_config = dir.join("mcp.json");
     write(
         &mcp_config,
-        &cli_config::mcp_json(&policy.exe, server.addr(), &secret),
+        &cli_config::mcp_json(&exe, server.addr(), &secret),
         0o600,
     )?;
     // Codex writes its sessions into its home: the CLI's own scratch.
     let scratch = dir.join("scratch");
     let codex_home = scratch.join("codex");
-    std::fs::create_dir_all(&codex_home).map_err(|e| format!("{}: {e}", codex_home.display()))?;
+    for dir in [&codex_home, &scratch.join("tmp")] {
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    }
     let codex = cli_config::codex_toml(
-        &policy.exe,
+        &exe,
         server.addr(),
         &secret,
         &policy.model,
@@ -173,7 +178,12 @@ async fn run(
     let spec = Spec {
         env: cli_env(lease, &policy.model, &scratch, &codex_home),
         cwd: workspace.clone(),
-        confinement: Spec::confine(&policy.run_dir, &dir, &[workspace.clone(), scratch], &ports),
+        confinement: Spec::confine(
+            &policy.run_dir,
+            &[dir.clone()].into_iter().chain(exe_dir).collect::<Vec<_>>(),
+            &[workspace.clone(), scratch],
+            &ports,
+        ),
         argv,
     };
     let name = spec.argv.first().cloned().unwrap_or_default();
@@ -196,9 +206,36 @@ async fn run(
     Ok(ended)
 }
 
+/// The hpcagent binary as the CLI can start it (`hpcagent mcp`): where it
+/// is, unless the sandbox hides that (a checkout under /tmp); then a copy
+/// in the run directory's `bin/`, with that directory to be made readable.
+fn tool_exe(exe: &Path, run_dir: &Path) -> Result<(PathBuf, Option<PathBuf>), String> {
+    let mut hidden = hpcagent_client::hidden::node_temporaries();
+    hidden.push(run_dir.to_path_buf());
+    let real = std::fs::canonicalize(exe).unwrap_or_else(|_| exe.to_path_buf());
+    if !hidden.iter().any(|dir| real.starts_with(dir)) {
+        return Ok((exe.to_path_buf(), None));
+    }
+    let bin = run_dir.join("bin");
+    let copy = bin.join("hpcagent");
+    let size = |p: &Path| std::fs::metadata(p).map(|m| m.len()).ok();
+    if size(&copy).is_none() || size(&copy) != size(&real) {
+        let failed =
+            |e: std::io::Error| format!("copying {} into {}: {e}", real.display(), bin.display());
+        std::fs::create_dir_all(&bin).map_err(failed)?;
+        // Each worker copies under its own name and renames: a CLI never
+        // starts a half-written binary.
+        let part = bin.join(format!("hpcagent.{}.part", std::process::id()));
+        std::fs::copy(&real, &part).map_err(failed)?;
+        std::fs::rename(&part, &copy).map_err(failed)?;
+    }
+    Ok((copy, Some(bin)))
+}
+
 /// The CLI's environment: the worker's, without anything of the campaign's
-/// (tokens, the orchestrator's address), with its model's endpoint and a
-/// scratch directory of its own.
+/// (tokens, the orchestrator's address), with its model's endpoint, a
+/// scratch directory of its own and the CLIs' settings
+/// ([`cli_config::cli_variables`]).
 fn cli_env(
     lease: &pb::Lease,
     model: &str,
@@ -211,12 +248,13 @@ fn cli_env(
         "ANTHROPIC_BASE_URL",
         "ANTHROPIC_MODEL",
         "ANTHROPIC_SMALL_FAST_MODEL",
-        "CODEX_HOME",
         "TMPDIR",
     ];
+    let settings = cli_config::cli_variables(scratch, codex_home);
     let mut env: Vec<(String, String)> = std::env::vars()
         .filter(|(k, _)| !k.starts_with("HPCAGENT_"))
         .filter(|(k, _)| !SET_HERE.contains(&k.as_str()))
+        .filter(|(k, _)| !settings.iter().any(|(name, _)| name == k))
         .collect();
     for key in ["OPENAI_API_KEY", "ANTHROPIC_API_KEY"] {
         if !env.iter().any(|(k, _)| k == key) {
@@ -231,10 +269,12 @@ fn cli_env(
         ("ANTHROPIC_BASE_URL".into(), anthropic),
         ("ANTHROPIC_MODEL".into(), model.to_string()),
         ("ANTHROPIC_SMALL_FAST_MODEL".into(), model.to_string()),
-        ("CODEX_HOME".into(), codex_home.display().to_string()),
         ("HPCAGENT_MODEL".into(), model.to_string()),
-        ("TMPDIR".into(), scratch.display().to_string()),
+        // Apart from the CLIs' homes: Codex refuses to put its helper
+        // binaries in a home that lies inside the temporary directory.
+        ("TMPDIR".into(), scratch.join("tmp").display().to_string()),
     ]);
+    env.extend(settings.into_iter().map(|(k, v)| (k.to_string(), v)));
     env
 }
 
@@ -307,8 +347,8 @@ async fn execute(
         Ok(child) => child,
         Err(e) => {
             return (
-                AttemptOutcome::Crashed,
-                format!("cannot start {}: {e}", run.name),
+                AttemptOutcome::CouldNotStart,
+                format!("cannot start the agent sandbox for {}: {e}", run.name),
             );
         }
     };
@@ -333,12 +373,34 @@ async fn execute(
             Err(_) => tracing::warn!("{}'s output did not end with it", run.name),
         }
     }
-    ended
+    match ended {
+        (AttemptOutcome::Crashed, _, Some(sandbox::CANNOT_START)) => {
+            match never_ran(&run.dir.join("agent.stderr")) {
+                Some(why) => (AttemptOutcome::CouldNotStart, why),
+                None => (ended.0, ended.1),
+            }
+        }
+        (outcome, message, _) => (outcome, message),
+    }
+}
+
+/// The sandbox's own word that the CLI never ran: the first line of its
+/// stderr, when the sandbox wrote it.
+fn never_ran(stderr: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(stderr).ok()?;
+    let first = text.lines().next()?;
+    first
+        .starts_with(sandbox::CANNOT_START_SAYS)
+        .then(|| first.to_string())
 }
 
 /// Waits for the CLI's end, stopping it at the budget, at a lost lease, or
-/// when the grace after its submit is over.
-async fn supervise(child: &mut tokio::process::Child, run: &Run<'_>) -> (AttemptOutcome, String) {
+/// when the grace after its submit is over: (outcome, message, the exit
+/// code it ended with on its own).
+async fn supervise(
+    child: &mut tokio::process::Child,
+    run: &Run<'_>,
+) -> (AttemptOutcome, String, Option<i32>) {
     let program = run.name;
     let pgid = child.id().unwrap_or(0) as i32;
     let deadline = tokio::time::Instant::now() + run.budget;
@@ -351,6 +413,7 @@ async fn supervise(child: &mut tokio::process::Child, run: &Run<'_>) -> (Attempt
                 return (
                     AttemptOutcome::TimeBudget,
                     format!("{program} was stopped after {:?}, the task's budget", run.budget),
+                    None,
                 );
             }
             _ = tokio::time::sleep(Duration::from_secs(1)) => {
@@ -363,22 +426,38 @@ async fn supervise(child: &mut tokio::process::Child, run: &Run<'_>) -> (Attempt
                         return (AttemptOutcome::Submitted, format!(
                             "{program} did not exit within {:?} of its submit and was stopped",
                             run.submit_grace
-                        ));
+                        ), None);
                     }
                 } else if (run.lost)() {
                     stop(child, pgid).await;
-                    return (AttemptOutcome::LeaseLost, format!("{program} was stopped: the lease was taken back"));
+                    return (AttemptOutcome::LeaseLost, format!("{program} was stopped: the lease was taken back"), None);
                 }
             }
         }
     };
     match status {
-        Ok(s) if s.success() => (AttemptOutcome::Finished, format!("{program} exited 0")),
-        Ok(s) => (
-            AttemptOutcome::Crashed,
-            format!("{program} ended with {s}; its output is in agent.stdout and agent.stderr"),
+        Ok(s) if s.success() => (
+            AttemptOutcome::Finished,
+            format!("{program} exited 0"),
+            Some(0),
         ),
-        Err(e) => (AttemptOutcome::Crashed, format!("{program}: {e}")),
+        Ok(s) => {
+            // The CLI's supervisor exits with the CLI's code, or 128 + the
+            // signal that ended it.
+            use std::os::unix::process::ExitStatusExt;
+            let how = match (s.code(), s.signal()) {
+                (Some(code), _) if code > 128 => format!("was killed by signal {}", code - 128),
+                (Some(code), _) => format!("exited {code}"),
+                (None, Some(signal)) => format!("was killed by signal {signal}"),
+                (None, None) => format!("ended with {s}"),
+            };
+            (
+                AttemptOutcome::Crashed,
+                format!("{program} {how}; its output is in agent.stdout and agent.stderr"),
+                s.code(),
+            )
+        }
+        Err(e) => (AttemptOutcome::Crashed, format!("{program}: {e}"), None),
     }
 }
 
@@ -517,7 +596,27 @@ mod tests {
         assert_eq!(out, "spec", "the supervisor reads its spec on stdin");
         let (outcome, message) = execute(sh("exit 3"), Vec::new(), &run(10, false)).await;
         assert_eq!(outcome, AttemptOutcome::Crashed);
-        assert!(message.contains("exit status: 3"), "{message}");
+        assert!(message.starts_with("sh exited 3"), "{message}");
+        let (outcome, message) = execute(sh("kill -9 $$"), Vec::new(), &run(10, false)).await;
+        assert_eq!(outcome, AttemptOutcome::Crashed);
+        assert!(
+            message.starts_with("sh was killed by signal 9"),
+            "{message}"
+        );
+        // The sandbox's own word that the CLI never ran, and its exit code.
+        let never = format!(
+            "echo '{} /tmp/cli: execve' >&2; exit 127",
+            sandbox::CANNOT_START_SAYS
+        );
+        let (outcome, message) = execute(sh(&never), Vec::new(), &run(10, false)).await;
+        assert_eq!(outcome, AttemptOutcome::CouldNotStart);
+        assert!(message.contains("/tmp/cli: execve"), "{message}");
+        let (outcome, _) = execute(sh("exit 127"), Vec::new(), &run(10, false)).await;
+        assert_eq!(
+            outcome,
+            AttemptOutcome::Crashed,
+            "a CLI's own 127 is its crash"
+        );
         let (outcome, _) = execute(sh("sleep 30"), Vec::new(), &run(1, false)).await;
         assert_eq!(outcome, AttemptOutcome::TimeBudget);
         let (outcome, _) = execute(sh("sleep 30"), Vec::new(), &run(60, true)).await;
@@ -544,7 +643,7 @@ mod tests {
         let (outcome, message) = execute(sh("sleep 1.5; echo bye"), Vec::new(), &run).await;
         assert_eq!(
             (outcome.as_str(), message.as_str()),
-            ("finished", "sh exited 0")
+            ("no submission", "sh exited 0")
         );
         let (outcome, message) = execute(sh("sleep 30"), Vec::new(), &run).await;
         assert_eq!(outcome, AttemptOutcome::Submitted);

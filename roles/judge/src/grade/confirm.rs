@@ -130,6 +130,7 @@ fn request(submission: &Submission) -> pb::GradeRequest {
         Code::Library(path) => pb::grade_request::Code::LibraryPath(path.display().to_string()),
     };
     pb::GradeRequest {
+        on_behalf: None,
         task_id: submission.task_id.clone(),
         language: submission.language.as_str().to_string(),
         precision: submission
