@@ -29,6 +29,36 @@ python3 -c 'import numpy, scipy' 2>/dev/null || python3 -m pip install --quiet n
 # agents' tests: about 1.5 min and 6 GB the first time, skipped afterwards.
 scripts/local-llm/install.sh
 
+# The agent CLIs the suite drives, at pinned versions (Claude Code's native
+# binary comes in its platform package, same version), under $HOME: the
+# agent sandbox hides /tmp, /var/tmp, /dev/shm and /run. Skipped when both
+# answer with their versions.
+CLIS=${HPCAGENT_AGENT_CLIS:-$HOME/.cache/hpcagent/npm}
+clis_ok() {
+  "$CLIS/node_modules/.bin/claude" --version 2>/dev/null | grep -q '^2\.1\.328 ' &&
+    "$CLIS/node_modules/.bin/codex" --version 2>/dev/null | grep -q ' 0\.169\.0$'
+}
+if ! clis_ok; then
+  echo "[test] installing Claude Code and Codex into $CLIS"
+  command -v npm >/dev/null ||
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends nodejs npm >/dev/null
+  mkdir -p "$CLIS"
+  npm install --prefix "$CLIS" --no-fund --no-audit --save-exact \
+    @anthropic-ai/claude-code@2.1.328 @openai/codex@0.169.0 >/dev/null
+  # Its postinstall puts the native binary in place; an npm that skipped
+  # install scripts leaves a stub that says so.
+  clis_ok || (cd "$CLIS/node_modules/@anthropic-ai/claude-code" && node install.cjs)
+  clis_ok || { echo "[test] Claude Code 2.1.328 or Codex 0.169.0 does not run from $CLIS" >&2; exit 1; }
+fi
+
+# HPCAgent-Bench's own corpus, where the workplace keeps a checkout beside
+# the project: the judge's tests walk its 635 manifests (no held-out case
+# equal to its public one). Without one they walk the project's fixtures.
+if [ -z "${HPCAGENT_BENCH_SOURCE:-}" ] && [ -d ../shared/hpcagent-bench/hpcagent_bench ]; then
+  HPCAGENT_BENCH_SOURCE=$(cd ../shared/hpcagent-bench && pwd)
+  export HPCAGENT_BENCH_SOURCE
+fi
+
 # A real multi-node Slurm on this machine (idempotent: reused when already up).
 as_root scripts/local-slurm/up.sh
 . /tmp/hpcagent-slurm/env.sh
