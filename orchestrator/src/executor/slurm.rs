@@ -23,11 +23,51 @@ use std::time::Duration;
 use super::{Executor, LaunchError, Step, log_file};
 use crate::plan::RoleInstance;
 
+/// The job's own requests, which sbatch exports and every srun reads as
+/// its own options unless they are gone from its environment:
+/// - memory: a step that asks for memory holds it, and a second step on
+///   the node would wait for the first to end; without them a step is
+///   given the job's memory on its node and shares it;
+/// - GPUs: a step's `--gres=gpu:N` (the role's share of the node) beside
+///   an inherited `--gpus-per-node` is refused by Slurm 26.05 and later
+///   (`src/common/slurm_opt.c`), and `SLURM_TRES_PER_TASK` with the
+///   step's own task layout ("mutually exclusive with --ntasks-per-gpu").
+///   Steps state their GPUs themselves.
+const NOT_INHERITED: [&str; 9] = [
+    "SLURM_MEM_PER_NODE",
+    "SLURM_MEM_PER_CPU",
+    "SLURM_MEM_PER_GPU",
+    "SLURM_GPUS",
+    "SLURM_GPUS_PER_NODE",
+    "SLURM_GPUS_PER_SOCKET",
+    "SLURM_GPUS_PER_TASK",
+    "SLURM_CPUS_PER_GPU",
+    "SLURM_TRES_PER_TASK",
+];
+
 pub struct SlurmExecutor {
     pub run_dir: PathBuf,
     /// The job's id, or a heterogeneous job's components' ids, as `squeue
     /// -j` takes them (comma-separated).
     pub jobs: String,
+}
+
+/// srun with `args`, the campaign's `env` and the instance's own, and none
+/// of the job's requests ([`NOT_INHERITED`]).
+fn srun(
+    args: &[String],
+    env: &[(String, String)],
+    instance_env: &std::collections::BTreeMap<String, String>,
+) -> tokio::process::Command {
+    let mut command = tokio::process::Command::new("srun");
+    command
+        .args(args)
+        .envs(env.iter().cloned())
+        .envs(instance_env.iter());
+    for name in NOT_INHERITED {
+        command.env_remove(name);
+    }
+    command
 }
 
 impl Executor for SlurmExecutor {
@@ -38,18 +78,8 @@ impl Executor for SlurmExecutor {
     ) -> Result<Step, LaunchError> {
         let dir = self.run_dir.join(&instance.log_dir);
         let (_, args) = instance.srun.split_first().ok_or(LaunchError::NoSrunLine)?;
-        let mut command = tokio::process::Command::new("srun");
+        let mut command = srun(args, env, &instance.env);
         command
-            .args(args)
-            .envs(env.iter().cloned())
-            .envs(instance.env.iter())
-            // A job submitted with --mem passes it to every srun through
-            // these, and a step that asks for memory holds it: a second step
-            // on the node would wait for the first to end. Without them a
-            // step is given the job's memory on its node and shares it.
-            .env_remove("SLURM_MEM_PER_NODE")
-            .env_remove("SLURM_MEM_PER_CPU")
-            .env_remove("SLURM_MEM_PER_GPU")
             .stdin(Stdio::null())
             .stdout(log_file(&dir, "srun.log")?)
             .stderr(log_file(&dir, "srun.log")?)
@@ -281,6 +311,25 @@ async fn scancel(args: &[&str]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_step_inherits_none_of_the_jobs_gpu_or_memory_requests() {
+        let command = srun(&["--gres=gpu:2".into()], &[], &Default::default());
+        let removed: Vec<String> = command
+            .as_std()
+            .get_envs()
+            .filter(|(_, value)| value.is_none())
+            .map(|(name, _)| name.to_string_lossy().into_owned())
+            .collect();
+        for name in [
+            "SLURM_GPUS_PER_NODE",
+            "SLURM_GPUS",
+            "SLURM_TRES_PER_TASK",
+            "SLURM_MEM_PER_NODE",
+        ] {
+            assert!(removed.iter().any(|r| r == name), "{name}: {removed:?}");
+        }
+    }
 
     #[test]
     fn a_step_is_taken_for_gone_only_when_squeue_answered_without_it() {

@@ -287,8 +287,37 @@ pub fn validate(text: &str) -> Vec<String> {
             }
         }
     }
+    problems.extend(driver_capabilities_problem(&edf));
     check_variables(&edf, &mut problems);
     problems
+}
+
+/// What enroot's NVIDIA hook accepts in `NVIDIA_DRIVER_CAPABILITIES`: it
+/// stops the container on any other word, so every step would fail.
+/// Profiling needs no capability here: counter access is the host driver's
+/// setting (`NVreg_RestrictProfilingToAdminUsers`).
+const DRIVER_CAPABILITIES: [&str; 7] = [
+    "all", "compute", "compat32", "display", "graphics", "utility", "video",
+];
+
+fn driver_capabilities_problem(edf: &Value) -> Option<String> {
+    let value = edf
+        .get("env")?
+        .get("NVIDIA_DRIVER_CAPABILITIES")?
+        .as_str()?;
+    let unknown: Vec<&str> = value
+        .split(',')
+        .map(str::trim)
+        .filter(|c| !DRIVER_CAPABILITIES.contains(c))
+        .collect();
+    (!unknown.is_empty()).then(|| {
+        format!(
+            "`[env] NVIDIA_DRIVER_CAPABILITIES` has {}, which enroot's NVIDIA hook refuses \
+             (it knows {})",
+            unknown.join(", "),
+            DRIVER_CAPABILITIES.join(", ")
+        )
+    })
 }
 
 /// An EDF document as one table value.
@@ -441,13 +470,18 @@ mod tests {
     #[test]
     fn malformed_edfs_are_refused_with_the_reason() {
         let problems = validate(
-            "mounts = [\"/scratch\"]\nwritable = \"yes\"\nworkdir = \"${1BAD}\"\n[env]\nN = 4\n",
+            "mounts = [\"/scratch\"]\nwritable = \"yes\"\nworkdir = \"${1BAD}\"\n[env]\nN = 4\n\
+             NVIDIA_DRIVER_CAPABILITIES = \"compute,utility,profiler\"\n",
         );
         let text = problems.join("\n");
         assert!(text.contains("needs an `image`"), "{text}");
         assert!(text.contains("not SRC:DST"), "{text}");
         assert!(text.contains("`writable` must be true or false"), "{text}");
         assert!(text.contains("`[env] N` must be a string"), "{text}");
+        assert!(
+            text.contains("NVIDIA_DRIVER_CAPABILITIES` has profiler, which enroot"),
+            "{text}"
+        );
         assert!(text.contains("is not ${NAME}"), "{text}");
         assert!(validate("image = [").join("").contains("not TOML"));
     }
