@@ -947,3 +947,25 @@ assert float(np.load(f"{d}/expected/peak.npy")) == float(np.max(np.abs(x)))
         energy.path(),
     );
 }
+
+/// A misspelt kernel is refused by `plan` and `submit --dry-run`, before
+/// anything reaches Slurm, as `up` would refuse it inside the queued job.
+#[test]
+fn an_unknown_kernel_is_refused_before_the_job_is_queued() {
+    let env = example("local.env");
+    for verb in [&["plan"][..], &["submit", "--dry-run"][..]] {
+        let out = hpcagent()
+            .args(&verb[..1])
+            .args(["--env", env.to_str().unwrap()])
+            .args(&verb[1..])
+            .args(["--set", "KERNELS=gemm,dott"])
+            .output()
+            .unwrap();
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{verb:?}: {err}");
+        assert!(
+            err.contains("dott") && err.contains("did you mean dot?"),
+            "{verb:?}: {err}"
+        );
+    }
+}

@@ -46,6 +46,7 @@ pub fn run(args: PlanArgs) -> anyhow::Result<()> {
     };
     let layout = super::layout(&config, run_dir)?;
     let plan = placement::place(&config, &allocation, &layout)?;
+    hpcagent_orchestrator::campaign::tasks::from_corpus(&config, &super::corpus_root(&config)?)?;
     if let Some(path) = &args.write {
         write_json(&plan, path)?;
     }

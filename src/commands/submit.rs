@@ -51,6 +51,7 @@ pub fn run(args: SubmitArgs) -> anyhow::Result<()> {
     let stand_in = Allocation::from_nodelist(&format!("node[1-{total}]"), None, None)?;
     let layout = super::layout(&config, config.settings.run_root.0.join("%j"))?;
     let plan = placement::place(&config, &stand_in, &layout)?;
+    hpcagent_orchestrator::campaign::tasks::from_corpus(&config, &super::corpus_root(&config)?)?;
     // The container images must be there before the job waits in the queue.
     let containers = edf::check_plan(&config, &plan);
 

@@ -244,8 +244,10 @@ config_keys! {
     ["Agents"] profiling_guidance / PROFILING_GUIDANCE: bool = "false";
     /// The agent CLI the `command` policy runs per task, as a command line.
     /// Placeholders: `{workspace}`, `{prompt_file}`, `{prompt}`, `{model}`,
-    /// `{endpoint}` (the OpenAI-compatible base URL), `{mcp_config}` (a JSON
-    /// file naming `hpcagent mcp` as an MCP server).
+    /// `{endpoint}` (the OpenAI-compatible base URL), `{anthropic_endpoint}`
+    /// (the same server's Anthropic Messages API), `{mcp_config}` (a JSON
+    /// file naming `hpcagent mcp` as an MCP server), `{codex_home}` (a Codex
+    /// home whose `config.toml` names the model and the tools).
     ["Agents"] agent_command / AGENT_COMMAND: Args = "";
     /// `up` exits 5 when the agents of more than this share of the tasks
     /// failed (could not start, crashed, timed out, ended without

@@ -253,6 +253,40 @@ pub fn resolve(sources: &Sources) -> Result<Config, ConfigError> {
     Err(ConfigError(errors))
 }
 
+/// What the `command` policy fills in `AGENT_COMMAND`.
+pub const AGENT_COMMAND_PLACEHOLDERS: [&str; 8] = [
+    "workspace",
+    "prompt_file",
+    "prompt",
+    "model",
+    "endpoint",
+    "anthropic_endpoint",
+    "mcp_config",
+    "codex_home",
+];
+
+/// The `{name}`s of a command line that are no placeholder: left as they
+/// are, they would reach the CLI literally. Braces around anything but a
+/// lowercase name (JSON, say) are not placeholders.
+fn unknown_placeholders(command: &[String]) -> Vec<String> {
+    let mut unknown = Vec::new();
+    for arg in command {
+        let mut rest = arg.as_str();
+        while let Some(open) = rest.find('{') {
+            let after = &rest[open + 1..];
+            let Some(close) = after.find('}') else { break };
+            let name = &after[..close];
+            let looks_like_one =
+                !name.is_empty() && name.chars().all(|c| c.is_ascii_lowercase() || c == '_');
+            if looks_like_one && !AGENT_COMMAND_PLACEHOLDERS.contains(&name) {
+                unknown.push(name.to_string());
+            }
+            rest = &after[close + 1..];
+        }
+    }
+    unknown
+}
+
 /// Rules that involve more than one key.
 fn validate(config: &Config) -> Vec<Diagnostic> {
     let s = &config.settings;
@@ -362,6 +396,18 @@ fn validate(config: &Config) -> Vec<Diagnostic> {
         "is empty; AGENT_POLICY=command runs it for every task".into(),
     );
     if s.agent_policy == Policy::Command {
+        for unknown in unknown_placeholders(&s.agent_command.0) {
+            require(
+                false,
+                "AGENT_COMMAND",
+                format!(
+                    "{{{unknown}}} is no placeholder (they are {})",
+                    AGENT_COMMAND_PLACEHOLDERS
+                        .map(|p| format!("{{{p}}}"))
+                        .join(", ")
+                ),
+            );
+        }
         let path = std::env::var("PATH").unwrap_or_default();
         let hidden = crate::hidden::node_temporaries();
         if let Some((file, dir)) = crate::hidden::needs_hidden(&s.agent_command.0, &path, &hidden) {

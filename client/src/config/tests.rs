@@ -137,6 +137,22 @@ fn cross_key_rules_point_at_the_key_to_fix() {
 }
 
 #[test]
+fn an_agent_command_with_an_unknown_placeholder_is_refused() {
+    let policy = "AGENT_POLICY=command\nINFERENCE_URL=http://h:1/v1\nLLM_MODEL=m\n";
+    assert_eq!(
+        errors(&format!(
+            "{policy}AGENT_COMMAND=cli --cd {{workdir}} {{prompt}} '{{\"a\": 1}}'\n"
+        )),
+        [format!(
+            "run.env:4: AGENT_COMMAND: {{workdir}} is no placeholder (they are {})",
+            AGENT_COMMAND_PLACEHOLDERS
+                .map(|p| format!("{{{p}}}"))
+                .join(", ")
+        )]
+    );
+}
+
+#[test]
 fn inference_split() {
     let shape = |text: &str| {
         let file = env_file(&format!("VLLM_MODEL=m\n{text}"));

@@ -104,13 +104,7 @@ pub async fn up(up: Up) -> anyhow::Result<Outcome> {
     if let ExecutorKind::Slurm { .. } = up.executor {
         crate::slurm::edf::check_plan(&up.config, &plan)?;
     }
-    // An HPCAgent-Bench checkout's manifests that cannot be graded are
-    // named where a task selects them (`KERNELS`), not here.
-    let (corpus, refused) = hpcagent_corpus::load_any(&up.corpus_root).map_err(|errors| {
-        let lines: Vec<String> = errors.iter().map(ToString::to_string).collect();
-        anyhow::anyhow!("the corpus is invalid:\n{}", lines.join("\n"))
-    })?;
-    let specs = tasks::task_set(&up.config, &corpus, &refused)?;
+    let specs = tasks::from_corpus(&up.config, &up.corpus_root)?;
     crate::store::check_filesystem(&up.run_dir, up.config.settings.allow_memory_db)?;
     std::fs::create_dir_all(&up.run_dir)
         .with_context(|| format!("cannot create {}", up.run_dir.display()))?;

@@ -35,6 +35,22 @@ enum Problem {
     },
 }
 
+/// The campaign's tasks from the corpus at `corpus_root`, as `up` makes
+/// them: `plan` and `submit` ask too, so that an unknown kernel is refused
+/// before anything reaches Slurm rather than inside the queued job.
+pub fn from_corpus(
+    config: &Config,
+    corpus_root: &std::path::Path,
+) -> anyhow::Result<Vec<TaskSpec>> {
+    // An HPCAgent-Bench checkout's manifests that cannot be graded are
+    // named where a task selects them (`KERNELS`), not here.
+    let (corpus, refused) = hpcagent_corpus::load_any(corpus_root).map_err(|errors| {
+        let lines: Vec<String> = errors.iter().map(ToString::to_string).collect();
+        anyhow::anyhow!("the corpus is invalid:\n{}", lines.join("\n"))
+    })?;
+    Ok(task_set(config, &corpus, &refused)?)
+}
+
 /// Every task of the campaign, in a stable order.
 pub fn task_set(
     config: &Config,

@@ -29,6 +29,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use hpcagent_client::AttemptOutcome;
+use hpcagent_client::config::AGENT_COMMAND_PLACEHOLDERS;
 use hpcagent_proto::v1 as pb;
 use tokio::sync::Mutex;
 
@@ -167,6 +168,12 @@ async fn run(
         ("mcp_config", mcp_config.display().to_string()),
         ("codex_home", codex_home.display().to_string()),
     ]);
+    debug_assert!(
+        values
+            .keys()
+            .eq(std::collections::BTreeSet::from(AGENT_COMMAND_PLACEHOLDERS).iter()),
+        "the placeholders filled are the ones configuration checks accept"
+    );
     let argv = render(&policy.template, &values);
     let ports: Vec<u16> = [
         inference_port(&lease.inference_url),
