@@ -468,6 +468,27 @@ fn validate(config: &Config) -> Vec<Diagnostic> {
         "MAX_JOBS",
         "a campaign runs in at least one job".into(),
     );
+    // The default budget may outlast a short test job, whose drain ends its
+    // tasks; one the operator set longer than the job is a mistake (often
+    // seconds written as Slurm reads minutes).
+    let bare = !s.task_budget.text.contains([':', '-']);
+    require(
+        config.origin("TASK_BUDGET") == Origin::Default
+            || s.task_budget.seconds <= s.time_limit.seconds,
+        "TASK_BUDGET",
+        format!(
+            "{} is {}{}, longer than the job's TIME_LIMIT={}; a task cannot use more than \
+             one job's time",
+            s.task_budget.text,
+            clock(s.task_budget.seconds),
+            if bare {
+                " (Slurm's rule: a bare number is minutes)"
+            } else {
+                ""
+            },
+            s.time_limit.text
+        ),
+    );
     require(
         u64::from(s.drain_seconds) < s.time_limit.seconds,
         "DRAIN_SECONDS",
@@ -477,6 +498,22 @@ fn validate(config: &Config) -> Vec<Diagnostic> {
         ),
     );
     errors
+}
+
+/// `seconds` as Slurm writes a time: `[D-]HH:MM:SS`.
+fn clock(seconds: u64) -> String {
+    let (days, rest) = (seconds / 86400, seconds % 86400);
+    let hms = format!(
+        "{:02}:{:02}:{:02}",
+        rest / 3600,
+        rest % 3600 / 60,
+        rest % 60
+    );
+    if days > 0 {
+        format!("{days}-{hms}")
+    } else {
+        hms
+    }
 }
 
 /// Reconciles INFERENCE_NODES, INFERENCE_REPLICAS and NODES_PER_REPLICA.

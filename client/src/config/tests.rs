@@ -125,6 +125,13 @@ fn cross_key_rules_point_at_the_key_to_fix() {
         ]
     );
     assert_eq!(
+        errors("TIME_LIMIT=00:30:00\nTASK_BUDGET=1800\n"),
+        [
+            "run.env:2: TASK_BUDGET: 1800 is 1-06:00:00 (Slurm's rule: a bare number is minutes), \
+             longer than the job's TIME_LIMIT=00:30:00; a task cannot use more than one job's time"
+        ]
+    );
+    assert_eq!(
         errors("TIME_LIMIT=5\nDRAIN_SECONDS=300\n"),
         ["run.env:2: DRAIN_SECONDS: 300 s is not shorter than TIME_LIMIT=5 (300 s)"]
     );
