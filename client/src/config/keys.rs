@@ -135,7 +135,9 @@ config_keys! {
     /// 127.0.0.1, and the ranks of a multi-node replica meet at rank 0's
     /// address on it (`--master-addr`, `VLLM_HOST_IP`).
     ["Inference"] net_ifname / NET_IFNAME: Option<String> = "";
-    /// More `NAME=value` environment for inference steps (NCCL, libfabric).
+    /// More `NAME=value` environment for inference steps (NCCL, libfabric),
+    /// added to the site profile's: a name set here replaces the site's of
+    /// that name, and a value starting `--replace` replaces the whole set.
     ["Inference"] inference_env / INFERENCE_ENV: Assignments = "";
     /// The program that runs vLLM, with any leading arguments (a venv's
     /// `bin/vllm`, or `python -m vllm.entrypoints.cli.main`); `serve …` follows.

@@ -208,6 +208,7 @@ pub fn resolve(sources: &Sources) -> Result<Config, ConfigError> {
         .collect();
 
     errors.extend(resolved.iter().filter_map(control_character));
+    merge_site_variables(&mut resolved, site);
 
     let text = |key: &'static str| {
         resolved
@@ -707,6 +708,44 @@ fn control_character(r: &Resolved) -> Option<Diagnostic> {
         Some(r.key.into()),
         format!("the value holds {what} ({c:?}); a value is one line of text"),
     ))
+}
+
+/// Keys whose site value is a set of variables (the interconnect's): an
+/// env file that sets one adds to the site's set, each variable it names
+/// replacing the site's of that name, unless its value starts with
+/// [`REPLACE`]. Replacing by default dropped `FI_PROVIDER=cxi` and the other
+/// Slingshot settings from a line that only meant to add `NCCL_DEBUG=INFO`.
+const MERGED_WITH_SITE: [&str; 1] = ["INFERENCE_ENV"];
+/// The first word of a value that replaces the site's set instead.
+const REPLACE: &str = "--replace";
+
+fn merge_site_variables(resolved: &mut [Resolved], site: Site) {
+    for r in resolved.iter_mut() {
+        if !MERGED_WITH_SITE.contains(&r.key)
+            || matches!(r.origin, Origin::Site(_) | Origin::Default)
+        {
+            continue;
+        }
+        let Some((_, site_text)) = site::profile(site).iter().find(|(k, _)| *k == r.key) else {
+            continue;
+        };
+        // A value that does not split is refused by its parser later.
+        let (Ok(site_words), Ok(words)) =
+            (shell_words::split(site_text), shell_words::split(&r.text))
+        else {
+            continue;
+        };
+        if words.first().map(String::as_str) == Some(REPLACE) {
+            r.text = shell_words::join(&words[1..]);
+            continue;
+        }
+        let name = |word: &str| word.split_once('=').map(|(n, _)| n.to_string());
+        let set_here: Vec<Option<String>> = words.iter().map(|w| name(w)).collect();
+        let kept = site_words
+            .into_iter()
+            .filter(|w| !set_here.contains(&name(w)));
+        r.text = shell_words::join(kept.chain(words));
+    }
 }
 
 /// Quotes a value for an env file: single quotes unless it needs none.

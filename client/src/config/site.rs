@@ -26,7 +26,7 @@ pub fn profile(site: Site) -> &'static [(&'static str, &'static str)] {
                 "NCCL_NET='AWS Libfabric' NCCL_NET_GDR_LEVEL=PHB NCCL_CROSS_NIC=1 \
                  NCCL_PROTO=^LL128 FI_PROVIDER=cxi \
                  FI_CXI_DISABLE_HOST_REGISTER=1 FI_MR_CACHE_MONITOR=userfaultfd \
-                 FI_CXI_DEFAULT_CQ_SIZE=131072 FI_CXI_DEFAULT_TX_SIZE=32768 \
+                 FI_CXI_DEFAULT_CQ_SIZE=131072 FI_CXI_DEFAULT_TX_SIZE=16384 \
                  FI_CXI_RX_MATCH_MODE=software",
             ),
             ("INFERENCE_READY_TIMEOUT", "01:30:00"),
@@ -49,7 +49,7 @@ pub fn profile(site: Site) -> &'static [(&'static str, &'static str)] {
                 "NCCL_NET_PLUGIN=ofi FI_PROVIDER=cxi NCCL_DMABUF_ENABLE=0 \
                  HSA_ENABLE_IPC_MODE_LEGACY=1 NCCL_CROSS_NIC=1 \
                  FI_CXI_DISABLE_HOST_REGISTER=1 FI_MR_CACHE_MONITOR=userfaultfd \
-                 FI_CXI_DEFAULT_CQ_SIZE=131072 FI_CXI_DEFAULT_TX_SIZE=32768 \
+                 FI_CXI_DEFAULT_CQ_SIZE=131072 FI_CXI_DEFAULT_TX_SIZE=16384 \
                  FI_CXI_RX_MATCH_MODE=software",
             ),
             ("INFERENCE_READY_TIMEOUT", "01:30:00"),

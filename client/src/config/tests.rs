@@ -160,6 +160,39 @@ fn an_agent_command_with_an_unknown_placeholder_is_refused() {
 }
 
 #[test]
+fn a_sites_variables_are_added_to_not_replaced() {
+    let resolved = |text: &str| {
+        let file = env_file(text);
+        let config = resolve(&sources(&file, &[], &[])).unwrap();
+        let env = config.settings.inference_env.0.clone();
+        let text = config
+            .resolved()
+            .iter()
+            .find(|r| r.key == "INFERENCE_ENV")
+            .unwrap()
+            .text
+            .clone();
+        (env, text)
+    };
+    let (env, text) = resolved("SITE=alps\nINFERENCE_ENV=NCCL_DEBUG=INFO FI_PROVIDER=tcp\n");
+    let get = |name: &str| env.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str());
+    assert_eq!(get("NCCL_DEBUG"), Some("INFO"));
+    assert_eq!(get("FI_PROVIDER"), Some("tcp"), "a name set here wins");
+    assert_eq!(
+        get("NCCL_NET"),
+        Some("AWS Libfabric"),
+        "the site's others stay"
+    );
+    assert_eq!(env.iter().filter(|(n, _)| n == "FI_PROVIDER").count(), 1);
+    assert!(
+        text.contains("'NCCL_NET=AWS Libfabric'"),
+        "config shows the merged value: {text}"
+    );
+    let (env, _) = resolved("SITE=alps\nINFERENCE_ENV=--replace NCCL_DEBUG=INFO\n");
+    assert_eq!(env, [("NCCL_DEBUG".to_string(), "INFO".to_string())]);
+}
+
+#[test]
 fn inference_split() {
     let shape = |text: &str| {
         let file = env_file(&format!("VLLM_MODEL=m\n{text}"));
