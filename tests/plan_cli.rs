@@ -362,9 +362,25 @@ fn a_bench_whose_reader_went_away_ends_quietly_after_measuring() {
     );
 }
 
+/// A `$SCRATCH` holding the container images the site profiles name, as
+/// an operator's does once the images are built: a dry run whose images
+/// are missing is one that would be refused, and exits so.
+fn scratch_with_images() -> tempfile::TempDir {
+    let scratch = tempfile::tempdir().unwrap();
+    let images = scratch.path().join("hpcagent/images");
+    std::fs::create_dir_all(&images).unwrap();
+    for site in ["gh200", "mi300a"] {
+        for role in ["vllm", "roles"] {
+            std::fs::write(images.join(format!("hpcagent-{role}-{site}.sqsh")), "").unwrap();
+        }
+    }
+    scratch
+}
+
 #[test]
 fn submit_dry_run_renders_flags_from_the_env_file() {
     let env = example("beverin.env");
+    let scratch = scratch_with_images();
     let out = hpcagent()
         .args([
             "submit",
@@ -374,12 +390,17 @@ fn submit_dry_run_renders_flags_from_the_env_file() {
             "--",
             "--reservation=r1",
         ])
-        .env("SCRATCH", "/scratch/u")
+        .env("SCRATCH", scratch.path())
+        .env("EDF_PATH", common::repo().join("containers/edf"))
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", stderr(&out));
     let text = stdout(&out);
     let command = text.lines().find(|l| l.starts_with("sbatch ")).unwrap();
+    let output = format!(
+        "--output={}/hpcagent-runs/%j/sbatch.out",
+        scratch.path().display()
+    );
     for flag in [
         "--nodes=4",
         "--exclusive",
@@ -387,7 +408,7 @@ fn submit_dry_run_renders_flags_from_the_env_file() {
         "--time=04:00:00",
         "--partition=mi300",
         "--job-name=hpcagent",
-        "--output=/scratch/u/hpcagent-runs/%j/sbatch.out",
+        &output,
         "--signal=B:USR1@600",
         "--reservation=r1",
     ] {
@@ -571,11 +592,13 @@ fn roles_on_other_partitions_make_a_heterogeneous_job() {
         "--set",
         "AGENT_PARTITION=cpu",
     ];
+    let scratch = scratch_with_images();
     let out = hpcagent()
         .args(["submit", "--env", env.to_str().unwrap(), "--dry-run"])
         .args(sets)
         .args(["--", "--reservation=r1"])
-        .env("SCRATCH", "/scratch/u")
+        .env("SCRATCH", scratch.path())
+        .env("EDF_PATH", common::repo().join("containers/edf"))
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", stderr(&out));
@@ -968,4 +991,28 @@ fn an_unknown_kernel_is_refused_before_the_job_is_queued() {
             "{verb:?}: {err}"
         );
     }
+}
+
+/// A dry run of a job that would be refused (its container images are not
+/// there) shows the script and exits as the submit would: non-zero.
+#[test]
+fn a_dry_run_of_a_job_that_would_be_refused_says_so_and_fails() {
+    let env = example("beverin.env");
+    let empty = tempfile::tempdir().unwrap();
+    let out = hpcagent()
+        .args(["submit", "--env", env.to_str().unwrap(), "--dry-run"])
+        .env("SCRATCH", empty.path())
+        .env("EDF_PATH", common::repo().join("containers/edf"))
+        .output()
+        .unwrap();
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("the job would be refused") && err.contains(".sqsh"),
+        "{err}"
+    );
+    assert!(
+        stdout(&out).contains("<<'SCRIPT'"),
+        "the script is still shown"
+    );
 }

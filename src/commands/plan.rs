@@ -46,7 +46,12 @@ pub fn run(args: PlanArgs) -> anyhow::Result<()> {
     };
     let layout = super::layout(&config, run_dir)?;
     let plan = placement::place(&config, &allocation, &layout)?;
-    hpcagent_orchestrator::campaign::tasks::from_corpus(&config, &super::corpus_root(&config)?)?;
+    // A plan may be made away from the corpus (for another machine); where
+    // the corpus is here, its tasks are checked as `up` would.
+    let corpus = super::corpus_root(&config)?;
+    if corpus.exists() {
+        hpcagent_orchestrator::campaign::tasks::from_corpus(&config, &corpus)?;
+    }
     if let Some(path) = &args.write {
         write_json(&plan, path)?;
     }

@@ -57,14 +57,17 @@ pub fn run(args: SubmitArgs) -> anyhow::Result<()> {
 
     let job = sbatch::prepare(&config, &exe, campaign, &args.sbatch_args)?;
     if args.dry_run {
-        if let Err(problems) = &containers {
-            eprintln!("warning: the job would be refused:\n{problems}");
-        }
         println!("# {total} nodes; the script goes on stdin:");
         println!("{} <<'SCRIPT'", job.command_line());
         print!("{}", job.script);
         println!("SCRIPT");
-        return Ok(());
+        // The script is shown either way; a job that would be refused
+        // exits as the submit itself would (a dry run that exits 0 reads
+        // as one that would work).
+        if containers.is_err() {
+            eprintln!("the job would be refused:");
+        }
+        return Ok(containers?);
     }
     containers?;
     let submitted = sbatch::submit(&job)?;
