@@ -52,6 +52,10 @@ pub enum AllocationError {
     },
     #[error("the node list {0:?} is empty")]
     Empty(String),
+    #[error(
+        "the node list {list:?} names {node} twice: two roles would share it as if it were two nodes"
+    )]
+    Repeated { list: String, node: String },
     #[error("a heterogeneous job without {0}")]
     HetGroup(String),
 }
@@ -129,6 +133,13 @@ impl Allocation {
         let nodes = hostlist::expand(nodelist)?;
         if nodes.is_empty() {
             return Err(AllocationError::Empty(nodelist.to_string()));
+        }
+        let mut seen = std::collections::HashSet::new();
+        if let Some(node) = nodes.iter().find(|n| !seen.insert(n.as_str())) {
+            return Err(AllocationError::Repeated {
+                list: nodelist.to_string(),
+                node: node.clone(),
+            });
         }
         Ok(Allocation {
             job_id: None,
@@ -210,6 +221,15 @@ fn parse_cpus_per_node(text: &str) -> Option<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_node_named_twice_is_refused() {
+        let err = Allocation::from_nodelist("nid[001-002],nid[001-002]", None, None)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("names nid001 twice"), "{err}");
+        assert!(Allocation::from_nodelist("nid[001-002],nid003", None, None).is_ok());
+    }
 
     fn env<'a>(pairs: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
         move |name| {

@@ -182,10 +182,19 @@ fn parse_value(text: &str, lookup: &dyn Fn(&str) -> Option<String>) -> Result<St
         }
         _ => {
             let mut previous_was_space = true;
+            // Inside a single-quoted part, as a shell would read it: `$`
+            // is a character (`sh -c 'echo $HOME'` is the CLI's to expand).
+            let mut single_quoted = false;
             while let Some(c) = chars.next() {
                 match c {
-                    '#' if previous_was_space => return Ok(out.trim_end().to_string()),
-                    '$' => expand(&mut chars, &mut out, lookup)?,
+                    '#' if previous_was_space && !single_quoted => {
+                        return Ok(out.trim_end().to_string());
+                    }
+                    '\'' => {
+                        single_quoted = !single_quoted;
+                        out.push(c);
+                    }
+                    '$' if !single_quoted => expand(&mut chars, &mut out, lookup)?,
                     c => out.push(c),
                 }
                 previous_was_space = c.is_whitespace();
@@ -368,6 +377,14 @@ mod tests {
                 ("Y", "cost $5"),
             ])
         );
+    }
+
+    #[test]
+    fn single_quoted_parts_of_a_value_are_not_expanded() {
+        let got = parse_ok("A=sh -c 'echo $SCRATCH # kept' $SCRATCH # comment\n");
+        assert_eq!(got[0].1, "sh -c 'echo $SCRATCH # kept' /scratch/u");
+        let words = shell_words::split(&got[0].1).unwrap();
+        assert_eq!(words, ["sh", "-c", "echo $SCRATCH # kept", "/scratch/u"]);
     }
 
     #[test]

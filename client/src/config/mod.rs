@@ -233,6 +233,10 @@ pub fn resolve(sources: &Sources) -> Result<Config, ConfigError> {
         }
         Err(refusals) => {
             for (key, reason) in refusals {
+                // SITE was parsed (and refused) already, to choose the profile.
+                if errors.iter().any(|e| e.key.as_deref() == Some(key)) {
+                    continue;
+                }
                 errors.push(Diagnostic::new(origin_of(key), Some(key.into()), reason));
             }
             None
@@ -469,6 +473,17 @@ fn validate(config: &Config) -> Vec<Diagnostic> {
         "MAX_JOBS",
         "a campaign runs in at least one job".into(),
     );
+    if let Some(max) = site::gpus_per_node_max(s.site) {
+        require(
+            s.gpus_per_node <= max,
+            "GPUS_PER_NODE",
+            format!(
+                "is {} but a node of SITE={} has {max}",
+                s.gpus_per_node,
+                s.site.as_str()
+            ),
+        );
+    }
     // The default budget may outlast a short test job, whose drain ends its
     // tasks; one the operator set longer than the job is a mistake (often
     // seconds written as Slurm reads minutes).

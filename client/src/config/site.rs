@@ -58,6 +58,15 @@ pub fn profile(site: Site) -> &'static [(&'static str, &'static str)] {
     }
 }
 
+/// The GPUs a node of the site has: a campaign cannot plan more.
+pub fn gpus_per_node_max(site: Site) -> Option<u32> {
+    match site {
+        Site::Local => None,
+        // GH200 nodes: 4 Hopper GPUs; MI300A nodes: 4 APUs.
+        Site::Alps | Site::Beverin => Some(4),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

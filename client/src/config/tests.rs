@@ -193,6 +193,21 @@ fn a_sites_variables_are_added_to_not_replaced() {
 }
 
 #[test]
+fn a_site_node_cannot_have_more_gpus_than_it_has() {
+    assert_eq!(
+        errors("SITE=alps\nGPUS_PER_NODE=8\n"),
+        ["run.env:2: GPUS_PER_NODE: is 8 but a node of SITE=alps has 4"]
+    );
+}
+
+#[test]
+fn an_unknown_site_is_said_once() {
+    let said = errors("SITE=nowhere\n");
+    assert_eq!(said.len(), 1, "{said:?}");
+    assert!(said[0].starts_with("run.env:1: SITE:"), "{said:?}");
+}
+
+#[test]
 fn inference_split() {
     let shape = |text: &str| {
         let file = env_file(&format!("VLLM_MODEL=m\n{text}"));
