@@ -1016,3 +1016,23 @@ fn a_dry_run_of_a_job_that_would_be_refused_says_so_and_fails() {
         "the script is still shown"
     );
 }
+
+/// On Alps a job asks for the node's memory as CSCS advises, which its
+/// steps share (they inherit none of the job's memory requests).
+#[test]
+fn an_alps_job_asks_for_the_memory_cscs_advises() {
+    let env = example("alps.env");
+    let scratch = scratch_with_images();
+    let out = hpcagent()
+        .args(["submit", "--env", env.to_str().unwrap(), "--dry-run"])
+        .env("SCRATCH", scratch.path())
+        .env("EDF_PATH", common::repo().join("containers/edf"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    let command = text.lines().find(|l| l.starts_with("sbatch ")).unwrap();
+    for flag in ["--exclusive", "--mem=450G", "--gpus-per-node=4"] {
+        assert!(command.split(' ').any(|w| w == flag), "{flag}: {command}");
+    }
+}

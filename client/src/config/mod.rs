@@ -13,7 +13,7 @@ mod diagnostic;
 pub mod docs;
 mod envfile;
 pub mod keys;
-mod site;
+pub mod site;
 pub mod values;
 
 use std::path::{Path, PathBuf};

@@ -34,9 +34,11 @@ pub fn profile(site: Site) -> &'static [(&'static str, &'static str)] {
         ],
         // CSCS Beverin: MI300A nodes, 4 APUs and 4 × 24 cores, Slingshot (cxi).
         // RCCL through the aws-ofi plugin the vLLM image builds against the
-        // host's libfabric (NCCL_NET_PLUGIN=ofi), with the cxi provider; the
-        // node's kernel has DMA-BUF off, so RCCL must not try it; and HIP's
-        // IPC takes the legacy path, as in HPCAgent-Bench's Beverin image.
+        // host's libfabric (NCCL_NET_PLUGIN=ofi), with the cxi provider, and
+        // named (NCCL_NET) so that a plugin that fails to load stops RCCL
+        // instead of a silent fallback to TCP sockets; the node's kernel has
+        // DMA-BUF off, so RCCL must not try it; and HIP's IPC takes the
+        // legacy path, as in HPCAgent-Bench's Beverin image.
         Site::Beverin => &[
             ("PARTITION", "mi300"),
             ("GPUS_PER_NODE", "4"),
@@ -46,7 +48,7 @@ pub fn profile(site: Site) -> &'static [(&'static str, &'static str)] {
             ("NET_IFNAME", "hsn0"),
             (
                 "INFERENCE_ENV",
-                "NCCL_NET_PLUGIN=ofi FI_PROVIDER=cxi NCCL_DMABUF_ENABLE=0 \
+                "NCCL_NET_PLUGIN=ofi NCCL_NET='AWS Libfabric' FI_PROVIDER=cxi NCCL_DMABUF_ENABLE=0 \
                  HSA_ENABLE_IPC_MODE_LEGACY=1 NCCL_CROSS_NIC=1 \
                  FI_CXI_DISABLE_HOST_REGISTER=1 FI_MR_CACHE_MONITOR=userfaultfd \
                  FI_CXI_DEFAULT_CQ_SIZE=131072 FI_CXI_DEFAULT_TX_SIZE=16384 \
@@ -64,6 +66,17 @@ pub fn gpus_per_node_max(site: Site) -> Option<u32> {
         Site::Local => None,
         // GH200 nodes: 4 Hopper GPUs; MI300A nodes: 4 APUs.
         Site::Alps | Site::Beverin => Some(4),
+    }
+}
+
+/// The memory a job asks for on each of the site's nodes, where the site
+/// says to: CSCS asks jobs on GH200 nodes for `--exclusive --mem=450G`
+/// (the node's memory less the system's). Several steps share it on a
+/// node, since steps inherit none of the job's memory requests.
+pub fn job_memory(site: Site) -> Option<&'static str> {
+    match site {
+        Site::Alps => Some("450G"),
+        Site::Local | Site::Beverin => None,
     }
 }
 

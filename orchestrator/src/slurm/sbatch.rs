@@ -205,6 +205,9 @@ fn component_flags(
         // CPU per node and every step but the first waits.
         "--exclusive".to_string(),
     ];
+    if let Some(memory) = hpcagent_client::config::site::job_memory(s.site) {
+        flags.push(format!("--mem={memory}"));
+    }
     if gpus && s.gpus_per_node > 0 {
         flags.push(format!("--gpus-per-node={}", s.gpus_per_node));
     }
