@@ -72,9 +72,19 @@ fn a_local_campaign_settles_every_task_and_reports_them() {
     assert!(results.status.success(), "{}", stderr(&results));
     let tasks: Vec<Value> = serde_json::from_slice(&results.stdout).unwrap();
     assert!(tasks.len() >= 10, "{} tasks", tasks.len());
+    // A task that is not ok says why: its verdicts as the store keeps them.
+    let verdicts = hpcagent_orchestrator::store::Reader::open(&run_dir)
+        .unwrap()
+        .verdicts()
+        .unwrap();
     for t in &tasks {
-        assert_eq!(t["state"], "settled", "{t}");
-        assert_eq!(t["status"], "ok", "{t}");
+        let why: Vec<&str> = verdicts
+            .iter()
+            .filter(|v| t["task"] == v.task.as_str())
+            .map(|v| v.detail.as_str())
+            .collect();
+        assert_eq!(t["state"], "settled", "{t}: {why:?}");
+        assert_eq!(t["status"], "ok", "{t}: {why:?}");
     }
     // The baseline policy submits each kernel's baseline: every speedup is
     // the same code against itself, measured in pairs beside it, and must

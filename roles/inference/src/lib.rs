@@ -3,7 +3,8 @@
 //! The plan holds each rank's exact `vllm serve` line ([`hpcagent_client::plan::VllmLaunch`]);
 //! rank `SLURM_PROCID` of the step runs its line. Rank 0 checks its ports,
 //! registers with the orchestrator (with what [`gpus`] found on the node),
-//! starts vLLM, reports progress while the model loads, and reports ready once
+//! fits its line to the image's vLLM ([`version`]: a flag newer than it is
+//! dropped or the line refused), starts vLLM, reports progress while the model loads, and reports ready once
 //! [`readiness`] says the server can serve. After that it watches `/health`: a
 //! server that exits or stops answering is stopped and the role exits non-zero,
 //! so the orchestrator restarts the instance while agents move to other
@@ -17,6 +18,7 @@ pub mod gpus;
 pub mod readiness;
 pub mod rendezvous;
 pub mod server;
+pub mod version;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -82,6 +84,8 @@ pub async fn run(run_dir: &Path, instance: &str) -> anyhow::Result<()> {
         Duration::from_millis(assignment.heartbeat_interval_ms as u64),
         move || kill_group(orphan_pgid.load(Ordering::SeqCst)),
     );
+    // Asked once registered: the question takes as long as vLLM's imports.
+    let argv = version::fitted(argv, &run_dir.join(&ctx.instance.log_dir)).await?;
     tracing::info!(instance, argv = %argv.join(" "), "starting vLLM");
     let mut server = Server::start(&argv, &env).map_err(anyhow::Error::msg)?;
     pgid.store(server.pgid(), Ordering::SeqCst);
@@ -119,15 +123,17 @@ async fn headless(
     gpus::discover()
         .check(spec.gpus_per_node)
         .map_err(anyhow::Error::msg)?;
+    // Rank 0 publishes once it has started; it meets the others within the
+    // distributed timeout, so they wait as long: the planned one, whether
+    // or not this vLLM takes the flag.
+    let limit = server::flag_value(argv, "--distributed-timeout-seconds")
+        .and_then(|s| s.parse().ok())
+        .map_or(Duration::from_secs(600), Duration::from_secs);
+    let argv = &version::fitted(argv.clone(), &run_dir.join(&spec.log_dir)).await?;
     let (argv, env) = match &launch.rendezvous_ifname {
         Some(ifname) => {
             let own = rendezvous::interface_address(ifname).map_err(|e| Refused(e.to_string()))?;
             let file = rendezvous::master_file(run_dir, instance, &rendezvous::step_name());
-            // Rank 0 publishes once it has started; it meets the others
-            // within the distributed timeout, so they wait as long.
-            let limit = server::flag_value(argv, "--distributed-timeout-seconds")
-                .and_then(|s| s.parse().ok())
-                .map_or(Duration::from_secs(600), Duration::from_secs);
             let master = rendezvous::await_master(&file, limit)
                 .await
                 .map_err(anyhow::Error::msg)?;
