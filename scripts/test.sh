@@ -51,6 +51,21 @@ if ! clis_ok; then
   clis_ok || { echo "[test] Claude Code 2.1.328 or Codex 0.169.0 does not run from $CLIS" >&2; exit 1; }
 fi
 
+# nvcc without a GPU: NVIDIA's PyPI wheels (CUDA 13.5), where the judges'
+# slot users can run it (a root judge builds as them, and $HOME is not
+# theirs to read); a GH200's architecture, since `native` needs a device.
+CUDA_VENV=${HPCAGENT_CUDA_VENV:-/opt/hpcagent-cuda}
+find_nvcc() { find "$CUDA_VENV" -path '*/cu13/bin/nvcc' -type f 2>/dev/null | head -n 1; }
+nvcc=$(find_nvcc)
+if [ -z "$nvcc" ] || ! "$nvcc" --version 2>/dev/null | grep -q 'release 13.5'; then
+  echo "[test] installing nvcc (nvidia-cuda-nvcc 13.5.37) into $CUDA_VENV"
+  as_root python3 -m venv "$CUDA_VENV"
+  as_root "$CUDA_VENV/bin/pip" install --quiet nvidia-cuda-nvcc==13.5.37 nvidia-cuda-runtime==13.5.37
+  as_root chmod -R a+rX "$CUDA_VENV"
+  nvcc=$(find_nvcc)
+fi
+export HPCAGENT_NVCC=$nvcc HPCAGENT_CUDA_ARCH=sm_90
+
 # HPCAgent-Bench's own corpus, where the workplace keeps a checkout beside
 # the project: the judge's tests walk its 635 manifests (no held-out case
 # equal to its public one). Without one they walk the project's fixtures.

@@ -242,6 +242,17 @@ impl JudgeServer {
         self.grade_path(verb, "gemm", "c", path, &[])
     }
 
+    /// A grade of the file at `path` as `task` in `language`.
+    pub fn grade_file_as(
+        &self,
+        verb: &str,
+        task: &str,
+        language: &str,
+        path: &Path,
+    ) -> serde_json::Value {
+        self.grade_path(verb, task, language, path, &[])
+    }
+
     fn grade_path(
         &self,
         verb: &str,

@@ -38,8 +38,10 @@ pub struct Walls {
     pub namespaces: bool,
 }
 
-/// Exit codes of the wrapper's own failures (the compiler's are its own).
-const CANNOT_CONFINE: i32 = 125;
+/// Exit codes of the wrapper's own failures (the compiler's are its own),
+/// with a first line on stderr that starts [`CANNOT_CONFINE_SAYS`].
+pub(crate) const CANNOT_CONFINE: i32 = 125;
+pub(crate) const CANNOT_CONFINE_SAYS: &str = "the build's confinement failed:";
 
 /// Runs the entry from this process's arguments; its exit code (the
 /// compiler's, 128 + a signal that ended it, or [`CANNOT_CONFINE`]).
@@ -52,7 +54,7 @@ pub fn main() -> i32 {
     match confine_and_run(&walls, program, rest) {
         Ok(code) => code,
         Err(why) => {
-            eprintln!("the build's confinement failed: {why}");
+            eprintln!("{CANNOT_CONFINE_SAYS} {why}");
             CANNOT_CONFINE
         }
     }

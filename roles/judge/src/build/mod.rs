@@ -381,8 +381,15 @@ impl Builder {
             String::from_utf8_lossy(&stdout),
             String::from_utf8_lossy(&stderr)
         );
+        let stderr = String::from_utf8_lossy(&stderr);
         if status.success() {
             Ok(log)
+        } else if status.code() == Some(confined::CANNOT_CONFINE)
+            && stderr.starts_with(confined::CANNOT_CONFINE_SAYS)
+        {
+            // The node's fault, not the code's: a compiler its slot user
+            // cannot run, walls the kernel refuses.
+            Err(BuildError::Harness(stderr.trim_end().to_string()))
         } else {
             Err(BuildError::Failed {
                 log: tail(&log, 4000),

@@ -128,15 +128,17 @@ fn fixed_flags(language: Language, command: &str) -> Vec<String> {
         Language::C | Language::Cpp | Language::Fortran => {
             host.iter().map(|s| s.to_string()).collect()
         }
-        Language::Cuda => [
-            "-O3",
-            "-shared",
-            "-Xcompiler=-fPIC,-march=native,-fopenmp",
-            "-arch=native",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect(),
+        Language::Cuda => {
+            // `native` needs a device; a node that builds for another
+            // (a CI machine, a login node) names its target.
+            let arch = std::env::var("HPCAGENT_CUDA_ARCH").unwrap_or_else(|_| "native".into());
+            vec![
+                "-O3".into(),
+                "-shared".into(),
+                "-Xcompiler=-fPIC,-march=native,-fopenmp".into(),
+                format!("-arch={arch}"),
+            ]
+        }
         Language::Hip => {
             let arch = std::env::var("HPCAGENT_HIP_ARCH").unwrap_or_else(|_| "native".into());
             vec![

@@ -39,7 +39,6 @@ impl Judge {
         )
         .map_err(|e| JudgeError::InvalidArgument(e.to_string()))?;
         let language = submission.language;
-        self.check_device(language)?;
         let mut verdict = Verdict::new(Status::HarnessError, "");
         verdict.task_id = kernel.id.clone();
         verdict.language = language.to_string();
@@ -90,6 +89,9 @@ impl Judge {
                 }
             }
         };
+        // Built before the device is asked for: a node without one (CI, a
+        // login node) still tells code that does not compile.
+        self.check_device(language)?;
         verdict.build_log_tail = tail(&built.log, 2000);
         verdict.cached_build = built.cached;
         Ok(Ok((
