@@ -8,12 +8,13 @@ cd "$(dirname "$0")/.."
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 
 # Debian packages the tests use beyond the Rust toolchain: the judge's
-# compilers and profilers; the system python's NumPy, which the judges the
+# compilers (hipcc with its HIP runtime, which sees no device here) and
+# profilers; the system python's NumPy, which the judges the
 # isolation tests start as an unprivileged user run their oracle with; the
 # report's font and the browser that renders its page. Slurm and munge are
 # installed by up.sh itself.
 need=""
-for p in gcc g++ gfortran linux-perf papi-tools python3-numpy fonts-dejavu-core chromium; do dpkg -s "$p" >/dev/null 2>&1 || need="$need $p"; done
+for p in gcc g++ gfortran hipcc linux-perf papi-tools python3-numpy fonts-dejavu-core chromium; do dpkg -s "$p" >/dev/null 2>&1 || need="$need $p"; done
 if [ -n "$need" ]; then
   echo "[test] installing$need"
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $need >/dev/null ||
@@ -65,6 +66,9 @@ if [ -z "$nvcc" ] || ! "$nvcc" --version 2>/dev/null | grep -q 'release 13.5'; t
   nvcc=$(find_nvcc)
 fi
 export HPCAGENT_NVCC=$nvcc HPCAGENT_CUDA_ARCH=sm_90
+# hipcc: Debian's (ROCm 5.2 on LLVM 15), which builds for gfx90a (MI250X)
+# but does not know MI300A's gfx942 yet: the build path, not the target.
+export HPCAGENT_HIP_ARCH=gfx90a
 
 # HPCAgent-Bench's own corpus, where the workplace keeps a checkout beside
 # the project: the judge's tests walk its 635 manifests (no held-out case

@@ -106,26 +106,28 @@ impl Judge {
         )))
     }
 
-    /// A GPU language needs its runtime on this node.
+    /// A GPU language needs its runtime on this node, and a device for it:
+    /// a node with one and not the other is said as plainly, never left to
+    /// fail each grade as the judge's own error. Asked once per language.
     fn check_device(&self, language: Language) -> Result<(), JudgeError> {
-        let present = match language {
-            // SAFETY: loading the CUDA driver to see that it exists.
-            Language::Cuda => unsafe { cudarc::driver::sys::is_culib_present() },
-            // SAFETY: loading the vendor runtime to see that it exists.
-            Language::Hip => unsafe { libloading::Library::new("libamdhip64.so") }.is_ok(),
-            _ => true,
+        use std::sync::OnceLock;
+        static CUDA: OnceLock<Result<usize, String>> = OnceLock::new();
+        static HIP: OnceLock<Result<usize, String>> = OnceLock::new();
+        let seen = match language {
+            Language::Cuda => &CUDA,
+            Language::Hip => &HIP,
+            _ => return Ok(()),
         };
-        if present {
-            Ok(())
-        } else {
-            let what = if language == Language::Cuda {
-                "the CUDA driver (libcuda.so)"
-            } else {
-                "the HIP runtime (libamdhip64.so)"
-            };
-            Err(JudgeError::FailedPrecondition(format!(
-                "{language} needs {what}, which this node does not have"
-            )))
+        let count =
+            seen.get_or_init(|| crate::runner::device::count(language).map_err(|e| e.to_string()));
+        match count {
+            Ok(n) if *n > 0 => Ok(()),
+            Ok(_) => Err(JudgeError::FailedPrecondition(format!(
+                "{language} needs a GPU, and this node's runtime sees none"
+            ))),
+            Err(why) => Err(JudgeError::FailedPrecondition(format!(
+                "{language} cannot run here: {why}"
+            ))),
         }
     }
 }

@@ -49,6 +49,45 @@ pub trait Device {
     fn sync(&mut self) -> Result<(), DeviceError>;
 }
 
+/// How many devices of a GPU language's kind this process sees: the error
+/// says what is missing (the runtime, or a device for it). Host languages
+/// need none and see 0.
+pub fn count(language: Language) -> Result<usize, DeviceError> {
+    match language {
+        Language::C | Language::Cpp | Language::Fortran => Ok(0),
+        Language::Cuda => {
+            // SAFETY: only tries to dlopen the driver library (cudarc's
+            // loaders panic when it is absent).
+            if !unsafe { cudarc::driver::sys::is_culib_present() } {
+                return Err(DeviceError::NoCuda);
+            }
+            let fail = |what, error| DeviceError::CudaOpen { what, error };
+            cudarc::driver::result::init().map_err(|e| fail("init", e))?;
+            let n =
+                cudarc::driver::result::device::get_count().map_err(|e| fail("device count", e))?;
+            Ok(n.max(0) as usize)
+        }
+        Language::Hip => {
+            // SAFETY: loading the vendor runtime, as a hip run does.
+            let lib = unsafe { libloading::Library::new("libamdhip64.so") }
+                .map_err(|_| DeviceError::NoHip)?;
+            let hip = Hip { lib };
+            let mut n: i32 = 0;
+            // SAFETY: hipGetDeviceCount writes one int.
+            let counted = hip.call::<unsafe extern "C" fn(*mut i32) -> HipStatus>(
+                "hipGetDeviceCount",
+                |f| unsafe { f(&mut n) },
+            );
+            match counted {
+                Ok(()) => Ok(n.max(0) as usize),
+                // hipErrorNoDevice: the runtime is there, the device is not.
+                Err(DeviceError::Hip { code: 100, .. }) => Ok(0),
+                Err(e) => Err(e),
+            }
+        }
+    }
+}
+
 /// The device a language's kernels use; `None` for host languages.
 pub fn for_language(language: Language) -> Result<Option<Box<dyn Device>>, DeviceError> {
     match language {

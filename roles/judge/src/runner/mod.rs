@@ -13,7 +13,7 @@
 mod buffers;
 pub mod canary;
 mod child;
-mod device;
+pub(crate) mod device;
 mod papi;
 pub mod process;
 pub mod protocol;
