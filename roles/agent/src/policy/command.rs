@@ -699,7 +699,11 @@ mod tests {
         assert_eq!(get("HPCAGENT_TOKEN"), None);
         assert_eq!(get("OPENAI_BASE_URL"), Some("http://127.0.0.1:1/v1"));
         assert_eq!(get("HPCAGENT_MODEL"), Some("m"));
-        assert_eq!(get("TMPDIR"), Some("/scratch"));
+        assert_eq!(
+            get("TMPDIR"),
+            Some("/scratch/tmp"),
+            "apart from the CLIs' homes"
+        );
         assert_eq!(get("ANTHROPIC_BASE_URL"), Some("http://127.0.0.1:1"));
         assert_eq!(get("ANTHROPIC_MODEL"), Some("m"));
         assert_eq!(get("CODEX_HOME"), Some("/scratch/codex"));
