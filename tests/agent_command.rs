@@ -271,8 +271,14 @@ fn agents_that_crash_or_leave_broken_code_are_recorded_as_they_ended() {
         .arg(&run_dir)
         .output()
         .unwrap();
-    let rows: Vec<Value> = serde_json::from_slice(&results.stdout).unwrap();
-    for row in &rows {
+    let results: Value = serde_json::from_slice(&results.stdout).unwrap();
+    let rows = results["tasks"].as_array().unwrap();
+    assert_eq!(results["run"]["policy"], "command", "{results}");
+    assert_eq!(
+        results["run"]["agent_command"], "sh -c 'exit 3'",
+        "{results}"
+    );
+    for row in rows {
         assert_eq!(
             (&row["outcome"], &row["submitted_by"], &row["status"]),
             (

@@ -70,7 +70,24 @@ fn a_local_campaign_settles_every_task_and_reports_them() {
         .output()
         .unwrap();
     assert!(results.status.success(), "{}", stderr(&results));
-    let tasks: Vec<Value> = serde_json::from_slice(&results.stdout).unwrap();
+    let results: Value = serde_json::from_slice(&results.stdout).unwrap();
+    let tasks = results["tasks"].as_array().unwrap().clone();
+    // The run says what it was above its rows.
+    let run = &results["run"];
+    assert_eq!(
+        (&run["policy"], &run["preset"], &run["state"]),
+        (
+            &Value::from("baseline"),
+            &Value::from("S"),
+            &Value::from("finished")
+        ),
+        "{run}"
+    );
+    assert_eq!(run["nodes"]["judge"], 2, "{run}");
+    assert!(
+        run["config"].as_str().unwrap().contains("AGENT_NODES=2"),
+        "{run}"
+    );
     assert!(tasks.len() >= 10, "{} tasks", tasks.len());
     // A task that is not ok says why: its verdicts as the store keeps them.
     let verdicts = hpcagent_orchestrator::store::Reader::open(&run_dir)

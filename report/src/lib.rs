@@ -14,6 +14,7 @@ mod data;
 mod figures;
 mod font;
 mod html;
+mod identity;
 mod time;
 
 use std::path::{Path, PathBuf};
@@ -22,6 +23,7 @@ use hpcagent_orchestrator::store::{FILE_NAME, StoreError};
 
 pub use data::geometric_mean;
 pub use figures::Kind as FigureKind;
+pub use identity::RunIdentity;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ReportError {

@@ -50,7 +50,13 @@ pub fn run(args: ResultsArgs) -> anyhow::Result<()> {
                 );
             }
         }
-        Format::Json => println!("{}", serde_json::to_string_pretty(&results)?),
+        Format::Json => {
+            // The run's identity above its rows: two runs' files say what
+            // each was (docs/operator-guide.md, Results).
+            let run = hpcagent_report::RunIdentity::load(&args.run_dir)?;
+            let json = serde_json::json!({"run": run, "tasks": results});
+            println!("{}", serde_json::to_string_pretty(&json)?);
+        }
     }
     Ok(())
 }
