@@ -95,12 +95,7 @@ impl RunData {
     /// ran with.
     pub fn policy(&self) -> Option<String> {
         let config = &self.campaign.as_ref()?.config;
-        config.lines().find_map(|line| {
-            let value = line.strip_prefix("AGENT_POLICY=")?;
-            // `KEY=value  # origin`, the value quoted when it needs to be.
-            let value = value.split("  #").next()?.trim().trim_matches(['"', '\'']);
-            Some(value.to_string())
-        })
+        crate::identity::values(config).remove("AGENT_POLICY")
     }
 
     /// The agent instance whose attempt settled each task.

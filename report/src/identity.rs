@@ -100,7 +100,7 @@ fn nodes_per_role(plan: &hpcagent_orchestrator::plan::Plan) -> BTreeMap<String, 
 }
 
 /// `KEY=value` of an env file's lines (`KEY=value  # origin`), unquoted.
-fn values(config: &str) -> BTreeMap<String, String> {
+pub(crate) fn values(config: &str) -> BTreeMap<String, String> {
     config
         .lines()
         .filter(|l| !l.trim_start().starts_with('#'))

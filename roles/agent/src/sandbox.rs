@@ -64,9 +64,7 @@ impl Spec {
         writable: &[PathBuf],
         ports: &[u16],
     ) -> Confinement {
-        let mut hidden = hpcagent_client::hidden::node_temporaries();
-        hidden.push(run_dir.to_path_buf());
-        let mut read = hpcagent_sandbox::landlock::everything_but(&hidden);
+        let mut read = hpcagent_sandbox::landlock::everything_but(&hidden(run_dir));
         read.extend_from_slice(readable);
         Confinement {
             read,
@@ -76,6 +74,14 @@ impl Spec {
             gpus: false,
         }
     }
+}
+
+/// What an attempt's sandbox hides: `run_dir` and the node's temporary
+/// directories.
+pub fn hidden(run_dir: &Path) -> Vec<PathBuf> {
+    let mut hidden = hpcagent_client::hidden::node_temporaries();
+    hidden.push(run_dir.to_path_buf());
+    hidden
 }
 
 /// Whether agent CLIs can be confined here: without Landlock the sandbox

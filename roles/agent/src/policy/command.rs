@@ -217,10 +217,11 @@ async fn run(
 /// is, unless the sandbox hides that (a checkout under /tmp); then a copy
 /// in the run directory's `bin/`, with that directory to be made readable.
 fn tool_exe(exe: &Path, run_dir: &Path) -> Result<(PathBuf, Option<PathBuf>), String> {
-    let mut hidden = hpcagent_client::hidden::node_temporaries();
-    hidden.push(run_dir.to_path_buf());
     let real = std::fs::canonicalize(exe).unwrap_or_else(|_| exe.to_path_buf());
-    if !hidden.iter().any(|dir| real.starts_with(dir)) {
+    if !sandbox::hidden(run_dir)
+        .iter()
+        .any(|dir| real.starts_with(dir))
+    {
         return Ok((exe.to_path_buf(), None));
     }
     let bin = run_dir.join("bin");

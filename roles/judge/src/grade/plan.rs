@@ -103,13 +103,7 @@ impl<'a> Planner<'a> {
         stop: StopRule,
     ) -> Result<(), PlanError> {
         let call = self.call_of(case)?;
-        self.steps.push(Step::Pairs {
-            call,
-            seed,
-            stop,
-            tolerance: self.kernel.tolerance(self.precision),
-            sets: Vec::new(),
-        });
+        self.push_pairs(call, seed, stop, Vec::new());
         Ok(())
     }
 
@@ -120,16 +114,11 @@ impl<'a> Planner<'a> {
             return Ok(());
         };
         let call = self.call_of(first)?;
-        self.steps.push(Step::Pairs {
-            call,
-            seed: [0; 32],
-            stop,
-            tolerance: self.kernel.tolerance(self.precision),
-            sets: sets
-                .iter()
-                .map(|set| input_files(self.kernel, set))
-                .collect(),
-        });
+        let sets = sets
+            .iter()
+            .map(|set| input_files(self.kernel, set))
+            .collect();
+        self.push_pairs(call, [0; 32], stop, sets);
         Ok(())
     }
 
@@ -141,14 +130,25 @@ impl<'a> Planner<'a> {
         stop: StopRule,
     ) -> Result<(), PlanError> {
         let call = self.call(sizes)?;
+        self.push_pairs(call, seed, stop, Vec::new());
+        Ok(())
+    }
+
+    /// A pairs step on `call` at the task's tolerance.
+    fn push_pairs(
+        &mut self,
+        call: usize,
+        seed: [u8; 32],
+        stop: StopRule,
+        sets: Vec<Vec<Option<PathBuf>>>,
+    ) {
         self.steps.push(Step::Pairs {
             call,
             seed,
             stop,
             tolerance: self.kernel.tolerance(self.precision),
-            sets: Vec::new(),
+            sets,
         });
-        Ok(())
     }
 
     /// A check of the submission on `case`; its step's index.
