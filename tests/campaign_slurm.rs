@@ -636,6 +636,7 @@ fn a_campaign_longer_than_its_time_limit_continues_in_a_chain_of_jobs() {
     let start = Instant::now();
     let jobs = loop {
         let s = status();
+        assert_ne!(s["state"], "never started", "{s:#}");
         let jobs = s["jobs"].as_array().cloned().unwrap_or_default();
         if jobs.last().is_some_and(|j| j["state"] != "drained")
             && s["running"] == false
@@ -686,9 +687,18 @@ fn a_campaign_longer_than_its_time_limit_continues_in_a_chain_of_jobs() {
         assert_eq!(ended["successor"], pair[1], "{record}");
         assert!(at("started", pair[1]) > at("ended", pair[0]), "{record}");
     }
+    // `sleep 20` never submits: every task's agent failed, which ends the
+    // chain's last job with exit 5 (FAILED), not as a campaign that worked.
+    let last = ids[ids.len() - 1];
+    let state = wait_for_job(last, Duration::from_secs(120));
     assert_eq!(
-        wait_for_job(ids[ids.len() - 1], Duration::from_secs(120)),
-        "COMPLETED"
+        (
+            state.as_str(),
+            job_field(last, "ExitCode").unwrap_or_default().as_str()
+        ),
+        ("FAILED", "5:0"),
+        "{}",
+        sbatch_log(&run_dir)
     );
     assert_settled_exactly_once(&run_dir);
     assert_fault_survived("time limit, continued by a chain of jobs", &run_dir);

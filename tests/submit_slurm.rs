@@ -155,6 +155,27 @@ fn a_refusal_from_slurm_is_reported_and_leaves_no_job() {
     assert!(left.is_empty(), "no run directory without a job: {left:?}");
 }
 
+/// A job whose `up` refuses its configuration ends before the campaign
+/// has a store: `status` says so, with the refusal from the batch log.
+#[test]
+fn status_of_a_job_that_never_began_its_campaign_says_why() {
+    let (job, run_dir, _root) = submit(&[], &["--export=ALL,HPCAGENT_AGENT_NODES=many"]);
+    wait_for_job(&job, Duration::from_secs(120));
+    let out = hpcagent()
+        .args(["status", run_dir.to_str().unwrap(), "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let status: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(status["state"], "never started", "{status:#}");
+    assert!(
+        status["log_tail"]
+            .as_str()
+            .is_some_and(|t| t.contains("AGENT_NODES") && t.contains("many")),
+        "{status:#}"
+    );
+}
+
 /// Never two jobs on one run directory: while the job a chain queued to
 /// continue the campaign waits, a resume by hand is refused, naming it.
 #[test]

@@ -8,7 +8,7 @@ use clap::Args;
 use hpcagent_orchestrator::campaign::ENDPOINT_FILE;
 use hpcagent_orchestrator::client;
 use hpcagent_orchestrator::slurm::chain;
-use hpcagent_orchestrator::store::Reader;
+use hpcagent_orchestrator::store::{self, Reader};
 use hpcagent_proto::v1 as pb;
 
 use super::ConfigFlags;
@@ -106,6 +106,9 @@ fn print_live(s: &pb::StatusSnapshot, run_dir: &Path, json: bool) -> anyhow::Res
 }
 
 fn stored(run_dir: &Path, json: bool) -> anyhow::Result<()> {
+    if !run_dir.join(store::FILE_NAME).exists() && run_dir.join(SBATCH_LOG).exists() {
+        return before_campaign(run_dir, json);
+    }
     let jobs = jobs(run_dir);
     let reader = Reader::open(run_dir)?;
     let campaign = reader.campaign()?.context("no campaign in this store")?;
@@ -140,6 +143,48 @@ fn stored(run_dir: &Path, json: bool) -> anyhow::Result<()> {
         count("pending") + count("leased")
     );
     print_jobs(&jobs);
+    Ok(())
+}
+
+/// The batch script's output in a submitted run directory.
+const SBATCH_LOG: &str = "sbatch.out";
+
+/// A submitted run whose campaign has no store: its job is queued or
+/// starting, or it ended before `up` began the campaign (a refused
+/// configuration, say), which its batch log tells.
+fn before_campaign(run_dir: &Path, json: bool) -> anyhow::Result<()> {
+    let job = run_dir
+        .file_name()
+        .map(|n| n.to_string_lossy().to_string())
+        .unwrap_or_default();
+    let slurm = chain::job_state(&job);
+    // squeue lists an ended job for a while (MinJobAge) in its final state.
+    let live = ["PENDING", "CONFIGURING", "RUNNING", "REQUEUED", "SUSPENDED"];
+    let state = match &slurm {
+        Some(s) if live.contains(&s.as_str()) => "starting",
+        _ => "never started",
+    };
+    let log = std::fs::read_to_string(run_dir.join(SBATCH_LOG)).unwrap_or_default();
+    let lines: Vec<&str> = log.lines().collect();
+    let tail = lines[lines.len().saturating_sub(8)..].join("\n");
+    if json {
+        let value = serde_json::json!({
+            "run_dir": run_dir, "running": false, "state": state,
+            "job": job, "slurm_state": slurm.as_deref().map(str::to_lowercase),
+            "log_tail": tail, "jobs": [],
+        });
+        println!("{}", serde_json::to_string_pretty(&value)?);
+        return Ok(());
+    }
+    match (state, slurm) {
+        ("starting", Some(s)) => {
+            println!(
+                "job {job} is {}; its campaign has not begun",
+                s.to_lowercase()
+            )
+        }
+        _ => println!("job {job} ended before its campaign began; {SBATCH_LOG} ends:\n{tail}"),
+    }
     Ok(())
 }
 

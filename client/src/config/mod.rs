@@ -242,9 +242,10 @@ pub fn resolve(sources: &Sources) -> Result<Config, ConfigError> {
             None
         }
     };
-    if let Some(settings) = settings
+    if let Some(mut settings) = settings
         && errors.is_empty()
     {
+        cap_default_budget(&mut settings, &mut resolved);
         let config = Config {
             settings,
             env_file: sources.env_file.clone(),
@@ -256,6 +257,22 @@ pub fn resolve(sources: &Sources) -> Result<Config, ConfigError> {
         }
     }
     Err(ConfigError(errors))
+}
+
+/// The built-in TASK_BUDGET outlasts a short job: it becomes the job's
+/// TIME_LIMIT, so that the resolved value (which `env.resolved` carries
+/// into the job, where it reads as set) passes the budget's own check.
+fn cap_default_budget(settings: &mut Settings, resolved: &mut [Resolved]) {
+    if settings.task_budget.seconds <= settings.time_limit.seconds {
+        return;
+    }
+    let Some(budget) = resolved.iter_mut().find(|r| r.key == "TASK_BUDGET") else {
+        return;
+    };
+    if budget.origin == Origin::Default {
+        settings.task_budget = settings.time_limit.clone();
+        budget.text = settings.time_limit.text.clone();
+    }
 }
 
 /// What the `command` policy fills in `AGENT_COMMAND`.
@@ -484,13 +501,11 @@ fn validate(config: &Config) -> Vec<Diagnostic> {
             ),
         );
     }
-    // The default budget may outlast a short test job, whose drain ends its
-    // tasks; one the operator set longer than the job is a mistake (often
-    // seconds written as Slurm reads minutes).
+    // A budget the operator set longer than the job is a mistake (often
+    // seconds written as Slurm reads minutes); the default is capped.
     let bare = !s.task_budget.text.contains([':', '-']);
     require(
-        config.origin("TASK_BUDGET") == Origin::Default
-            || s.task_budget.seconds <= s.time_limit.seconds,
+        s.task_budget.seconds <= s.time_limit.seconds,
         "TASK_BUDGET",
         format!(
             "{} is {}{}, longer than the job's TIME_LIMIT={}; a task cannot use more than \

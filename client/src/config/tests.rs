@@ -144,6 +144,17 @@ fn cross_key_rules_point_at_the_key_to_fix() {
 }
 
 #[test]
+fn the_default_budget_of_a_short_job_is_the_job_and_resolves_again() {
+    let file = env_file("TIME_LIMIT=00:03:00\nDRAIN_SECONDS=45\n");
+    let first = resolve(&sources(&file, &[], &[])).unwrap();
+    assert_eq!(first.settings.task_budget.seconds, 180);
+    // The job reads the resolved file, where every key reads as set.
+    let again = env_file(&first.to_env_file());
+    let second = resolve(&sources(&again, &[], &[])).unwrap();
+    assert_eq!(second.settings.task_budget.text, "00:03:00");
+}
+
+#[test]
 fn an_agent_command_with_an_unknown_placeholder_is_refused() {
     let policy = "AGENT_POLICY=command\nINFERENCE_URL=http://h:1/v1\nLLM_MODEL=m\n";
     assert_eq!(
