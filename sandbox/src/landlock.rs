@@ -50,6 +50,10 @@ pub struct Confinement {
     pub system: bool,
     /// TCP ports it may connect to (none: no TCP at all). Binding is never allowed.
     pub connect: Vec<u16>,
+    /// TCP is not Landlock's to govern (`connect` is moot): a profiled
+    /// run's network namespace has loopback only, which its profiler uses.
+    #[serde(default)]
+    pub any_tcp: bool,
     /// Whether the node's GPU device files are usable.
     pub gpus: bool,
 }
@@ -104,11 +108,14 @@ impl Confinement {
             .collect();
         let write_dirs: Vec<PathBuf> = self.write.iter().filter(|p| p.exists()).cloned().collect();
         let devices = devices(self.gpus);
-        let mut created = Ruleset::default()
+        let mut ruleset = Ruleset::default()
             .set_compatibility(CompatLevel::BestEffort)
-            .handle_access(AccessFs::from_all(abi))
-            .and_then(|r| r.handle_access(AccessNet::BindTcp | AccessNet::ConnectTcp))
-            .and_then(|r| r.scope(Scope::Signal | Scope::AbstractUnixSocket))
+            .handle_access(AccessFs::from_all(abi))?;
+        if !self.any_tcp {
+            ruleset = ruleset.handle_access(AccessNet::BindTcp | AccessNet::ConnectTcp)?;
+        }
+        let mut created = ruleset
+            .scope(Scope::Signal | Scope::AbstractUnixSocket)
             .and_then(|r| r.create())
             .and_then(|r| r.add_rules(path_beneath_rules(&read_dirs, AccessFs::from_read(abi))))
             .and_then(|r| r.add_rules(path_beneath_rules(&write_dirs, AccessFs::from_all(abi))))

@@ -4,7 +4,8 @@
 //! network namespaces: it sees no other process of the node (its `/proc` is
 //! mounted afresh and lists its namespace only), System V and POSIX IPC
 //! objects it makes die with it and no other run sees them, its abstract
-//! Unix sockets and network are its own (loopback, down). It gets the
+//! Unix sockets and network are its own (loopback, down; a profiled run
+//! shares its profiler's, [`own_loopback_network`]). It gets the
 //! descriptors it is given as 0, 1, 2, … and no other, in a session of its
 //! own.
 //!
@@ -51,6 +52,8 @@ pub enum NamespaceError {
     Unshare(std::io::Error),
     #[error("cannot mount a /proc of its own: {0}")]
     Proc(std::io::Error),
+    #[error("cannot bring loopback up: {0}")]
+    Loopback(std::io::Error),
     #[error("cannot return to its own PID namespace: {0}")]
     ReturnToOwn(std::io::Error),
     #[error("cannot start a runner: {0}")]
@@ -164,6 +167,47 @@ fn own_user_namespace() -> Result<(), NamespaceError> {
     write("gid_map", format!("{gid} {gid} 1"))
 }
 
+/// Moves the calling process into a network namespace of its own, whose
+/// only interface, loopback, is up (unless root, into a user namespace of
+/// its own first, where it may make one). A profiled run lives in one: the
+/// profiler, the supervisor and the runner talk over loopback and reach
+/// nothing else. The process must be single-threaded.
+pub fn own_loopback_network() -> Result<(), NamespaceError> {
+    if !nix::unistd::geteuid().is_root() {
+        own_user_namespace()?;
+    }
+    // SAFETY: unshare with a flag; the caller is single-threaded.
+    if unsafe { libc::unshare(libc::CLONE_NEWNET) } != 0 {
+        return Err(NamespaceError::Unshare(std::io::Error::last_os_error()));
+    }
+    loopback_up().map_err(NamespaceError::Loopback)
+}
+
+/// Sets `lo` up in this process's network namespace.
+fn loopback_up() -> std::io::Result<()> {
+    // SAFETY: a socket of this process's, and an ifreq it owns.
+    unsafe {
+        let socket = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
+        if socket < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        let socket = <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(socket);
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&socket);
+        let mut request: libc::ifreq = std::mem::zeroed();
+        for (to, from) in request.ifr_name.iter_mut().zip(b"lo\0") {
+            *to = *from as libc::c_char;
+        }
+        if libc::ioctl(fd, libc::SIOCGIFFLAGS, &mut request) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        request.ifr_ifru.ifru_flags |= libc::IFF_UP as libc::c_short;
+        if libc::ioctl(fd, libc::SIOCSIFFLAGS, &request) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
 /// A program to start, alone, in namespaces of its own.
 pub struct Spawn {
     pub program: CString,
@@ -178,6 +222,10 @@ pub struct Spawn {
     /// child (the weaker isolation an operator may allow where the kernel
     /// offers no namespaces).
     pub namespaces: bool,
+    /// A network namespace of its own (loopback only, down); `false` shares
+    /// this process's, as a profiled run does its profiler's
+    /// ([`own_loopback_network`]). Only with `namespaces`.
+    pub own_network: bool,
     /// The same address-space layout every time (no randomization): two
     /// programs started alike then place their code, stack and memory at
     /// the same addresses, and use the caches alike.
@@ -244,7 +292,12 @@ impl Spawn {
         }
         let init = clone_with(keep_namespace, &child, 0);
         let pid = init.and_then(|init| {
-            let flags = libc::CLONE_NEWNS | libc::CLONE_NEWIPC | libc::CLONE_NEWNET;
+            let network = if self.own_network {
+                libc::CLONE_NEWNET
+            } else {
+                0
+            };
+            let flags = libc::CLONE_NEWNS | libc::CLONE_NEWIPC | network;
             clone_with(enter, &child, flags).map(|pid| (pid, init))
         });
         // SAFETY: setns back into this process's own PID namespace.
@@ -416,6 +469,7 @@ fn probe_once(program: &std::path::Path) -> Result<(), NamespaceError> {
         fds: vec![fd, fd, fd],
         limits: Limits::default(),
         namespaces: true,
+        own_network: true,
         same_layout: false,
     };
     let started = spawn.start()?;

@@ -29,8 +29,12 @@ use seccompiler::{
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Profile {
     /// A submission's run: threads only, no programs, no sockets at all.
-    /// `counters` keeps `perf_event_open` for PAPI profiles.
-    Run { counters: bool },
+    /// `counters` keeps `perf_event_open` for PAPI profiles; `sockets`
+    /// keeps Internet sockets for a profiled run, whose profiler's library
+    /// talks to its profiler over the loopback of the network namespace
+    /// they share (and nothing else: the namespace has no other interface).
+    /// Unix sockets stay denied: a pathname one reaches the node's servers.
+    Run { counters: bool, sockets: bool },
     /// An agent CLI: it starts programs (compilers, git, its tool server) and
     /// talks TCP to its model, but reaches no Unix socket and no other
     /// process's memory.
@@ -122,9 +126,21 @@ fn denied(profile: Profile) -> BTreeMap<i64, Vec<SeccompRule>> {
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> =
         ALWAYS.iter().map(|&call| (call, Vec::new())).collect();
     match profile {
-        Profile::Run { counters } => {
+        Profile::Run { counters, sockets } => {
             for &call in RUN_ONLY {
                 rules.insert(call, Vec::new());
+            }
+            if sockets {
+                rules.insert(
+                    libc::SYS_socket,
+                    vec![
+                        SeccompRule::new(vec![
+                            condition(0, SeccompCmpOp::Ne, libc::AF_INET as u64),
+                            condition(0, SeccompCmpOp::Ne, libc::AF_INET6 as u64),
+                        ])
+                        .expect("two conditions"),
+                    ],
+                );
             }
             if !counters {
                 rules.insert(libc::SYS_perf_event_open, Vec::new());
@@ -346,116 +362,162 @@ mod tests {
     }
 
     #[test]
-    fn a_run_gets_threads_but_no_process_socket_or_ipc() {
-        let code = in_child(Profile::Run { counters: false }, || {
+    fn a_profiled_run_gets_internet_sockets_but_no_unix_socket() {
+        let profiled = Profile::Run {
+            counters: false,
+            sockets: true,
+        };
+        let code = in_child(profiled, || {
             // SAFETY: raw calls whose results are only compared.
             unsafe {
-                if libc::syscall(libc::SYS_clone, libc::SIGCHLD as u64, 0, 0, 0, 0) != -1
-                    || errno() != libc::EPERM
+                if libc::socket(libc::AF_UNIX, libc::SOCK_STREAM, 0) != -1 || errno() != libc::EPERM
                 {
                     return 1;
                 }
-                if libc::socket(libc::AF_UNIX, libc::SOCK_STREAM, 0) != -1 {
+                if libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0) < 0 {
                     return 2;
                 }
-                if libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0) != -1 {
+                if libc::socket(libc::AF_INET6, libc::SOCK_DGRAM, 0) < 0 && errno() == libc::EPERM {
                     return 3;
                 }
-                if libc::shmget(libc::IPC_PRIVATE, 4096, 0o600) != -1 {
+                if libc::socket(libc::AF_NETLINK, libc::SOCK_RAW, 0) != -1 {
                     return 4;
                 }
-                if libc::syscall(libc::SYS_clone3, 0, 0) != -1 || errno() != libc::ENOSYS {
+                if libc::syscall(libc::SYS_clone, libc::SIGCHLD as u64, 0, 0, 0, 0) != -1 {
                     return 5;
                 }
-                if libc::setpriority(libc::PRIO_PROCESS, 1, 10) != -1 {
-                    return 6;
-                }
             }
-            // glibc falls back from clone3 to clone with CLONE_THREAD.
-            match std::thread::spawn(|| 40).join() {
-                Ok(40) => 0,
-                _ => 8,
-            }
+            0
         });
         assert_eq!(code, 0, "see the numbered checks");
     }
 
     #[test]
+    fn a_run_gets_threads_but_no_process_socket_or_ipc() {
+        let code = in_child(
+            Profile::Run {
+                counters: false,
+                sockets: false,
+            },
+            || {
+                // SAFETY: raw calls whose results are only compared.
+                unsafe {
+                    if libc::syscall(libc::SYS_clone, libc::SIGCHLD as u64, 0, 0, 0, 0) != -1
+                        || errno() != libc::EPERM
+                    {
+                        return 1;
+                    }
+                    if libc::socket(libc::AF_UNIX, libc::SOCK_STREAM, 0) != -1 {
+                        return 2;
+                    }
+                    if libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0) != -1 {
+                        return 3;
+                    }
+                    if libc::shmget(libc::IPC_PRIVATE, 4096, 0o600) != -1 {
+                        return 4;
+                    }
+                    if libc::syscall(libc::SYS_clone3, 0, 0) != -1 || errno() != libc::ENOSYS {
+                        return 5;
+                    }
+                    if libc::setpriority(libc::PRIO_PROCESS, 1, 10) != -1 {
+                        return 6;
+                    }
+                }
+                // glibc falls back from clone3 to clone with CLONE_THREAD.
+                match std::thread::spawn(|| 40).join() {
+                    Ok(40) => 0,
+                    _ => 8,
+                }
+            },
+        );
+        assert_eq!(code, 0, "see the numbered checks");
+    }
+
+    #[test]
     fn a_run_cannot_arrange_to_be_continued_reschedule_itself_or_reopen_its_channels() {
-        let code = in_child(Profile::Run { counters: false }, || {
-            let denied = |r: libc::c_long| r == -1 && errno() == libc::EPERM;
-            let mut pipe = [0; 2];
-            // SAFETY: raw calls on this process's own descriptors and
-            // itself, whose results are only compared.
-            unsafe {
-                if libc::pipe(pipe.as_mut_ptr()) != 0 {
-                    return 1;
+        let code = in_child(
+            Profile::Run {
+                counters: false,
+                sockets: false,
+            },
+            || {
+                let denied = |r: libc::c_long| r == -1 && errno() == libc::EPERM;
+                let mut pipe = [0; 2];
+                // SAFETY: raw calls on this process's own descriptors and
+                // itself, whose results are only compared.
+                unsafe {
+                    if libc::pipe(pipe.as_mut_ptr()) != 0 {
+                        return 1;
+                    }
+                    let fd = pipe[0];
+                    let fcntl = |cmd: libc::c_int, arg: libc::c_int| {
+                        libc::fcntl(fd, cmd, arg) as libc::c_long
+                    };
+                    if !denied(fcntl(10, libc::SIGCONT)) {
+                        return 2; // F_SETSIG
+                    }
+                    if !denied(fcntl(libc::F_SETOWN, libc::getpid())) {
+                        return 3;
+                    }
+                    if !denied(fcntl(libc::F_SETFL, libc::O_ASYNC | libc::O_NONBLOCK)) {
+                        return 4;
+                    }
+                    if fcntl(libc::F_SETFL, libc::O_NONBLOCK) != 0 {
+                        return 5; // other flags stay allowed
+                    }
+                    if !denied(fcntl(libc::F_SETPIPE_SZ, 4096)) {
+                        return 6;
+                    }
+                    let on: libc::c_int = 1;
+                    if !denied(libc::ioctl(fd, libc::FIOASYNC, &on) as libc::c_long) {
+                        return 7;
+                    }
+                    let mut timer: libc::timer_t = std::mem::zeroed();
+                    let r =
+                        libc::timer_create(libc::CLOCK_MONOTONIC, std::ptr::null_mut(), &mut timer);
+                    if !denied(r as libc::c_long) {
+                        return 8;
+                    }
+                    if !denied(libc::kill(libc::getpid(), libc::SIGCONT) as libc::c_long) {
+                        return 9;
+                    }
+                    let tgkill = libc::syscall(
+                        libc::SYS_tgkill,
+                        libc::getpid(),
+                        libc::gettid(),
+                        libc::SIGCONT,
+                    );
+                    if !denied(tgkill) {
+                        return 10;
+                    }
+                    if libc::kill(libc::getpid(), 0) != 0 {
+                        return 11; // other signals stay allowed
+                    }
+                    if !denied(libc::setpriority(libc::PRIO_PROCESS, 0, 1) as libc::c_long) {
+                        return 12;
+                    }
+                    let mut set: libc::cpu_set_t = std::mem::zeroed();
+                    libc::CPU_SET(0, &mut set);
+                    let size = std::mem::size_of::<libc::cpu_set_t>();
+                    if !denied(libc::sched_setaffinity(0, size, &set) as libc::c_long) {
+                        return 13;
+                    }
+                    if !denied(libc::syscall(libc::SYS_sched_setattr, 0, 0, 0)) {
+                        return 14;
+                    }
+                    if !denied(libc::fchmod(fd, 0o600) as libc::c_long) {
+                        return 15;
+                    }
+                    let path = c"/proc/self/fd/0";
+                    if !denied(
+                        libc::fchmodat(libc::AT_FDCWD, path.as_ptr(), 0o600, 0) as libc::c_long
+                    ) {
+                        return 16;
+                    }
                 }
-                let fd = pipe[0];
-                let fcntl =
-                    |cmd: libc::c_int, arg: libc::c_int| libc::fcntl(fd, cmd, arg) as libc::c_long;
-                if !denied(fcntl(10, libc::SIGCONT)) {
-                    return 2; // F_SETSIG
-                }
-                if !denied(fcntl(libc::F_SETOWN, libc::getpid())) {
-                    return 3;
-                }
-                if !denied(fcntl(libc::F_SETFL, libc::O_ASYNC | libc::O_NONBLOCK)) {
-                    return 4;
-                }
-                if fcntl(libc::F_SETFL, libc::O_NONBLOCK) != 0 {
-                    return 5; // other flags stay allowed
-                }
-                if !denied(fcntl(libc::F_SETPIPE_SZ, 4096)) {
-                    return 6;
-                }
-                let on: libc::c_int = 1;
-                if !denied(libc::ioctl(fd, libc::FIOASYNC, &on) as libc::c_long) {
-                    return 7;
-                }
-                let mut timer: libc::timer_t = std::mem::zeroed();
-                let r = libc::timer_create(libc::CLOCK_MONOTONIC, std::ptr::null_mut(), &mut timer);
-                if !denied(r as libc::c_long) {
-                    return 8;
-                }
-                if !denied(libc::kill(libc::getpid(), libc::SIGCONT) as libc::c_long) {
-                    return 9;
-                }
-                let tgkill = libc::syscall(
-                    libc::SYS_tgkill,
-                    libc::getpid(),
-                    libc::gettid(),
-                    libc::SIGCONT,
-                );
-                if !denied(tgkill) {
-                    return 10;
-                }
-                if libc::kill(libc::getpid(), 0) != 0 {
-                    return 11; // other signals stay allowed
-                }
-                if !denied(libc::setpriority(libc::PRIO_PROCESS, 0, 1) as libc::c_long) {
-                    return 12;
-                }
-                let mut set: libc::cpu_set_t = std::mem::zeroed();
-                libc::CPU_SET(0, &mut set);
-                let size = std::mem::size_of::<libc::cpu_set_t>();
-                if !denied(libc::sched_setaffinity(0, size, &set) as libc::c_long) {
-                    return 13;
-                }
-                if !denied(libc::syscall(libc::SYS_sched_setattr, 0, 0, 0)) {
-                    return 14;
-                }
-                if !denied(libc::fchmod(fd, 0o600) as libc::c_long) {
-                    return 15;
-                }
-                let path = c"/proc/self/fd/0";
-                if !denied(libc::fchmodat(libc::AT_FDCWD, path.as_ptr(), 0o600, 0) as libc::c_long)
-                {
-                    return 16;
-                }
-            }
-            0
-        });
+                0
+            },
+        );
         assert_eq!(code, 0, "see the numbered checks");
     }
 

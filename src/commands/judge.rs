@@ -568,9 +568,10 @@ async fn profile(args: ProfileArgs) -> anyhow::Result<()> {
         let json = serde_json::json!({
             "tool": report.tool, "summary": report.summary, "counters": report.counters,
             "stdout_tail": report.stdout_tail, "stderr_tail": report.stderr_tail, "run": verdict,
+            "unavailable": report.unavailable,
         });
         println!("{}", serde_json::to_string_pretty(&json)?);
-        return Ok(());
+        return profiled(&report);
     }
     if let Some(v) = &verdict {
         print_verdict(v, false)?;
@@ -579,7 +580,19 @@ async fn profile(args: ProfileArgs) -> anyhow::Result<()> {
     if !report.stdout_tail.is_empty() {
         println!("\nstdout:\n{}", report.stdout_tail);
     }
-    Ok(())
+    profiled(&report)
+}
+
+/// A report that profiled nothing ends the command with its reason.
+fn profiled(report: &pb::ProfileReport) -> anyhow::Result<()> {
+    if report.unavailable.is_empty() {
+        return Ok(());
+    }
+    anyhow::bail!(
+        "{} is unavailable here: {}",
+        report.tool,
+        report.unavailable
+    )
 }
 
 async fn capabilities(args: ClientArgs) -> anyhow::Result<()> {
@@ -631,6 +644,12 @@ pub fn print_verdict(v: &Verdict, json: bool) -> anyhow::Result<()> {
             human_ns(t.min_ns),
             t.spread * 100.0,
             t.reps
+        );
+    }
+    if let Some(d) = &v.device {
+        println!(
+            "device: median {} a call on the GPU, transfers apart (the runner's own measure)",
+            human_ns(d.median_ns)
         );
     }
     if let Some(b) = &v.baseline {

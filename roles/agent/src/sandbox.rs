@@ -72,6 +72,7 @@ impl Spec {
             system: false,
             connect: ports.to_vec(),
             gpus: false,
+            any_tcp: false,
         }
     }
 }

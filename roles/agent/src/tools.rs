@@ -592,10 +592,12 @@ fn profile_summary(r: &pb::ProfileReport) -> String {
     if let Some(run) = &r.run {
         out["run"] = verdict_summary(run, true);
     }
+    if !r.unavailable.is_empty() {
+        out["unavailable"] = json!(r.unavailable);
+    }
     out.to_string()
 }
 
-/// The last `limit` characters of `text`.
 /// A `list_files` reply: one file per line with its size.
 fn listing(files: &[(String, u64)], cut: bool) -> String {
     let mut lines: Vec<String> = files
@@ -611,6 +613,7 @@ fn listing(files: &[(String, u64)], cut: bool) -> String {
     lines.join("\n")
 }
 
+/// The last `limit` characters of `text`.
 fn tail(text: &str, limit: usize) -> String {
     let start = match limit.checked_sub(1) {
         Some(n) => text.char_indices().rev().nth(n).map_or(0, |(i, _)| i),

@@ -127,6 +127,9 @@ pub struct Verdict {
     pub first_mismatch: Option<Mismatch>,
     pub timing: Option<Timing>,
     pub baseline: Option<Timing>,
+    /// cuda/hip: the device's own time of the submission's timed calls
+    /// (see the proto's `device`).
+    pub device: Option<Timing>,
     /// The median of the timed pairs' ratios (baseline over submission);
     /// `ok` only.
     #[serde(serialize_with = "option_finite_or_string")]
@@ -176,6 +179,7 @@ impl Verdict {
             first_mismatch: None,
             timing: None,
             baseline: None,
+            device: None,
             speedup: None,
             speedup_low: None,
             speedup_high: None,
@@ -284,6 +288,7 @@ impl From<&Verdict> for pb::Verdict {
             }),
             timing: v.timing.as_ref().map(timing_to_pb),
             baseline: v.baseline.as_ref().map(timing_to_pb),
+            device: v.device.as_ref().map(timing_to_pb),
             speedup: v.speedup.unwrap_or(0.0),
             speedup_low: v.speedup_low.unwrap_or(0.0),
             speedup_high: v.speedup_high.unwrap_or(0.0),
@@ -327,6 +332,7 @@ impl From<pb::Verdict> for Verdict {
             }),
             timing: v.timing.map(timing_from_pb),
             baseline: v.baseline.map(timing_from_pb),
+            device: v.device.map(timing_from_pb),
             speedup: (v.speedup != 0.0).then_some(v.speedup),
             speedup_low: (v.speedup_low != 0.0).then_some(v.speedup_low),
             speedup_high: (v.speedup_high != 0.0).then_some(v.speedup_high),

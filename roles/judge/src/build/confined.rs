@@ -77,6 +77,7 @@ fn confine_and_run(walls: &Walls, program: &OsString, args: &[OsString]) -> Resu
         system: true,
         connect: Vec::new(),
         gpus: false,
+        any_tcp: false,
     }
     .prepare()
     .map_err(|e| e.to_string())?;

@@ -177,6 +177,10 @@ fn timings(verdict: &mut Verdict, outcome: &RunOutcome, read: &Read<'_>) -> Opti
     let (baseline, candidate): (Vec<u64>, Vec<u64>) = pairs.iter().copied().unzip();
     verdict.timing = Timing::from_samples(&candidate);
     verdict.baseline = Timing::from_samples(&baseline);
+    verdict.device = outcome.events.iter().find_map(|e| match e {
+        Event::DeviceTimes { ns } => Timing::from_samples(ns),
+        _ => None,
+    });
     Speedup::of(&pairs)
 }
 
@@ -546,5 +550,53 @@ mod tests {
         }
         let wrong = expected.verify(2, "y", &f64s(&[1.0, 2.1])).unwrap();
         assert!(!wrong.correct);
+    }
+
+    #[test]
+    fn a_device_run_reports_the_device_time_of_its_timed_calls() {
+        let data = (
+            CaseInputs::for_test(Vec::new()),
+            Reference {
+                outputs: Default::default(),
+            },
+        );
+        let read = Read {
+            public: Checked {
+                step: 0,
+                data: &data,
+            },
+            held_out: Vec::new(),
+            timed: Vec::new(),
+            repeats: &[],
+        };
+        let pair = |b, c| Event::Pair {
+            baseline_ns: b,
+            candidate_ns: c,
+        };
+        let outcome = |events: Vec<Event>| RunOutcome {
+            events,
+            compared: Default::default(),
+            supervisor_error: None,
+            stdout_tail: String::new(),
+            stderr_tail: String::new(),
+            wall: std::time::Duration::ZERO,
+        };
+        let mut verdict = Verdict::new(Status::Ok, "");
+        let events = vec![
+            pair(200, 100),
+            pair(210, 110),
+            pair(190, 90),
+            Event::DeviceTimes {
+                ns: vec![40, 60, 50],
+            },
+        ];
+        timings(&mut verdict, &outcome(events), &read);
+        let device = verdict.device.expect("device times");
+        assert_eq!((device.median_ns, device.reps), (50.0, 3));
+        assert_eq!(verdict.timing.unwrap().median_ns, 100.0);
+        // A host run reports none.
+        let mut host = Verdict::new(Status::Ok, "");
+        timings(&mut host, &outcome(vec![pair(200, 100)]), &read);
+        assert!(host.device.is_none());
     }
 }

@@ -51,6 +51,9 @@ pub(crate) struct Extras {
     pub expected: Option<Arc<dyn Verifier>>,
     pub wrapper: Vec<String>,
     pub papi_events: Vec<String>,
+    /// A profiled run: where its profiler writes, which the run may write
+    /// too; the profiler and the run share a loopback-only network.
+    pub profile_output: Option<std::path::PathBuf>,
 }
 
 impl Judge {
@@ -104,6 +107,11 @@ impl Judge {
             cpus: runner_cpus.clone(),
         };
         let output_bytes = planner.output_bytes();
+        if let (Some(out), Some(uid)) = (&extras.profile_output, run_as) {
+            nix::unistd::chown(out.as_path(), Some(uid.into()), Some(uid.into()))
+                .map_err(RunError::Chown)?;
+        }
+        let loopback = extras.profile_output.is_some();
         let request = Request {
             candidate: library,
             baseline,
@@ -121,10 +129,12 @@ impl Judge {
             timing_lock: self.timing_lock.clone().filter(|_| timed),
             budget: CALL_BUDGET,
             papi_events: extras.papi_events,
+            profile_output: extras.profile_output,
         };
         let outcome = launch(Launch {
             exe: &self.config.exe,
             wrapper: extras.wrapper,
+            loopback,
             request,
             env: run_env(&sandbox, slot, prepared.language),
             timeout,

@@ -11,7 +11,16 @@
 //! | rocprofv3 | hip | kernel trace summary, parsed by column name |
 //!
 //! A tool that cannot serve the language is `InvalidArgument` naming the one
-//! that can; a tool missing here is `FailedPrecondition` naming what is missing.
+//! that can. A tool that cannot work here (missing, no counters, or it did
+//! not run the submission) gives a report that says so (`unavailable`),
+//! not an error.
+//!
+//! A profiled run is not a timed run, and has a sandbox of its own: the
+//! profiler, the supervisor and the runner share a network namespace whose
+//! only interface is loopback (nsys and ncu talk to their library in the
+//! run over sockets), the run may open Internet sockets there (still no
+//! Unix socket), and it may write the profiler's output directory
+//! (rocprofv3's library writes from inside the run).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -54,7 +63,9 @@ impl Judge {
                 others.join(" or ")
             )));
         }
-        self.profilers.check(tool)?;
+        if let Err(why) = self.profilers.check(tool) {
+            return Ok(unavailable(tool, why));
+        }
         let held = self.slots.acquire().await;
         let (prepared, mut verdict) = match self.prepare(&submission, &[], &held.slot).await? {
             Ok(p) => p,
@@ -113,10 +124,12 @@ impl Judge {
             repeats: &[],
         };
         let tolerance = prepared.kernel.tolerance(prepared.precision);
+        let profiled = (tool != Tool::None).then(|| out.path().to_path_buf());
         let extras = Extras {
             expected: Some(Expected::of(&read, tolerance)),
             wrapper: wrapper(tool, out.path()),
             papi_events,
+            profile_output: profiled.clone(),
         };
         let (outcome, _sandbox) = self
             .run(&prepared, None, planner, &held.slot, extras)
@@ -127,7 +140,17 @@ impl Judge {
             _ => None,
         });
         if let Some(message) = papi_failed {
-            return Err(JudgeError::FailedPrecondition(format!("papi: {message}")));
+            return Ok(unavailable(tool, format!("papi: {message}")));
+        }
+        if let (true, Some(why)) = (
+            tool != Tool::None && outcome.events.is_empty(),
+            &outcome.supervisor_error,
+        ) {
+            let said = outcome.stderr_tail.trim();
+            return Ok(unavailable(
+                tool,
+                format!("{tool} did not run the submission here ({why}); it said: {said}"),
+            ));
         }
         let reps = outcome
             .events
@@ -142,6 +165,7 @@ impl Judge {
                 // The sandbox stays until perf report has read the submission's symbols from it.
                 let extras = Extras {
                     wrapper: perf_record_wrapper(out.path()),
+                    profile_output: profiled.clone(),
                     ..Extras::default()
                 };
                 let (record, _sandbox) = self
@@ -189,6 +213,16 @@ impl Judge {
     }
 }
 
+/// The answer when `tool` cannot profile here: why, and nothing ran.
+fn unavailable(tool: Tool, why: String) -> pb::ProfileReport {
+    pb::ProfileReport {
+        tool: tool.to_string(),
+        summary: format!("{tool} is unavailable here: {why}"),
+        unavailable: why,
+        ..Default::default()
+    }
+}
+
 fn report(
     tool: Tool,
     verdict: crate::verdict::Verdict,
@@ -202,6 +236,7 @@ fn report(
         run: Some((&verdict).into()),
         summary,
         counters: counters.into_iter().collect(),
+        unavailable: String::new(),
     }
 }
 

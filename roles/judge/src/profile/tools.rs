@@ -6,7 +6,6 @@ use std::fmt;
 use std::process::Command;
 use std::str::FromStr;
 
-use crate::judge::JudgeError;
 use crate::language::Language;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -126,11 +125,10 @@ impl Profilers {
             .collect()
     }
 
-    pub(super) fn check(&self, tool: Tool) -> Result<(), JudgeError> {
+    /// Why `tool` cannot run on this node, if it cannot.
+    pub(super) fn check(&self, tool: Tool) -> Result<(), String> {
         match self.missing.get(tool.as_str()) {
-            Some(why) => Err(JudgeError::FailedPrecondition(format!(
-                "{tool} cannot run on this node: {why}"
-            ))),
+            Some(why) => Err(format!("{tool} cannot run on this node: {why}")),
             None => Ok(()),
         }
     }

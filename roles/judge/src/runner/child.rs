@@ -106,6 +106,9 @@ pub struct Start<'a> {
     pub output: (i32, i32),
     pub limits: &'a Limits,
     pub namespaces: bool,
+    /// A network namespace of its own; `false` for a profiled run, which
+    /// shares its profiler's.
+    pub own_network: bool,
     /// Held by ptrace; `false` only where the operator allowed weaker
     /// isolation and ptrace is refused (then by signals, which it can undo).
     pub trace: bool,
@@ -160,6 +163,7 @@ impl Child {
             ],
             limits: start.limits.clone(),
             namespaces: start.namespaces,
+            own_network: start.own_network,
             same_layout: true,
         };
         let started = spawn.start()?;

@@ -47,6 +47,11 @@ pub trait Device {
     fn download(&mut self, src: Buffer, dst: &mut [u8]) -> Result<(), DeviceError>;
     /// Waits until every call issued so far has finished.
     fn sync(&mut self) -> Result<(), DeviceError>;
+    /// Marks the device's default stream before (`end` false) or after a
+    /// call: the device's own time of the call, transfers apart.
+    fn mark(&mut self, end: bool) -> Result<(), DeviceError>;
+    /// Nanoseconds between the last two marks, once `sync` returned.
+    fn marked_ns(&mut self) -> Result<u64, DeviceError>;
 }
 
 /// How many devices of a GPU language's kind this process sees: the error
@@ -71,7 +76,10 @@ pub fn count(language: Language) -> Result<usize, DeviceError> {
             // SAFETY: loading the vendor runtime, as a hip run does.
             let lib = unsafe { libloading::Library::new("libamdhip64.so") }
                 .map_err(|_| DeviceError::NoHip)?;
-            let hip = Hip { lib };
+            let hip = Hip {
+                lib,
+                marks: [std::ptr::null_mut(); 2],
+            };
             let mut n: i32 = 0;
             // SAFETY: hipGetDeviceCount writes one int.
             let counted = hip.call::<unsafe extern "C" fn(*mut i32) -> HipStatus>(
@@ -98,8 +106,11 @@ pub fn for_language(language: Language) -> Result<Option<Box<dyn Device>>, Devic
 }
 
 /// Device memory through the CUDA driver API, in the device's primary context
-/// (the one the CUDA runtime inside the submission also uses).
-pub struct Cuda;
+/// (the one the CUDA runtime inside the submission also uses), and two
+/// events that mark a call on its default stream.
+pub struct Cuda {
+    marks: [cudarc::driver::sys::CUevent; 2],
+}
 
 impl Cuda {
     fn open() -> Result<Cuda, DeviceError> {
@@ -117,7 +128,13 @@ impl Cuda {
             let ctx = result::primary_ctx::retain(device).map_err(|e| fail("context", e))?;
             result::ctx::set_current(ctx).map_err(|e| fail("context", e))?;
         }
-        Ok(Cuda)
+        let event = || {
+            result::event::create(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT)
+                .map_err(|e| fail("event", e))
+        };
+        Ok(Cuda {
+            marks: [event()?, event()?],
+        })
     }
 }
 
@@ -166,6 +183,31 @@ impl Device for Cuda {
             error,
         })
     }
+
+    fn mark(&mut self, end: bool) -> Result<(), DeviceError> {
+        // SAFETY: the event was made in this context; stream 0 is the
+        // legacy default stream, which waits for every blocking stream.
+        unsafe {
+            cudarc::driver::result::event::record(
+                self.marks[usize::from(end)],
+                std::ptr::null_mut(),
+            )
+        }
+        .map_err(|error| DeviceError::Cuda {
+            call: "cuEventRecord",
+            error,
+        })
+    }
+
+    fn marked_ns(&mut self) -> Result<u64, DeviceError> {
+        // SAFETY: both events were recorded, and the context synchronized.
+        let ms = unsafe { cudarc::driver::result::event::elapsed(self.marks[0], self.marks[1]) }
+            .map_err(|error| DeviceError::Cuda {
+                call: "cuEventElapsedTime",
+                error,
+            })?;
+        Ok((f64::from(ms) * 1e6) as u64)
+    }
 }
 
 type HipStatus = i32;
@@ -174,6 +216,8 @@ type HipStatus = i32;
 /// needed to build hpcagent).
 pub struct Hip {
     lib: libloading::Library,
+    /// Two `hipEvent_t`s that mark a call on the default stream.
+    marks: [*mut c_void; 2],
 }
 
 impl Hip {
@@ -182,9 +226,23 @@ impl Hip {
         // vendor runtime the submission links against anyway.
         let lib = unsafe { libloading::Library::new("libamdhip64.so") }
             .map_err(|_| DeviceError::NoHip)?;
-        let hip = Hip { lib };
+        let mut hip = Hip {
+            lib,
+            marks: [std::ptr::null_mut(); 2],
+        };
         // SAFETY: hipSetDevice takes a device number.
         hip.call::<unsafe extern "C" fn(i32) -> HipStatus>("hipSetDevice", |f| unsafe { f(0) })?;
+        let mut marks = [std::ptr::null_mut(); 2];
+        for mark in &mut marks {
+            hip.call::<unsafe extern "C" fn(*mut *mut c_void) -> HipStatus>(
+                "hipEventCreate",
+                |f| {
+                    // SAFETY: hipEventCreate writes one handle to `mark`.
+                    unsafe { f(mark) }
+                },
+            )?;
+        }
+        hip.marks = marks;
         Ok(hip)
     }
 
@@ -250,5 +308,27 @@ impl Device for Hip {
     fn sync(&mut self) -> Result<(), DeviceError> {
         // SAFETY: hipDeviceSynchronize takes no arguments.
         self.call::<unsafe extern "C" fn() -> HipStatus>("hipDeviceSynchronize", |f| unsafe { f() })
+    }
+
+    fn mark(&mut self, end: bool) -> Result<(), DeviceError> {
+        let event = self.marks[usize::from(end)];
+        // SAFETY: an event this runtime made; stream 0 is the default stream.
+        self.call::<unsafe extern "C" fn(*mut c_void, *mut c_void) -> HipStatus>(
+            "hipEventRecord",
+            |f| unsafe { f(event, std::ptr::null_mut()) },
+        )
+    }
+
+    fn marked_ns(&mut self) -> Result<u64, DeviceError> {
+        let mut ms: f32 = 0.0;
+        let [start, end] = self.marks;
+        self.call::<unsafe extern "C" fn(*mut f32, *mut c_void, *mut c_void) -> HipStatus>(
+            "hipEventElapsedTime",
+            |f| {
+                // SAFETY: it writes one float; both events were recorded.
+                unsafe { f(&mut ms, start, end) }
+            },
+        )?;
+        Ok((f64::from(ms) * 1e6) as u64)
     }
 }

@@ -49,6 +49,10 @@ pub enum Entry {
     /// `judge exec --compile SETUP COMPILER ARGS...`: a compiler in walls
     /// of its own ([`crate::build::confined`]).
     Compile,
+    /// `judge exec --loopback PROGRAM ARGS...`: PROGRAM (a profiler, with
+    /// the supervisor under it) in a network namespace of its own whose
+    /// only interface is loopback.
+    Loopback,
 }
 
 /// A runner's whole command line, its name first.
@@ -62,6 +66,7 @@ pub fn entry(args: &[std::ffi::OsString]) -> Option<Entry> {
         ["judge", "exec", "--runner"] => Some(Entry::Runner),
         ["judge", "exec", "--probe"] => Some(Entry::Probe),
         ["judge", "exec", "--compile", _, _, ..] => Some(Entry::Compile),
+        ["judge", "exec", "--loopback", _, ..] => Some(Entry::Loopback),
         _ => None,
     }
 }
@@ -72,6 +77,7 @@ pub fn run_entry(entry: Entry) -> i32 {
         Entry::Supervisor => supervisor::main(&mut std::io::stdin().lock()),
         Entry::Runner => process::main(),
         Entry::Compile => crate::build::confined::main(),
+        Entry::Loopback => loopback_main(),
         Entry::Probe => {
             let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("/proc/self/exe"));
             // In the namespaces a supervisor has, when it can have them.
@@ -82,6 +88,25 @@ pub fn run_entry(entry: Entry) -> i32 {
             0
         }
     }
+}
+
+/// Exit code of `--loopback` when it could not make the network.
+pub const LOOPBACK_FAILED: i32 = 125;
+
+fn loopback_main() -> i32 {
+    let program: Vec<std::ffi::OsString> = std::env::args_os().skip(4).collect();
+    if let Err(e) = hpcagent_sandbox::namespaces::own_loopback_network() {
+        eprintln!("hpcagent: a profiled run's own network: {e}");
+        return LOOPBACK_FAILED;
+    }
+    let e = std::os::unix::process::CommandExt::exec(
+        std::process::Command::new(&program[0]).args(&program[1..]),
+    );
+    eprintln!(
+        "hpcagent: cannot start {}: {e}",
+        program[0].to_string_lossy()
+    );
+    127
 }
 
 /// What a probe found: whether runs here can have namespaces of their
@@ -154,6 +179,9 @@ pub struct Launch<'a> {
     pub exe: &'a Path,
     /// A profiler command the supervisor runs under (`perf stat ... --`).
     pub wrapper: Vec<String>,
+    /// Profiler and supervisor in a loopback-only network of their own
+    /// (`judge exec --loopback`), which the runners share.
+    pub loopback: bool,
     pub request: Request,
     pub env: Vec<(String, String)>,
     /// How long the whole run may take.
@@ -193,16 +221,17 @@ pub async fn launch(launch: Launch<'_>) -> Result<RunOutcome, LaunchError> {
         nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(LaunchError::Pipe)?;
     let request = serde_json::to_vec(&launch.request)?;
     let (stdout, stderr, held) = output_files(&sandbox)?;
-    let mut command = match launch.wrapper.split_first() {
-        Some((program, args)) => {
-            let mut c = std::process::Command::new(program);
-            c.args(args).arg(launch.exe);
-            c
-        }
-        None => std::process::Command::new(launch.exe),
-    };
+    let mut words: Vec<std::ffi::OsString> = Vec::new();
+    if launch.loopback {
+        words.push(launch.exe.into());
+        words.extend(["judge", "exec", "--loopback"].map(Into::into));
+    }
+    words.extend(launch.wrapper.iter().map(Into::into));
+    words.push(launch.exe.into());
+    words.extend(["judge", "exec"].map(Into::into));
+    let mut command = std::process::Command::new(&words[0]);
     command
-        .args(["judge", "exec"])
+        .args(&words[1..])
         .current_dir(&sandbox)
         .env_clear()
         .envs(launch.env.iter().cloned())
@@ -484,9 +513,14 @@ mod tests {
             entry(&args(&["judge", "exec", "--probe"])),
             Some(Entry::Probe)
         );
+        assert_eq!(
+            entry(&args(&["judge", "exec", "--loopback", "perf", "stat"])),
+            Some(Entry::Loopback)
+        );
         assert_eq!(&RUNNER_PROCESS_ARGS[1..], ["judge", "exec", "--runner"]);
         for other in [
-            &["judge", "exec", "--runner", "x"][..],
+            &["judge", "exec", "--loopback"][..],
+            &["judge", "exec", "--runner", "x"],
             &["judge", "exec", "--channel", "7"],
             &["judge", "score"],
             &[],

@@ -96,7 +96,8 @@ fn run(calls_in: &mut impl BufRead, report: &mut File) -> Result<(), Failure> {
     unsafe { libc::syscall(libc::SYS_close_range, CALLS_FD as u32 + 1, u32::MAX, 0) };
     let landlock = confine(&setup)?;
     let counters = !setup.papi_events.is_empty();
-    let filters = Filters::new(Profile::Run { counters }).map_err(at("seccomp"))?;
+    let sockets = setup.profile_output.is_some();
+    let filters = Filters::new(Profile::Run { counters, sockets }).map_err(at("seccomp"))?;
     filters
         .install()
         .map_err(|e| ("seccomp", format!("cannot install the filter: {e}")))?;
@@ -147,6 +148,10 @@ fn run(calls_in: &mut impl BufRead, report: &mut File) -> Result<(), Failure> {
         totals.values_mut().for_each(|v| *v /= made as f64);
         send(report, &Report::Counters { values: totals });
     }
+    if !calls.device_ns.is_empty() {
+        let ns = std::mem::take(&mut calls.device_ns);
+        send(report, &Report::DeviceTimes { ns });
+    }
     // Keep the library mapped until every call is done.
     drop(library);
     Ok(())
@@ -158,16 +163,21 @@ fn send(report: &mut File, message: &Report) {
 }
 
 /// Landlock: read the system, the shared mount and its directory; write
-/// only its directory; no TCP; no signals or abstract sockets outside.
+/// only its directory; no TCP; no signals or abstract sockets outside. A
+/// profiled run writes its profiler's directory too, and its TCP is the
+/// loopback of the network it shares with its profiler.
 fn confine(setup: &RunnerSetup) -> Result<Enforcement, Failure> {
     let mut read = setup.readable.clone();
     read.push(setup.sandbox.clone());
+    let mut write = vec![setup.sandbox.clone()];
+    write.extend(setup.profile_output.clone());
     let confinement = Confinement {
         read,
-        write: vec![setup.sandbox.clone()],
+        write,
         system: true,
         connect: Vec::new(),
         gpus: setup.language.is_gpu(),
+        any_tcp: setup.profile_output.is_some(),
     };
     confinement.apply().map_err(at("confine"))
 }
@@ -222,6 +232,8 @@ struct Calls {
     /// Per call: the arrays and their byte sizes, and whether each is an output.
     arrays: Vec<Vec<(usize, usize, bool)>>,
     device: Option<(Box<dyn Device>, Vec<Staged>)>,
+    /// On a device, each call's own time there, in the order made.
+    device_ns: Vec<u64>,
 }
 
 impl Calls {
@@ -302,6 +314,7 @@ impl Calls {
             lists,
             arrays,
             device,
+            device_ns: Vec::new(),
         })
     }
 
@@ -320,6 +333,7 @@ impl Calls {
                     .map_err(at("copy"))?;
             }
             device.sync().map_err(at("sync"))?;
+            device.mark(false).map_err(at("sync"))?;
         }
         let args: Vec<Arg> = values
             .iter()
@@ -335,7 +349,9 @@ impl Calls {
         // buffers are as large as the call's shapes say.
         unsafe { cif.call::<()>(code, &args) };
         if let Some((device, staged)) = &mut self.device {
+            device.mark(true).map_err(at("sync"))?;
             device.sync().map_err(at("sync"))?;
+            self.device_ns.push(device.marked_ns().map_err(at("sync"))?);
             for &(region, bytes, output) in &self.arrays[index] {
                 if output {
                     let s = &staged[region];

@@ -62,6 +62,11 @@ pub struct Request {
     /// PAPI events counted around the submission's calls (profile only).
     #[serde(default)]
     pub papi_events: Vec<String>,
+    /// A profiled run's output directory: its runners share the
+    /// supervisor's network namespace (loopback only, made for the run),
+    /// may open Internet sockets there, and may write this directory.
+    #[serde(default)]
+    pub profile_output: Option<PathBuf>,
 }
 
 /// One array of the ABI.
@@ -198,6 +203,9 @@ pub enum Event {
     Output { step: usize, array: String },
     /// Hardware counters per call of a profile step (from the runner itself).
     Counters { values: BTreeMap<String, f64> },
+    /// The device's own time of each of the submission's timed calls (the
+    /// pairs', in order), as its runner measured it: advisory.
+    DeviceTimes { ns: Vec<u64> },
     /// A runner ended before its calls did, or was killed at a call's deadline.
     Ended {
         side: Side,
@@ -240,6 +248,12 @@ pub enum Report {
     Counters {
         values: BTreeMap<String, f64>,
     },
+    /// On a device, each call's time there (events around the call on the
+    /// default stream, transfers apart), in the order made. The runner's
+    /// own measure, inside the submission's process: advisory.
+    DeviceTimes {
+        ns: Vec<u64>,
+    },
 }
 
 /// What a runner is told at its start (JSON, then a newline, on its stdin;
@@ -260,6 +274,8 @@ pub struct RunnerSetup {
     pub readable: Vec<PathBuf>,
     pub run_as: Option<u32>,
     pub papi_events: Vec<String>,
+    /// See [`Request::profile_output`].
+    pub profile_output: Option<PathBuf>,
 }
 
 /// Writes one frame. Its head (lengths and event) goes out in one write:

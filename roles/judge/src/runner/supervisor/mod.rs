@@ -117,6 +117,11 @@ struct Run<'a> {
     files: HashMap<PathBuf, Rc<Vec<u8>>>,
     cpus: Cpus,
     over: bool,
+    /// The submission's calls so far, and which of them were timed pairs'
+    /// (by their place in that order): on a device, its runner reports
+    /// each call's device time in the same order.
+    candidate_calls: usize,
+    timed_calls: Vec<usize>,
 }
 
 impl<'a> Run<'a> {
@@ -183,6 +188,7 @@ impl<'a> Run<'a> {
             output,
             limits: &request.limits,
             namespaces: request.namespaces,
+            own_network: request.profile_output.is_none(),
             trace: request.trace,
             events: &events,
         };
@@ -203,6 +209,7 @@ impl<'a> Run<'a> {
             } else {
                 Vec::new()
             },
+            profile_output: request.profile_output.clone(),
         };
         let baseline = match &request.baseline {
             None => None,
@@ -269,6 +276,8 @@ impl<'a> Run<'a> {
                 cpus
             },
             over: false,
+            candidate_calls: 0,
+            timed_calls: Vec::new(),
         })
     }
 
@@ -316,6 +325,7 @@ impl<'a> Run<'a> {
             candidate,
             baseline,
             over,
+            timed_calls,
             ..
         } = self;
         drop(baseline);
@@ -323,8 +333,16 @@ impl<'a> Run<'a> {
             return;
         }
         for report in candidate.finish(Duration::from_secs(10)) {
-            if let Report::Counters { values } = report {
-                send(channel, &Event::Counters { values }, &[]);
+            match report {
+                Report::Counters { values } => send(channel, &Event::Counters { values }, &[]),
+                Report::DeviceTimes { ns } => {
+                    let ns = timed_calls
+                        .iter()
+                        .filter_map(|&i| ns.get(i).copied())
+                        .collect();
+                    send(channel, &Event::DeviceTimes { ns }, &[]);
+                }
+                _ => {}
             }
         }
     }
@@ -483,6 +501,9 @@ impl<'a> Run<'a> {
             }
             // The first pair warms both up.
             if n > 0 {
+                // Both calls of the pair are made: the submission's is the
+                // last, or the one before the baseline's last.
+                self.timed_calls.push(self.candidate_calls - 1);
                 pairs.push((baseline_ns, candidate_ns));
                 let event = Event::Pair {
                     baseline_ns,
@@ -569,8 +590,9 @@ impl<'a> Run<'a> {
         match called {
             Ok(elapsed) => {
                 let ns = elapsed.as_nanos() as u64;
-                if side == Side::Baseline {
-                    self.baseline_ns.push(ns);
+                match side {
+                    Side::Baseline => self.baseline_ns.push(ns),
+                    Side::Candidate => self.candidate_calls += 1,
                 }
                 Some(ns)
             }
