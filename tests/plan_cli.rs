@@ -130,6 +130,15 @@ fn a_multi_node_replica_shows_its_vllm_lines_as_they_will_run() {
 
 /// Writes `text` as an env file and runs `hpcagent <command> --env <file>` with a
 /// stand-in sbatch on PATH that records any call: nothing may be launched.
+/// The line of `env` that sets `key` (1-based), as an error names it.
+fn line_of(env: &Path, key: &str) -> usize {
+    let text = std::fs::read_to_string(env).unwrap();
+    1 + text
+        .lines()
+        .position(|l| l.starts_with(&format!("{key}=")))
+        .unwrap_or_else(|| panic!("{} sets no {key}", env.display()))
+}
+
 fn refused(command: &str, text: &str) -> String {
     let dir = tempfile::tempdir().unwrap();
     let env = dir.path().join("bad.env");
@@ -251,7 +260,10 @@ fn impossible_plans_fail_at_the_key_with_the_numbers() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     let err = stderr(&out);
-    let pass = err.contains("beverin.env:20: JUDGE_NODES: the plan needs 4 nodes (inference 2 + agents 1 + judges 1) but the allocation has 3 (nid[001-003])");
+    let pass = err.contains(&format!(
+        "beverin.env:{}: JUDGE_NODES: the plan needs 4 nodes (inference 2 + agents 1 + judges 1) but the allocation has 3 (nid[001-003])",
+        line_of(&env, "JUDGE_NODES")
+    ));
     suite::record(
         "env",
         "plan: 4 nodes needed, 3 given",
@@ -288,7 +300,8 @@ fn config_shows_each_value_and_its_origin() {
         line("GPUS_PER_NODE").ends_with("site profile beverin"),
         "{text}"
     );
-    assert!(line("AGENT_NODES").contains("beverin.env:17"), "{text}");
+    let at = format!("beverin.env:{}", line_of(&env, "AGENT_NODES"));
+    assert!(line("AGENT_NODES").contains(&at), "{text}");
     assert!(
         line("AGENTS_PER_NODE").ends_with("environment HPCAGENT_AGENTS_PER_NODE"),
         "{text}"
@@ -362,10 +375,17 @@ fn a_bench_whose_reader_went_away_ends_quietly_after_measuring() {
     );
 }
 
-/// A `$SCRATCH` holding the container images the site profiles name, as
-/// an operator's does once the images are built: a dry run whose images
-/// are missing is one that would be refused, and exits so.
-fn scratch_with_images() -> tempfile::TempDir {
+/// A site as an operator sets it up once the images are built: a
+/// `$SCRATCH` holding the container images the site profiles name, and
+/// the EDFs installed with this checkout mounted (CSCS advises against
+/// mounting `$HOME`, where checkouts often are: the shipped EDFs mount
+/// `$SCRATCH` only, and a checkout elsewhere is mounted by its operator).
+struct Site {
+    scratch: tempfile::TempDir,
+    edf: tempfile::TempDir,
+}
+
+fn site_with_images() -> Site {
     let scratch = tempfile::tempdir().unwrap();
     let images = scratch.path().join("hpcagent/images");
     std::fs::create_dir_all(&images).unwrap();
@@ -374,14 +394,67 @@ fn scratch_with_images() -> tempfile::TempDir {
             std::fs::write(images.join(format!("hpcagent-{role}-{site}.sqsh")), "").unwrap();
         }
     }
-    scratch
+    let edf = tempfile::tempdir().unwrap();
+    let checkout = common::repo().display().to_string();
+    for entry in std::fs::read_dir(common::repo().join("containers/edf")).unwrap() {
+        let path = entry.unwrap().path();
+        let text = std::fs::read_to_string(&path).unwrap().replacen(
+            "mounts = [\n",
+            &format!("mounts = [\n    \"{checkout}:{checkout}\",\n"),
+            1,
+        );
+        std::fs::write(edf.path().join(path.file_name().unwrap()), text).unwrap();
+    }
+    Site { scratch, edf }
+}
+
+impl Site {
+    fn command(&self) -> Command {
+        let mut command = hpcagent();
+        command
+            .env("SCRATCH", self.scratch.path())
+            .env("EDF_PATH", self.edf.path());
+        command
+    }
+}
+
+/// The shipped EDFs mount `$SCRATCH` only: a checkout outside it (here,
+/// as in `$HOME`) holds the corpus and skills pages no role step could
+/// read, and `submit` refuses before the job waits in the queue.
+#[test]
+fn a_checkout_no_edf_mounts_is_refused_before_the_queue() {
+    let env = example("alps.env");
+    let site = site_with_images();
+    let out = hpcagent()
+        .args(["submit", "--env", env.to_str().unwrap(), "--dry-run"])
+        .env("SCRATCH", site.scratch.path())
+        .env("EDF_PATH", common::repo().join("containers/edf"))
+        .output()
+        .unwrap();
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    for what in ["the corpus", "the skills pages"] {
+        assert!(
+            err.contains(&format!("mounts no directory holding {what}")),
+            "{err}"
+        );
+    }
+    assert!(!err.contains("the run directory"), "{err}");
+    // Mounted by the operator, the same job would be submitted.
+    let out = site
+        .command()
+        .args(["submit", "--env", env.to_str().unwrap(), "--dry-run"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
 }
 
 #[test]
 fn submit_dry_run_renders_flags_from_the_env_file() {
     let env = example("beverin.env");
-    let scratch = scratch_with_images();
-    let out = hpcagent()
+    let site = site_with_images();
+    let out = site
+        .command()
         .args([
             "submit",
             "--env",
@@ -390,8 +463,6 @@ fn submit_dry_run_renders_flags_from_the_env_file() {
             "--",
             "--reservation=r1",
         ])
-        .env("SCRATCH", scratch.path())
-        .env("EDF_PATH", common::repo().join("containers/edf"))
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", stderr(&out));
@@ -399,7 +470,7 @@ fn submit_dry_run_renders_flags_from_the_env_file() {
     let command = text.lines().find(|l| l.starts_with("sbatch ")).unwrap();
     let output = format!(
         "--output={}/hpcagent-runs/%j/sbatch.out",
-        scratch.path().display()
+        site.scratch.path().display()
     );
     for flag in [
         "--nodes=4",
@@ -592,13 +663,12 @@ fn roles_on_other_partitions_make_a_heterogeneous_job() {
         "--set",
         "AGENT_PARTITION=cpu",
     ];
-    let scratch = scratch_with_images();
-    let out = hpcagent()
+    let site = site_with_images();
+    let out = site
+        .command()
         .args(["submit", "--env", env.to_str().unwrap(), "--dry-run"])
         .args(sets)
         .args(["--", "--reservation=r1"])
-        .env("SCRATCH", scratch.path())
-        .env("EDF_PATH", common::repo().join("containers/edf"))
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", stderr(&out));
@@ -626,7 +696,8 @@ fn roles_on_other_partitions_make_a_heterogeneous_job() {
     ] {
         assert!(second.split(' ').any(|w| w == flag), "{flag}: {second}");
     }
-    let out = hpcagent()
+    let out = site
+        .command()
         .args(["plan", "--env", env.to_str().unwrap()])
         .args(sets)
         .args(["--nodelist", "nid[001-004]", "--gpus-per-node", "4"])
@@ -1022,11 +1093,10 @@ fn a_dry_run_of_a_job_that_would_be_refused_says_so_and_fails() {
 #[test]
 fn an_alps_job_asks_for_the_memory_cscs_advises() {
     let env = example("alps.env");
-    let scratch = scratch_with_images();
-    let out = hpcagent()
+    let site = site_with_images();
+    let out = site
+        .command()
         .args(["submit", "--env", env.to_str().unwrap(), "--dry-run"])
-        .env("SCRATCH", scratch.path())
-        .env("EDF_PATH", common::repo().join("containers/edf"))
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", stderr(&out));

@@ -1,7 +1,7 @@
 //! `hpcagent edf install`: registers the project's Container Engine
 //! environments with every variable expanded.
 //!
-//! The EDFs in `containers/edf/` are templates (`${SCRATCH}`, `${HOME}`),
+//! The EDFs in `containers/edf/` are templates (`${SCRATCH}`),
 //! and the engine expands variables only as a technical preview, on one
 //! vCluster: what it reads must hold absolute paths. This renders each
 //! template from this shell's environment into `~/.edf` (or `--to`).

@@ -118,7 +118,9 @@ pub fn check_plan(config: &Config, plan: &Plan) -> Result<(), ConfigError> {
             Role::Inference => "INFERENCE_CE_ENV",
             Role::Agent | Role::Judge => "ROLE_CE_ENV",
         };
-        if let Err(problems) = check(name, &var) {
+        let needed = needed_paths(plan, instance.role);
+        let problems = check(name, &var).and_then(|()| check_mounts(name, &var, &needed));
+        if let Err(problems) = problems {
             errors.extend(problems.into_iter().map(|p| config.diagnostic(key, p)));
         }
     }
@@ -126,6 +128,73 @@ pub fn check_plan(config: &Config, plan: &Plan) -> Result<(), ConfigError> {
         Ok(())
     } else {
         Err(ConfigError(errors))
+    }
+}
+
+/// What a role's step reads from the host, by what it is: every step its
+/// run directory, agents and judges the corpus and the skills pages.
+fn needed_paths(plan: &Plan, role: Role) -> Vec<(&'static str, &Path)> {
+    let mut paths = vec![("the run directory", plan.run_dir.as_path())];
+    if role != Role::Inference {
+        paths.push(("the corpus", plan.corpus.as_path()));
+        paths.push(("the skills pages", plan.skills.as_path()));
+    }
+    paths.retain(|(_, p)| !p.as_os_str().is_empty());
+    paths
+}
+
+/// Whether the EDF `name` mounts a directory holding each of `needed`
+/// (where it has the same path inside): a step that cannot see them would
+/// fail in the job, after its wait in the queue. CSCS advises against
+/// mounting `$HOME`, so a checkout there is the usual cause.
+fn check_mounts(
+    name: &str,
+    var: &dyn Fn(&str) -> Option<String>,
+    needed: &[(&str, &Path)],
+) -> Result<(), Vec<String>> {
+    let path = resolve(name, var).map_err(|e| vec![e.to_string()])?;
+    let text =
+        std::fs::read_to_string(&path).map_err(|e| vec![format!("{}: {e}", path.display())])?;
+    let edf = parse(&text).map_err(|e| vec![e.to_string()])?;
+    let inside: Vec<PathBuf> = edf
+        .get("mounts")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .filter_map(|m| expand(m, var).ok())
+        .filter_map(|m| {
+            let mut parts = m.split(':');
+            let source = parts.next()?.to_string();
+            let target = parts.next().unwrap_or(&source).to_string();
+            (source == target).then(|| PathBuf::from(target))
+        })
+        .collect();
+    let seen = |p: &Path| {
+        let real = p.canonicalize().ok();
+        inside.iter().any(|m| {
+            p.starts_with(m)
+                || real.as_ref().is_some_and(|r| {
+                    r.starts_with(m) || m.canonicalize().is_ok_and(|m| r.starts_with(m))
+                })
+        })
+    };
+    let problems: Vec<String> = needed
+        .iter()
+        .filter(|(_, p)| !seen(p))
+        .map(|(what, p)| {
+            format!(
+                "EDF {name} ({}) mounts no directory holding {what} ({}); its steps could not \
+                 read it: keep it under a mounted directory ($SCRATCH), or mount it",
+                path.display(),
+                p.display()
+            )
+        })
+        .collect();
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(problems)
     }
 }
 
@@ -443,6 +512,8 @@ mod tests {
             assert_eq!(path, out.path().join(format!("{name}.toml")));
             let text = std::fs::read_to_string(&path).unwrap();
             assert!(!text.contains("${"), "{name}: {text}");
+            // CSCS advises against mounting $HOME in an EDF.
+            assert!(!text.contains("/users/me"), "{name} mounts $HOME: {text}");
             assert!(validate(&text).is_empty(), "{name}: {text}");
             let edf = parse(&text).unwrap();
             let image = edf["image"].as_str().unwrap();
