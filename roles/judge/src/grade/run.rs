@@ -127,6 +127,7 @@ impl Judge {
             namespaces: self.isolation.namespaces.is_ok(),
             trace: self.isolation.hold.is_ok(),
             timing_lock: self.timing_lock.clone().filter(|_| timed),
+            timing_device: slot.gpu.filter(|_| prepared.language.is_gpu()),
             budget: CALL_BUDGET,
             papi_events: extras.papi_events,
             profile_output: extras.profile_output,

@@ -57,6 +57,10 @@ pub struct Request {
     /// through the timed pairs.
     #[serde(default)]
     pub timing_lock: Option<PathBuf>,
+    /// The GPU a device run is timed on: its pairs share the node's lock
+    /// with other GPUs' and take this GPU's alone.
+    #[serde(default)]
+    pub timing_device: Option<u32>,
     /// How long a call may take.
     pub budget: CallBudget,
     /// PAPI events counted around the submission's calls (profile only).

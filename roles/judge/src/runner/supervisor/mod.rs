@@ -34,9 +34,11 @@ use sha2::{Digest, Sha256};
 
 mod arrays;
 mod cpus;
+mod timing_lock;
 
 use arrays::{Values, region_sizes};
 use cpus::Cpus;
+use timing_lock::TimingLock;
 
 use super::buffers::{Layout, Mapping};
 use hpcagent_sandbox::hold::ChildSignals;
@@ -110,7 +112,7 @@ struct Run<'a> {
     request: &'a Request,
     /// The node's timing lock, opened by this process alone (close-on-exec):
     /// its lock goes with this process, and no runner holds a copy.
-    lock: Option<File>,
+    lock: Option<TimingLock>,
     /// The baseline's call times so far (the candidate's budget follows them).
     baseline_ns: Vec<u64>,
     /// Input files read once, by path.
@@ -143,14 +145,8 @@ impl<'a> Run<'a> {
         };
         let lock = match &request.timing_lock {
             None => None,
-            Some(path) => match File::options()
-                .read(true)
-                .write(true)
-                .create(true)
-                .truncate(false)
-                .open(path)
-            {
-                Ok(file) => Some(file),
+            Some(path) => match TimingLock::open(path, request.timing_device) {
+                Ok(lock) => Some(lock),
                 Err(e) => {
                     let message = format!("the timing lock {}: {e}", path.display());
                     fail(channel, Side::Candidate, "lock", message);
@@ -447,7 +443,7 @@ impl<'a> Run<'a> {
         // compares answers on the CPU the calls run on, and another judge's
         // doing so between our calls made the same code measure 0.85x to
         // 1.08x itself with two judges on a 2-core machine.
-        let _held = self.lock.as_ref().map(Exclusive::take);
+        let _held = self.lock.as_ref().map(TimingLock::take);
         // The cap counts the step's whole time (drawing inputs, comparing
         // answers), not only the calls': it bounds what a grade costs.
         let started = Instant::now();
@@ -629,26 +625,6 @@ fn digest_of<'b>(outputs: impl Iterator<Item = &'b [u8]>) -> String {
 }
 
 /// Holds the node's timing lock (a descriptor the run keeps open) while alive.
-struct Exclusive(i32);
-
-impl Exclusive {
-    fn take(file: &File) -> Exclusive {
-        let fd = file.as_raw_fd();
-        // SAFETY: flock on a descriptor we own; it blocks until granted.
-        while unsafe { libc::flock(fd, libc::LOCK_EX) } != 0
-            && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted
-        {}
-        Exclusive(fd)
-    }
-}
-
-impl Drop for Exclusive {
-    fn drop(&mut self) {
-        // SAFETY: releases the lock taken in `take`.
-        unsafe { libc::flock(self.0, libc::LOCK_UN) };
-    }
-}
-
 fn report_gone(channel: &mut File, side: Side, gone: Gone) {
     let event = match gone {
         Gone::Failed { stage, message } => Event::Failed {
