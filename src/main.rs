@@ -49,6 +49,7 @@ fn main() -> ExitCode {
         Command::Status(args) => commands::status::run(args).map(|()| ExitCode::SUCCESS),
         Command::Results(args) => commands::results::run(args).map(|()| ExitCode::SUCCESS),
         Command::Report(args) => commands::report::run(args).map(|()| ExitCode::SUCCESS),
+        Command::Compare(args) => commands::compare::run(args).map(|()| ExitCode::SUCCESS),
         Command::Judge(args) => commands::judge::run(args).map(|()| ExitCode::SUCCESS),
         Command::Role(args) => commands::role::run(args).map(|()| ExitCode::SUCCESS),
         Command::Mcp(args) => commands::mcp::run(args).map(|()| ExitCode::SUCCESS),

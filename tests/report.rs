@@ -65,6 +65,22 @@ fn a_campaign_report_shows_every_figure_in_a_browser() {
         html.contains("<tr><th>agent policy</th><td>baseline</td></tr>"),
         "{html}"
     );
+    // The baseline's submits are the baseline: solved, each S_i 1 (no
+    // change) or identical code's measure, within [1, 1.05].
+    let score = html
+        .split("<tr><th>HPCAgent-Bench Score</th><td>")
+        .nth(1)
+        .expect("a Score row");
+    assert!(score.contains(" (6 of 6 solved; fast_1 "), "{score}");
+    let value: f64 = score[..score.find(' ').unwrap()].parse().unwrap();
+    assert!((1.0..=1.05).contains(&value), "{score}");
+    assert!(
+        html.contains(&format!(
+            "<tr><th>hpcagent</th><td>{}</td></tr>",
+            env!("CARGO_PKG_VERSION")
+        )),
+        "{html}"
+    );
 
     let dom = render_in_chromium(&page);
     let found = attribute(&dom, "<body", "data-figures").expect("the probe ran");
@@ -165,4 +181,95 @@ fn attribute(dom: &str, tag: &str, name: &str) -> Option<String> {
     let element = &dom[start..start + dom[start..].find('>')?];
     let value = element.split(&format!("{name}=\"")).nth(1)?;
     Some(value[..value.find('"')?].to_string())
+}
+
+/// Two campaigns over the same tasks: the baseline policy, and an agent
+/// CLI that crashes on atax and ends without submitting elsewhere (over
+/// one task more, which the comparison leaves out). `compare` lines them
+/// up: both identities, each task's end in each run (the crash named,
+/// and what was graded in its place), and each run's HPCAgent-Bench
+/// Score over the common tasks; `--page` writes the same as one page.
+#[test]
+fn two_campaigns_compare_over_their_common_tasks() {
+    let root = tempfile::tempdir().unwrap();
+    let (a_root, b_root) = (root.path().join("a"), root.path().join("b"));
+    let out = hpcagent()
+        .args(["up", "--env", example("local.env").to_str().unwrap()])
+        .args(["--set", "KERNELS=gemm,atax", "--set", "LANGUAGES=c"])
+        .arg("--set")
+        .arg(format!("RUN_ROOT={}", a_root.display()))
+        .current_dir(common::repo())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}\n{}", stdout(&out), stderr(&out));
+    let crashes_on_atax = "sh -c 'case {workspace} in *atax*) exit 3;; esac'";
+    let out = common::command_campaign(hpcagent(), "gemm,atax,dot", crashes_on_atax, &b_root)
+        .args(["--set", "LANGUAGES=c"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(5), "{}", stderr(&out));
+    let (a, b) = (only_run_dir(&a_root), only_run_dir(&b_root));
+
+    let pages = root.path().join("pages");
+    let out = hpcagent()
+        .arg("compare")
+        .args([&a, &b])
+        .arg("--page")
+        .arg(&pages)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let table = stdout(&out);
+    let line = |start: &str| {
+        table
+            .lines()
+            .find(|l| l.starts_with(start))
+            .unwrap_or_else(|| panic!("no line {start:?}: {table}"))
+            .to_string()
+    };
+    assert!(line("A  policy baseline").contains("hpcagent "), "{table}");
+    assert!(
+        line("B  policy command").contains("command sh -c 'case {workspace}"),
+        "{table}"
+    );
+    let atax = line("atax.c.fp64");
+    assert!(
+        atax.contains("agent crashed; starter graded ok"),
+        "the crash and what was graded instead: {atax}"
+    );
+    assert!(!line("gemm.c.fp64").contains("crashed"), "{table}");
+    // The baseline's submits are the baseline, solved, at identical
+    // code's measure (within [1, 1.05]); no agent of B submitted: nothing
+    // solved, Score 1.
+    let a_score = line("A  HPCAgent-Bench Score");
+    assert!(a_score.contains(" (2 of 2 solved"), "{table}");
+    let value: f64 = a_score
+        .split_whitespace()
+        .nth(3)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("{a_score}"));
+    assert!((1.0..=1.05).contains(&value), "{table}");
+    assert!(
+        line("B  HPCAgent-Bench Score").contains("Score 1.000 (0 of 2 solved"),
+        "{table}"
+    );
+    assert!(
+        table.contains("over the 2 tasks all runs have (1 others left out)"),
+        "{table}"
+    );
+
+    let json = hpcagent()
+        .args(["compare", "--format", "json"])
+        .args([&a, &b])
+        .output()
+        .unwrap();
+    let json: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(json["runs"][1]["identity"]["policy"], "command", "{json}");
+    assert_eq!(json["runs"][0]["score"]["n_solved"], 2, "{json}");
+    assert_eq!(json["tasks"].as_array().unwrap().len(), 2, "{json}");
+
+    let page = std::fs::read_to_string(pages.join("compare.html")).unwrap();
+    assert!(page.contains("<td>atax.c.fp64</td>"), "{page}");
+    assert!(page.contains("agent crashed; starter graded ok"), "{page}");
+    assert!(page.contains("policy baseline") && page.contains("policy command"));
 }

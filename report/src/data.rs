@@ -19,6 +19,8 @@ pub struct RunData {
     pub attempts: Vec<AttemptRow>,
     pub verdicts: Vec<VerdictRow>,
     pub events: Vec<EventRow>,
+    /// What the run was (`None` where the store has no campaign yet).
+    pub identity: Option<crate::RunIdentity>,
 }
 
 /// The campaign at a glance.
@@ -53,6 +55,7 @@ impl RunData {
             attempts: reader.attempts()?,
             verdicts: reader.verdicts()?,
             events: reader.events()?,
+            identity: Some(crate::RunIdentity::load(run_dir)?),
         })
     }
 
@@ -89,6 +92,20 @@ impl RunData {
                     .filter_map(|t| t.speedup),
             ),
         }
+    }
+
+    /// HPCAgent-Bench's Score and fast_p over the campaign's tasks.
+    pub fn bench_score(&self) -> crate::BenchScore {
+        let graded: Vec<crate::Graded> = self
+            .tasks
+            .iter()
+            .map(|t| crate::Graded {
+                solved: t.by_agent() && t.status.as_deref() == Some("ok"),
+                speedup: t.speedup,
+                low: t.speedup_low,
+            })
+            .collect();
+        crate::bench_score(&graded)
     }
 
     /// The campaign's agent policy (`AGENT_POLICY`), from the configuration it

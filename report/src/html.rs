@@ -9,7 +9,7 @@ use crate::data::{RunData, Summary, outcome};
 use crate::figures::Figure;
 use crate::time;
 
-const STYLE: &str = "
+pub(crate) const STYLE: &str = "
 body { font-family: sans-serif; margin: 2em auto; max-width: 1000px; color: #222; }
 table { border-collapse: collapse; margin: 1em 0; }
 th, td { padding: 0.25em 0.8em; border-bottom: 1px solid #ddd; text-align: left; }
@@ -107,6 +107,27 @@ fn summary_table(data: &RunData, summary: &Summary) -> String {
     if let Some(policy) = data.policy() {
         rows.push(("agent policy", policy));
     }
+    if let Some(id) = &data.identity {
+        let what = [
+            ("model", &id.model),
+            ("agent command", &id.agent_command),
+            ("preset", &id.preset),
+            ("languages", &id.languages),
+            ("corpus", &id.corpus),
+        ];
+        for (key, value) in what {
+            if let Some(value) = value {
+                rows.push((key, value.clone()));
+            }
+        }
+        if !id.nodes.is_empty() {
+            let nodes: Vec<String> = id.nodes.iter().map(|(r, n)| format!("{r} {n}")).collect();
+            rows.push(("nodes", nodes.join(", ")));
+        }
+        if !id.hpcagent.is_empty() {
+            rows.push(("hpcagent", id.hpcagent.clone()));
+        }
+    }
     rows.extend([
         ("tasks", summary.tasks.to_string()),
         (
@@ -131,6 +152,7 @@ fn summary_table(data: &RunData, summary: &Summary) -> String {
                 .geomean_speedup
                 .map_or_else(|| "-".into(), |g| format!("{g:.2}x")),
         ),
+        ("HPCAgent-Bench Score", data.bench_score().brief()),
     ]);
     let mut html = String::from("<h2>Summary</h2>\n<table id=\"summary\">\n");
     for (key, value) in rows {
@@ -214,7 +236,7 @@ fn results_table(data: &RunData) -> String {
 }
 
 /// Text as HTML text or attribute value.
-fn escape(text: &str) -> String {
+pub(crate) fn escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         match c {
@@ -247,6 +269,7 @@ mod tests {
                 started_at: 0.0,
                 ended_at: None,
                 config: String::new(),
+                hpcagent_version: String::new(),
             }),
             tasks: vec![TaskRow {
                 id: format!("{kernel}.c.fp64"),
@@ -267,6 +290,7 @@ mod tests {
             attempts: Vec::new(),
             verdicts: Vec::new(),
             events: Vec::new(),
+            identity: None,
         }
     }
 

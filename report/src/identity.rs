@@ -36,6 +36,8 @@ pub struct RunIdentity {
     /// `CORPUS`, else the planned corpus.
     pub corpus: Option<String>,
     pub isolation: Option<String>,
+    /// The hpcagent version that ran it (empty for stores from before).
+    pub hpcagent: String,
     /// Nodes each role ran on (inference, agent, judge).
     pub nodes: BTreeMap<String, usize>,
     /// The jobs of the run's chain, in order.
@@ -74,6 +76,10 @@ impl RunIdentity {
                     .filter(|c| !c.is_empty())
             }),
             isolation: get("ISOLATION"),
+            hpcagent: campaign
+                .as_ref()
+                .map(|c| c.hpcagent_version.clone())
+                .unwrap_or_default(),
             nodes: plan.as_ref().map(nodes_per_role).unwrap_or_default(),
             jobs: chain::read(run_dir).into_iter().map(|l| l.job).collect(),
             config: redact_config(&config),

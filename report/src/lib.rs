@@ -10,20 +10,24 @@
 //! reported while its orchestrator writes), running or watching a campaign
 //! (`hpcagent up`, `hpcagent status`), or the command line (`hpcagent report`).
 
+mod compare;
 mod data;
 mod figures;
 mod font;
 mod html;
 mod identity;
+mod score;
 mod time;
 
 use std::path::{Path, PathBuf};
 
 use hpcagent_orchestrator::store::{FILE_NAME, StoreError};
 
+pub use compare::Comparison;
 pub use data::geometric_mean;
 pub use figures::Kind as FigureKind;
 pub use identity::RunIdentity;
+pub use score::{BenchScore, Graded, bench_score};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ReportError {

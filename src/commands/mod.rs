@@ -1,6 +1,7 @@
 //! The subcommands, and what they share: configuration flags and error reporting.
 
 pub mod bench;
+pub mod compare;
 pub mod config;
 pub mod corpus;
 pub mod edf;
@@ -38,6 +39,8 @@ pub enum Command {
     Results(results::ResultsArgs),
     /// A campaign's report: an HTML page with figures, from its store.
     Report(report::ReportArgs),
+    /// Runs side by side over their common tasks: per-task outcomes, Score, cost.
+    Compare(compare::CompareArgs),
     /// Serve a judge, or ask one to describe, grade or profile.
     Judge(judge::JudgeArgs),
     /// Run one role instance of a campaign (started by `up`).
@@ -62,7 +65,11 @@ impl Command {
     pub fn only_prints(&self) -> bool {
         matches!(
             self,
-            Command::Config(_) | Command::Plan(_) | Command::Results(_) | Command::Report(_)
+            Command::Config(_)
+                | Command::Plan(_)
+                | Command::Results(_)
+                | Command::Report(_)
+                | Command::Compare(_)
         ) || matches!(self, Command::Corpus(c) if c.only_prints())
     }
 }

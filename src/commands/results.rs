@@ -54,7 +54,8 @@ pub fn run(args: ResultsArgs) -> anyhow::Result<()> {
             // The run's identity above its rows: two runs' files say what
             // each was (docs/operator-guide.md, Results).
             let run = hpcagent_report::RunIdentity::load(&args.run_dir)?;
-            let json = serde_json::json!({"run": run, "tasks": results});
+            let score = bench_score(&results);
+            let json = serde_json::json!({"run": run, "score": score, "tasks": results});
             println!("{}", serde_json::to_string_pretty(&json)?);
         }
     }
@@ -103,6 +104,13 @@ pub fn print_table(results: &[TaskResult]) {
         }
     }
     println!("{}", summary(results));
+    println!("{}", bench_score(results));
+}
+
+/// HPCAgent-Bench's Score and fast_p over `results` (hpcagent_report::score).
+pub fn bench_score(results: &[TaskResult]) -> hpcagent_report::BenchScore {
+    let graded: Vec<_> = results.iter().map(hpcagent_report::Graded::of).collect();
+    hpcagent_report::bench_score(&graded)
 }
 
 /// A task's status as the table shows it.

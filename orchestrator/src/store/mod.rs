@@ -279,6 +279,10 @@ mod tests {
 
     /// The tables as stores made before speedup intervals have them.
     const SCHEMA_BEFORE_INTERVALS: &str = "
+    CREATE TABLE campaign (
+        id TEXT PRIMARY KEY, run_dir TEXT, job_id TEXT, started_at REAL, ended_at REAL,
+        state TEXT, config TEXT);
+    INSERT INTO campaign (id, started_at, state) VALUES ('old', 1.0, 'finished');
     CREATE TABLE tasks (
         id TEXT PRIMARY KEY, kernel TEXT, language TEXT, precision TEXT, repeat INTEGER,
         state TEXT, attempts INTEGER, budget_used_s REAL,
@@ -307,6 +311,11 @@ mod tests {
             assert_eq!((task.speedup_low, task.speedup_high), (None, None));
             assert_eq!(verdict.speedup, Some(2.5));
             assert_eq!((verdict.speedup_low, verdict.speedup_high), (None, None));
+            let campaign = reader.campaign().unwrap().unwrap();
+            assert_eq!(
+                (campaign.id.as_str(), campaign.hpcagent_version.as_str()),
+                ("old", "")
+            );
         };
         old(&Reader::open(dir.path()).unwrap());
 

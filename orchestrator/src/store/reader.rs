@@ -25,6 +25,8 @@ pub struct Reader {
     verdicts_interval: &'static str,
     /// The same for the tasks' `outcome, submitted_by`.
     tasks_ended: &'static str,
+    /// The same for the campaign's `hpcagent_version`.
+    campaign_version: &'static str,
     run_dir: std::path::PathBuf,
 }
 
@@ -38,6 +40,8 @@ pub struct CampaignRow {
     pub ended_at: Option<f64>,
     /// The resolved configuration it ran with, as an env file.
     pub config: String,
+    /// The hpcagent that last ran it (empty in stores from before).
+    pub hpcagent_version: String,
 }
 
 /// One grade's verdict: a Submit that settled its task, or one that did not
@@ -150,8 +154,14 @@ impl Reader {
                 }
             })
         };
+        let version = if has_column(&conn, "campaign", "hpcagent_version").map_err(sqlite)? {
+            "COALESCE(hpcagent_version, '')"
+        } else {
+            "''"
+        };
         Ok(Reader {
             tasks_ended: ended,
+            campaign_version: version,
             run_dir: run_dir.to_path_buf(),
             tasks_interval: interval("tasks").map_err(sqlite)?,
             verdicts_interval: interval("verdicts").map_err(sqlite)?,
@@ -218,7 +228,11 @@ impl Reader {
     pub fn campaign(&self) -> Result<Option<CampaignRow>, ReadError> {
         self.conn
             .query_row(
-                "SELECT id, state, started_at, ended_at, COALESCE(config, '') FROM campaign LIMIT 1",
+                &format!(
+                    "SELECT id, state, started_at, ended_at, COALESCE(config, ''), {}
+                     FROM campaign LIMIT 1",
+                    self.campaign_version
+                ),
                 [],
                 |r| {
                     Ok(CampaignRow {
@@ -227,6 +241,7 @@ impl Reader {
                         started_at: r.get(2)?,
                         ended_at: r.get(3)?,
                         config: r.get(4)?,
+                        hpcagent_version: r.get(5)?,
                     })
                 },
             )

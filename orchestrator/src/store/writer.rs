@@ -167,10 +167,12 @@ impl Store {
         self.write(move |c| {
             execute(
                 c,
-                "INSERT INTO campaign (id, run_dir, job_id, started_at, state, config)
-                 VALUES (?1, ?2, ?3, ?4, 'running', ?5)
-                 ON CONFLICT(id) DO UPDATE SET job_id = ?3, state = 'running', config = ?5",
-                params![id, run_dir, job, now(), config],
+                "INSERT INTO campaign (id, run_dir, job_id, started_at, state, config,
+                                       hpcagent_version)
+                 VALUES (?1, ?2, ?3, ?4, 'running', ?5, ?6)
+                 ON CONFLICT(id) DO UPDATE SET job_id = ?3, state = 'running', config = ?5,
+                                               hpcagent_version = ?6",
+                params![id, run_dir, job, now(), config, env!("CARGO_PKG_VERSION")],
             )
             .map(drop)
         });

@@ -1,0 +1,175 @@
+//! HPCAgent-Bench's numbers for a campaign: its Score and fast_p, computed
+//! as its metric defines them (`hpcagent_bench/harness/metric.py`), so a
+//! campaign's number can stand beside one HPCAgent-Bench published.
+//!
+//! The metric, in its terms: a task is *solved* when its submission is
+//! correct and verified on every case; its score `S_i` is its speedup
+//! clamped to `[1, c_max]` (`c_max` = 100) when solved, else 1, and floored
+//! to 1 when the win is inside the timing noise (its dispersion gate); the
+//! Score is the geometric mean of `S_i` over all tasks; solve rate is the
+//! solved fraction; overall speedup the harmonic mean of `S_i` over the
+//! solved; fast_p the fraction of tasks solved with an unclamped speedup
+//! of at least p (p = 1, 1.5, 2).
+//!
+//! In a campaign: solved is a task settled by its agent's own Submit with
+//! `ok` (public and held-out cases right; a worker's submit for an agent
+//! that did not submit is not the agent's); the speedup is the settling
+//! verdict's; the noise gate is its 95% interval holding 1 ("no change").
+//! HPCAgent-Bench's speedup is the geometric mean over several timed
+//! shapes, a campaign's one grade's: the same formula over a different
+//! measurement, which the report says where it prints the Score.
+
+use hpcagent_orchestrator::store::TaskResult;
+use serde::Serialize;
+
+/// HPCAgent-Bench's ceiling on one task's score.
+pub const C_MAX: f64 = 100.0;
+/// fast_p's thresholds.
+pub const FAST_P: [f64; 3] = [1.0, 1.5, 2.0];
+
+/// One task as the metric reads it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Graded {
+    pub solved: bool,
+    pub speedup: Option<f64>,
+    /// The speedup's interval's lower end: at or below 1, no change.
+    pub low: Option<f64>,
+}
+
+impl Graded {
+    pub fn of(result: &TaskResult) -> Graded {
+        Graded {
+            solved: result.by_agent() && result.status.as_deref() == Some("ok"),
+            speedup: result.speedup,
+            low: result.speedup_low,
+        }
+    }
+
+    /// `S_i`: the clamped speedup of a solved task outside the noise, else 1.
+    pub fn score(&self) -> f64 {
+        match (self.solved, self.speedup) {
+            (true, Some(s)) if s > 0.0 && !self.within_noise() => s.clamp(1.0, C_MAX),
+            _ => 1.0,
+        }
+    }
+
+    fn within_noise(&self) -> bool {
+        self.low.is_some_and(|low| low <= 1.0)
+    }
+}
+
+/// The suite's numbers.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BenchScore {
+    /// The HPCAgent-Bench Score: the geometric mean of `S_i` over all tasks.
+    pub score: f64,
+    pub n_tasks: usize,
+    pub n_solved: usize,
+    pub solve_rate: f64,
+    /// The harmonic mean of `S_i` over the solved tasks; `None` without one.
+    pub overall_speedup: Option<f64>,
+    /// (p, fraction of tasks solved with a speedup of at least p).
+    pub fast_p: Vec<(f64, f64)>,
+}
+
+/// The numbers of `tasks`.
+pub fn bench_score(tasks: &[Graded]) -> BenchScore {
+    let n = tasks.len();
+    let scores: Vec<f64> = tasks.iter().map(Graded::score).collect();
+    let solved: Vec<f64> = tasks
+        .iter()
+        .filter(|t| t.solved)
+        .map(Graded::score)
+        .collect();
+    let fraction = |count: usize| if n == 0 { 0.0 } else { count as f64 / n as f64 };
+    let fast_p = FAST_P
+        .iter()
+        .map(|&p| {
+            let fast = tasks
+                .iter()
+                .filter(|t| t.solved && t.speedup.is_some_and(|s| s >= p))
+                .count();
+            (p, fraction(fast))
+        })
+        .collect();
+    BenchScore {
+        score: crate::geometric_mean(scores.iter().copied()).unwrap_or(1.0),
+        n_tasks: n,
+        n_solved: solved.len(),
+        solve_rate: fraction(solved.len()),
+        overall_speedup: (!solved.is_empty())
+            .then(|| solved.len() as f64 / solved.iter().map(|s| 1.0 / s).sum::<f64>()),
+        fast_p,
+    }
+}
+
+impl BenchScore {
+    /// "1.234 (3 of 5 solved; fast_1 60%, fast_1.5 40%, fast_2 20%)".
+    pub fn brief(&self) -> String {
+        let fast: Vec<String> = self
+            .fast_p
+            .iter()
+            .map(|(p, x)| format!("fast_{p} {:.0}%", 100.0 * x))
+            .collect();
+        format!(
+            "{:.3} ({} of {} solved; {})",
+            self.score,
+            self.n_solved,
+            self.n_tasks,
+            fast.join(", ")
+        )
+    }
+}
+
+impl std::fmt::Display for BenchScore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "HPCAgent-Bench Score {}", self.brief())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn task(solved: bool, speedup: Option<f64>, low: Option<f64>) -> Graded {
+        Graded {
+            solved,
+            speedup,
+            low,
+        }
+    }
+
+    /// Six tasks whose numbers are worked out by hand from the metric.
+    #[test]
+    fn the_score_is_the_metrics_on_a_hand_worked_fixture() {
+        let tasks = [
+            task(true, Some(4.0), Some(3.5)),     // S = 4
+            task(true, Some(250.0), Some(200.0)), // clamped: S = 100
+            task(true, Some(1.6), Some(0.98)),    // no change (interval holds 1): S = 1
+            task(true, Some(0.5), Some(0.45)),    // slower: clamped up, S = 1
+            task(false, Some(9.0), Some(8.0)),    // wrong on a held-out case: S = 1
+            task(false, None, None),              // failed: S = 1
+        ];
+        let s = bench_score(&tasks);
+        // geomean(4, 100, 1, 1, 1, 1) = (400)^(1/6)
+        assert!((s.score - 400f64.powf(1.0 / 6.0)).abs() < 1e-12, "{s:?}");
+        assert!((s.score - 2.714_417_616_594_907).abs() < 1e-9);
+        assert_eq!((s.n_tasks, s.n_solved), (6, 4));
+        assert!((s.solve_rate - 4.0 / 6.0).abs() < 1e-12);
+        // Harmonic mean of (4, 100, 1, 1): 4 / (0.25 + 0.01 + 1 + 1)
+        let hmean = s.overall_speedup.unwrap();
+        assert!((hmean - 4.0 / 2.26).abs() < 1e-12, "{hmean}");
+        // fast_p reads the unclamped speedup of the solved: 4, 250, 1.6, 0.5.
+        assert_eq!(
+            s.fast_p,
+            vec![(1.0, 3.0 / 6.0), (1.5, 3.0 / 6.0), (2.0, 2.0 / 6.0)]
+        );
+    }
+
+    #[test]
+    fn no_tasks_score_one_with_nothing_solved() {
+        let s = bench_score(&[]);
+        assert_eq!((s.score, s.n_solved, s.solve_rate), (1.0, 0, 0.0));
+        assert_eq!(s.overall_speedup, None);
+    }
+}
