@@ -8,7 +8,7 @@ use std::process::Command;
 
 use common::{example, hpcagent, only_run_dir, stderr, stdout};
 
-const FIGURES: [&str; 4] = ["speedup", "status", "effort", "timeline"];
+const FIGURES: [&str; 5] = ["speedup", "distribution", "status", "effort", "timeline"];
 
 /// Measures each inlined figure as laid out, and writes what it found into
 /// the DOM, where `--dump-dom` shows it. Added to a copy of the page only:

@@ -2,6 +2,7 @@
 //! beside it) and once for PNG, from the same code.
 
 mod axis;
+mod distribution;
 mod effort;
 mod speedup;
 mod status;
@@ -21,6 +22,7 @@ use crate::{ReportError, io_error};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
     Speedup,
+    Distribution,
     Status,
     Effort,
     Timeline,
@@ -37,12 +39,19 @@ pub struct Figure {
 type DrawResult<DB> = Result<(), DrawingAreaErrorKind<<DB as DrawingBackend>::ErrorType>>;
 
 impl Kind {
-    pub const ALL: [Kind; 4] = [Kind::Speedup, Kind::Status, Kind::Effort, Kind::Timeline];
+    pub const ALL: [Kind; 5] = [
+        Kind::Speedup,
+        Kind::Distribution,
+        Kind::Status,
+        Kind::Effort,
+        Kind::Timeline,
+    ];
 
     /// The figure's file stem and its element id in the page.
     pub fn id(self) -> &'static str {
         match self {
             Kind::Speedup => "speedup",
+            Kind::Distribution => "distribution",
             Kind::Status => "status",
             Kind::Effort => "effort",
             Kind::Timeline => "timeline",
@@ -52,6 +61,7 @@ impl Kind {
     pub fn title(self) -> &'static str {
         match self {
             Kind::Speedup => "Speedup per kernel and language",
+            Kind::Distribution => "How the speedups are distributed, per language",
             Kind::Status => "Outcomes: tasks and grades by status",
             Kind::Effort => "Attempts and tokens per task",
             Kind::Timeline => "Roles and grades over the campaign",
@@ -63,6 +73,7 @@ impl Kind {
         let rows = |n: usize| (140 + 26 * n as u32).max(320);
         match self {
             Kind::Speedup => (960, rows(speedup::rows(data))),
+            Kind::Distribution => (960, 420),
             Kind::Status => (960, 420),
             Kind::Effort => (960, rows(data.tasks.len())),
             Kind::Timeline => (960, rows(timeline::rows(data)) + timeline::GRADES_HEIGHT),
@@ -77,6 +88,7 @@ impl Kind {
         area.fill(&WHITE)?;
         match self {
             Kind::Speedup => speedup::draw(area, data),
+            Kind::Distribution => distribution::draw(area, data),
             Kind::Status => status::draw(area, data),
             Kind::Effort => effort::draw(area, data),
             Kind::Timeline => timeline::draw(area, data),
