@@ -56,6 +56,16 @@ fn a_campaign_report_shows_every_figure_in_a_browser() {
         html.contains("<tr><th>state</th><td>finished</td></tr>"),
         "{html}"
     );
+    // Each row has its verdict's words and links to its attempt.
+    let gemm = html
+        .lines()
+        .find(|l| l.starts_with("<tr><td>gemm.c.fp64</td>"))
+        .unwrap();
+    assert!(gemm.contains("<td>correct on the public case"), "{gemm}");
+    assert!(
+        gemm.contains("/tasks/gemm.c.fp64/attempt-1\">attempt 1</a>"),
+        "{gemm}"
+    );
     assert!(
         html.contains("<tr><th>settled</th><td>6 (6 by their agents, 6 ok)</td></tr>")
             && html.contains("<tr><th>agents failed</th><td>0</td></tr>"),

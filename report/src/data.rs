@@ -129,6 +129,67 @@ impl RunData {
             .collect()
     }
 
+    /// The words of the verdict that settled each task (else its last
+    /// verdict's): "correct on the public case …", "compilation failed …".
+    pub fn verdict_messages(&self) -> BTreeMap<&str, String> {
+        let message = |v: &VerdictRow| {
+            serde_json::from_str::<serde_json::Value>(&v.detail)
+                .ok()
+                .and_then(|d| d["message"].as_str().map(str::to_string))
+        };
+        // In the order graded: a later verdict replaces an earlier one,
+        // and none replaces the one that settled.
+        let mut messages: BTreeMap<&str, (bool, String)> = BTreeMap::new();
+        for v in &self.verdicts {
+            let Some(text) = message(v) else { continue };
+            let kept = messages
+                .get(v.task.as_str())
+                .is_some_and(|(settled, _)| *settled);
+            if !kept {
+                messages.insert(v.task.as_str(), (v.settled, text));
+            }
+        }
+        messages
+            .into_iter()
+            .map(|(task, (_, text))| (task, text))
+            .collect()
+    }
+
+    /// A task's last attempt's directory, `tasks/<task>/attempt-<k>`, if
+    /// it is there.
+    pub fn attempt_dir(&self, task: &TaskRow) -> Option<PathBuf> {
+        let dir = self
+            .run_dir
+            .join("tasks")
+            .join(&task.id)
+            .join(format!("attempt-{}", task.attempts));
+        dir.is_dir().then_some(dir)
+    }
+
+    /// Why tasks did not end well, grouped: how their agents failed, and
+    /// the statuses other than ok their tasks ended with; each with its
+    /// count, most first.
+    pub fn failure_reasons(&self) -> Vec<(String, usize)> {
+        let mut reasons: BTreeMap<String, usize> = BTreeMap::new();
+        for t in &self.tasks {
+            if t.agent_failed() {
+                let ended = t.outcome.as_deref().unwrap_or("failed");
+                *reasons.entry(format!("agent {ended}")).or_default() += 1;
+            }
+            let status = outcome(t);
+            if !matches!(status, "ok" | "pending" | "leased") {
+                let why = match (status, &t.status) {
+                    ("failed", Some(why)) => format!("task failed: {why}"),
+                    (status, _) => format!("graded {status}"),
+                };
+                *reasons.entry(why).or_default() += 1;
+            }
+        }
+        let mut reasons: Vec<(String, usize)> = reasons.into_iter().collect();
+        reasons.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        reasons
+    }
+
     /// Tokens spent on each task, over all its attempts.
     pub fn tokens(&self) -> BTreeMap<&str, u64> {
         let mut tokens = BTreeMap::new();
@@ -180,6 +241,78 @@ pub fn geometric_mean(values: impl Iterator<Item = f64>) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn task(id: &str, state: &str, status: &str, outcome: &str, by: &str) -> TaskRow {
+        let text = |t: &str| (!t.is_empty()).then(|| t.to_string());
+        TaskRow {
+            id: id.into(),
+            kernel: id.into(),
+            language: "c".into(),
+            precision: "fp64".into(),
+            repeat: 0,
+            state: state.into(),
+            attempts: 1,
+            budget_used_s: 0.0,
+            status: text(status),
+            speedup: None,
+            speedup_low: None,
+            speedup_high: None,
+            outcome: text(outcome),
+            submitted_by: text(by),
+        }
+    }
+
+    fn verdict(task: &str, settled: bool, message: &str) -> VerdictRow {
+        VerdictRow {
+            task: task.into(),
+            attempt: 1,
+            kind: "submit".into(),
+            judge: "judge-0".into(),
+            status: "ok".into(),
+            speedup: None,
+            speedup_low: None,
+            speedup_high: None,
+            settled,
+            at: 0.0,
+            detail: serde_json::json!({ "message": message }).to_string(),
+        }
+    }
+
+    #[test]
+    fn failures_are_grouped_by_why_and_verdicts_keep_their_words() {
+        let data = RunData {
+            run_dir: PathBuf::from("/runs/1"),
+            campaign: None,
+            tasks: vec![
+                task("a", "settled", "ok", "crashed", "starter"),
+                task("b", "settled", "ok", "crashed", "starter"),
+                task("c", "failed", "out of attempts", "", ""),
+                task("d", "settled", "incorrect", "submitted", "agent"),
+                task("e", "settled", "ok", "submitted", "agent"),
+            ],
+            attempts: Vec::new(),
+            verdicts: vec![
+                verdict("d", false, "a score"),
+                verdict("d", true, "output y[3]: expected 1, got 2"),
+                verdict("d", false, "a later score"),
+                verdict("c", false, "compilation failed (see the build log)"),
+            ],
+            events: Vec::new(),
+            identity: None,
+        };
+        assert_eq!(
+            data.failure_reasons(),
+            [
+                ("agent crashed".to_string(), 2),
+                ("graded incorrect".to_string(), 1),
+                ("task failed: out of attempts".to_string(), 1),
+            ]
+        );
+        let messages = data.verdict_messages();
+        assert_eq!(messages["d"], "output y[3]: expected 1, got 2");
+        assert_eq!(messages["c"], "compilation failed (see the build log)");
+        assert!(!messages.contains_key("e"));
+    }
 
     #[test]
     fn the_geometric_mean_ignores_what_is_not_a_speedup() {

@@ -3,6 +3,7 @@
 
 use std::fmt::Write;
 
+use hpcagent_orchestrator::store::TaskRow;
 use hpcagent_orchestrator::store::speedup::Speedup;
 
 use crate::data::{RunData, Summary, outcome};
@@ -195,13 +196,16 @@ fn results_table(data: &RunData) -> String {
         html.push_str("<p>No tasks.</p>\n");
         return html;
     }
+    html.push_str(&reasons_table(data));
     html.push_str(
         "<table id=\"results\">\n<tr><th>task</th><th>kernel</th><th>language</th>\
          <th>precision</th><th>agent</th><th>outcome</th><th>attempts</th><th>tokens</th>\
-         <th>settled by</th><th>speedup (95% interval)</th></tr>\n",
+         <th>settled by</th><th>speedup (95% interval)</th><th>verdict</th>\
+         <th>evidence</th></tr>\n",
     );
     let settled_by = data.settled_by();
     let tokens = data.tokens();
+    let messages = data.verdict_messages();
     for t in &data.tasks {
         // A failed task's status says why it failed.
         let outcome = match (outcome(t), &t.status) {
@@ -219,7 +223,7 @@ fn results_table(data: &RunData) -> String {
             html,
             "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>\
              <td class=\"number\">{}</td><td class=\"number\">{}</td><td>{}</td>\
-             <td class=\"number\">{speedup}</td></tr>",
+             <td class=\"number\">{speedup}</td><td>{}</td><td>{}</td></tr>",
             escape(&t.id),
             escape(&t.kernel),
             escape(&t.language),
@@ -229,6 +233,48 @@ fn results_table(data: &RunData) -> String {
             t.attempts,
             tokens.get(t.id.as_str()).copied().unwrap_or(0),
             escape(settled_by.get(t.id.as_str()).copied().unwrap_or("-")),
+            escape(messages.get(t.id.as_str()).map_or("-", String::as_str)),
+            evidence(data, t),
+        );
+    }
+    html.push_str("</table>\n");
+    html
+}
+
+/// Links to a task's last attempt: its directory (workspace, transcript,
+/// verdict) and its build log when the build left one.
+fn evidence(data: &RunData, task: &TaskRow) -> String {
+    let Some(dir) = data.attempt_dir(task) else {
+        return "-".into();
+    };
+    let link = |path: &std::path::Path, text: &str| {
+        format!(
+            "<a href=\"file://{}\">{text}</a>",
+            escape(&path.display().to_string())
+        )
+    };
+    let mut links = vec![link(&dir, &format!("attempt {}", task.attempts))];
+    let log = dir.join("build.log");
+    if log.is_file() {
+        links.push(link(&log, "build log"));
+    }
+    links.join(" ")
+}
+
+/// Why tasks did not end well, grouped and counted.
+fn reasons_table(data: &RunData) -> String {
+    let reasons = data.failure_reasons();
+    if reasons.is_empty() {
+        return String::new();
+    }
+    let mut html = String::from(
+        "<table id=\"reasons\">\n<tr><th>why tasks did not end well</th><th>tasks</th></tr>\n",
+    );
+    for (why, n) in reasons {
+        let _ = writeln!(
+            html,
+            "<tr><td>{}</td><td class=\"number\">{n}</td></tr>",
+            escape(&why)
         );
     }
     html.push_str("</table>\n");
