@@ -525,11 +525,16 @@ fn a_role_whose_srun_is_refused_fails_the_campaign_with_srun_s_words() {
     let root = tempfile::tempdir().unwrap();
     // A valid EDF, on a Slurm without the Container Engine: srun refuses
     // `--environment` before any step exists, so the roles' own logs stay
-    // empty and only srun.log says why.
+    // empty and only srun.log says why. It mounts what the roles read (the
+    // run directory, the checkout's corpus and skills), as `up` checks.
     let edf = root.path().join("roles.toml");
+    let (runs, checkout) = (root.path().display(), common::repo().display());
     std::fs::write(
         &edf,
-        "image = \"docker://debian:12\"\nmounts = [\"${HOME}:${HOME}\"]\n",
+        format!(
+            "image = \"docker://debian:12\"\nmounts = [\"${{HOME}}:${{HOME}}\", \
+             \"{runs}:{runs}\", \"{checkout}:{checkout}\"]\n"
+        ),
     )
     .unwrap();
     let out = up_in_salloc(&root.path().join("run"))
