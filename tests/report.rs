@@ -85,6 +85,10 @@ fn a_campaign_report_shows_every_figure_in_a_browser() {
     let value: f64 = score[..score.find(' ').unwrap()].parse().unwrap();
     assert!((1.0..=1.05).contains(&value), "{score}");
     assert!(
+        html.contains("<tr><th>cost</th><td>") && html.contains(" node-hours; "),
+        "{html}"
+    );
+    assert!(
         html.contains(&format!(
             "<tr><th>hpcagent</th><td>{}</td></tr>",
             env!("CARGO_PKG_VERSION")
@@ -276,6 +280,11 @@ fn two_campaigns_compare_over_their_common_tasks() {
     let json: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
     assert_eq!(json["runs"][1]["identity"]["policy"], "command", "{json}");
     assert_eq!(json["runs"][0]["score"]["n_solved"], 2, "{json}");
+    // What each run cost: its campaign's time on its nodes.
+    let cost = &json["runs"][0]["cost"];
+    assert!(cost["wall_s"].as_f64().unwrap() > 0.0, "{cost}");
+    assert!(cost["node_hours"].as_f64().unwrap() > 0.0, "{cost}");
+    assert!(a_score.contains("node-hours"), "{table}");
     assert_eq!(json["tasks"].as_array().unwrap().len(), 2, "{json}");
 
     let page = std::fs::read_to_string(pages.join("compare.html")).unwrap();

@@ -26,6 +26,8 @@ pub struct Run {
     /// Over the common tasks.
     pub score: BenchScore,
     pub tokens: u64,
+    /// The whole run's (its other tasks' too).
+    pub cost: crate::Cost,
     #[serde(skip)]
     results: Vec<TaskResult>,
 }
@@ -75,9 +77,12 @@ impl Comparison {
                 .filter(|r| common.contains(&r.task))
                 .collect();
             let graded: Vec<Graded> = shared.iter().map(Graded::of).collect();
+            let attempts = Reader::open(&dir)?.attempts()?;
+            let campaign = Reader::open(&dir)?.campaign()?;
             runs.push(Run {
                 label,
-                tokens: tokens(&dir, &common)?,
+                tokens: tokens(&attempts, &common),
+                cost: crate::Cost::of(&dir, campaign.as_ref(), &attempts),
                 dir,
                 identity,
                 score: bench_score(&graded),
@@ -136,7 +141,11 @@ impl Comparison {
         }
         out.push('\n');
         for run in &self.runs {
-            let _ = writeln!(out, "{}  {}; {} tokens", run.label, run.score, run.tokens);
+            let _ = writeln!(
+                out,
+                "{}  {}; {} tokens; the whole run {:.2} node-hours",
+                run.label, run.score, run.tokens, run.cost.node_hours
+            );
         }
         let _ = write!(out, "over the {} tasks all runs have", self.tasks.len());
         if self.left_out > 0 {
@@ -157,7 +166,7 @@ impl Comparison {
             "<style>{}</style>\n</head>\n<body>\n",
             crate::html::STYLE
         );
-        html.push_str("<h1>Runs compared</h1>\n<table id=\"runs\">\n<tr><th>run</th><th>directory</th><th>what it was</th><th>solved</th><th>HPCAgent-Bench Score</th><th>fast_1 / 1.5 / 2</th><th>tokens</th></tr>\n");
+        html.push_str("<h1>Runs compared</h1>\n<table id=\"runs\">\n<tr><th>run</th><th>directory</th><th>what it was</th><th>solved</th><th>HPCAgent-Bench Score</th><th>fast_1 / 1.5 / 2</th><th>tokens</th><th>node-hours (whole run)</th></tr>\n");
         for run in &self.runs {
             let fast: Vec<String> = run
                 .score
@@ -167,7 +176,7 @@ impl Comparison {
                 .collect();
             let _ = writeln!(
                 html,
-                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{} of {}</td><td>{:.3}</td><td>{}</td><td>{}</td></tr>",
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{} of {}</td><td>{:.3}</td><td>{}</td><td>{}</td><td>{:.2}</td></tr>",
                 escape(&run.label),
                 escape(&run.dir.display().to_string()),
                 escape(&describe(run)),
@@ -175,7 +184,8 @@ impl Comparison {
                 run.score.n_tasks,
                 run.score.score,
                 fast.join(" / "),
-                run.tokens
+                run.tokens,
+                run.cost.node_hours
             );
         }
         html.push_str("</table>\n<table id=\"tasks\">\n<tr><th>task</th>");
@@ -223,13 +233,12 @@ fn load_run(
 }
 
 /// Tokens the run's attempts spent on `tasks`.
-fn tokens(dir: &Path, tasks: &BTreeSet<String>) -> Result<u64, ReportError> {
-    let attempts = Reader::open(dir)?.attempts()?;
-    Ok(attempts
+fn tokens(attempts: &[hpcagent_orchestrator::store::AttemptRow], tasks: &BTreeSet<String>) -> u64 {
+    attempts
         .iter()
         .filter(|a| tasks.contains(&a.task))
         .map(|a| a.tokens)
-        .sum())
+        .sum()
 }
 
 /// How a task ended in one run, in a few words.

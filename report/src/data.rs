@@ -94,6 +94,11 @@ impl RunData {
         }
     }
 
+    /// What the run cost (its jobs' time, node- and GPU-hours, tokens).
+    pub fn cost(&self) -> crate::Cost {
+        crate::Cost::of(&self.run_dir, self.campaign.as_ref(), &self.attempts)
+    }
+
     /// HPCAgent-Bench's Score and fast_p over the campaign's tasks.
     pub fn bench_score(&self) -> crate::BenchScore {
         let graded: Vec<crate::Graded> = self

@@ -154,6 +154,7 @@ fn summary_table(data: &RunData, summary: &Summary) -> String {
                 .map_or_else(|| "-".into(), |g| format!("{g:.2}x")),
         ),
         ("HPCAgent-Bench Score", data.bench_score().brief()),
+        ("cost", cost(&data.cost())),
     ]);
     let mut html = String::from("<h2>Summary</h2>\n<table id=\"summary\">\n");
     for (key, value) in rows {
@@ -161,6 +162,23 @@ fn summary_table(data: &RunData, summary: &Summary) -> String {
     }
     html.push_str("</table>\n");
     html
+}
+
+/// A run's cost in one line.
+fn cost(cost: &crate::Cost) -> String {
+    let mut text = format!(
+        "{} over {} nodes: {:.2} node-hours",
+        time::duration(cost.wall_s),
+        cost.nodes,
+        cost.node_hours
+    );
+    if cost.gpus_per_node > 0 {
+        text += &format!(", {:.2} GPU-hours", cost.gpu_hours);
+    }
+    text + &format!(
+        "; {} tokens (as the agents reported them: a CLI that reports none counts 0)",
+        cost.tokens
+    )
 }
 
 /// How the failed agents ended: "2 crashed, 1 could not start".
@@ -200,11 +218,13 @@ fn results_table(data: &RunData) -> String {
     html.push_str(
         "<table id=\"results\">\n<tr><th>task</th><th>kernel</th><th>language</th>\
          <th>precision</th><th>agent</th><th>outcome</th><th>attempts</th><th>tokens</th>\
+         <th>attempts' time</th>\
          <th>settled by</th><th>speedup (95% interval)</th><th>verdict</th>\
          <th>evidence</th></tr>\n",
     );
     let settled_by = data.settled_by();
     let tokens = data.tokens();
+    let costs = crate::cost::per_task(&data.attempts);
     let messages = data.verdict_messages();
     for t in &data.tasks {
         // A failed task's status says why it failed.
@@ -222,7 +242,8 @@ fn results_table(data: &RunData) -> String {
         let _ = writeln!(
             html,
             "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>\
-             <td class=\"number\">{}</td><td class=\"number\">{}</td><td>{}</td>\
+             <td class=\"number\">{}</td><td class=\"number\">{}</td>\
+             <td class=\"number\">{}</td><td>{}</td>\
              <td class=\"number\">{speedup}</td><td>{}</td><td>{}</td></tr>",
             escape(&t.id),
             escape(&t.kernel),
@@ -232,6 +253,9 @@ fn results_table(data: &RunData) -> String {
             escape(&outcome),
             t.attempts,
             tokens.get(t.id.as_str()).copied().unwrap_or(0),
+            costs
+                .get(t.id.as_str())
+                .map_or_else(|| "-".into(), |c| time::duration(c.attempts_s)),
             escape(settled_by.get(t.id.as_str()).copied().unwrap_or("-")),
             escape(messages.get(t.id.as_str()).map_or("-", String::as_str)),
             evidence(data, t),

@@ -87,7 +87,7 @@ impl RunIdentity {
     }
 }
 
-fn read_plan(run_dir: &Path) -> Option<hpcagent_orchestrator::plan::Plan> {
+pub(crate) fn read_plan(run_dir: &Path) -> Option<hpcagent_orchestrator::plan::Plan> {
     let text = std::fs::read_to_string(run_dir.join("plan.json")).ok()?;
     serde_json::from_str(&text).ok()
 }

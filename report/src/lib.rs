@@ -11,6 +11,7 @@
 //! (`hpcagent up`, `hpcagent status`), or the command line (`hpcagent report`).
 
 mod compare;
+mod cost;
 mod data;
 mod figures;
 mod font;
@@ -24,6 +25,7 @@ use std::path::{Path, PathBuf};
 use hpcagent_orchestrator::store::{FILE_NAME, StoreError};
 
 pub use compare::Comparison;
+pub use cost::{Cost, TaskCost};
 pub use data::geometric_mean;
 pub use figures::Kind as FigureKind;
 pub use identity::RunIdentity;

@@ -55,7 +55,14 @@ pub fn run(args: ResultsArgs) -> anyhow::Result<()> {
             // each was (docs/operator-guide.md, Results).
             let run = hpcagent_report::RunIdentity::load(&args.run_dir)?;
             let score = bench_score(&results);
-            let json = serde_json::json!({"run": run, "score": score, "tasks": results});
+            let reader = Reader::open(&args.run_dir)?;
+            let cost = hpcagent_report::Cost::of(
+                &args.run_dir,
+                reader.campaign()?.as_ref(),
+                &reader.attempts()?,
+            );
+            let json =
+                serde_json::json!({"run": run, "score": score, "cost": cost, "tasks": results});
             println!("{}", serde_json::to_string_pretty(&json)?);
         }
     }

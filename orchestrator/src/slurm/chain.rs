@@ -51,6 +51,9 @@ pub struct Link {
     /// How its campaign ended; `None` while it runs (or if it died unrecorded).
     pub outcome: Option<String>,
     pub successor: Option<String>,
+    /// When its `up` took the run directory, and when its campaign ended.
+    pub started_at: Option<f64>,
+    pub ended_at: Option<f64>,
 }
 
 /// Appends `event` to the run directory's record.
@@ -71,24 +74,27 @@ pub fn read(run_dir: &Path) -> Vec<Link> {
     let mut links: Vec<Link> = Vec::new();
     for event in text.lines().filter_map(|l| serde_json::from_str(l).ok()) {
         match event {
-            Event::Started { job, link, .. } => {
+            Event::Started { job, link, at } => {
                 links.retain(|l| l.job != job);
                 links.push(Link {
                     job,
                     link,
                     outcome: None,
                     successor: None,
+                    started_at: Some(at),
+                    ended_at: None,
                 });
             }
             Event::Ended {
                 job,
                 outcome,
                 successor,
-                ..
+                at,
             } => {
                 if let Some(l) = links.iter_mut().find(|l| l.job == job) {
                     l.outcome = Some(outcome);
                     l.successor = successor;
+                    l.ended_at = Some(at);
                 }
             }
         }
@@ -102,6 +108,8 @@ pub fn read(run_dir: &Path) -> Vec<Link> {
             link: last.link + 1,
             outcome: None,
             successor: None,
+            started_at: None,
+            ended_at: None,
         });
     }
     links
@@ -266,13 +274,17 @@ mod tests {
                     job: "7".into(),
                     link: 1,
                     outcome: Some("drained".into()),
-                    successor: Some("8".into())
+                    successor: Some("8".into()),
+                    started_at: Some(1.0),
+                    ended_at: Some(2.0),
                 },
                 Link {
                     job: "8".into(),
                     link: 2,
                     outcome: None,
-                    successor: None
+                    successor: None,
+                    started_at: None,
+                    ended_at: None,
                 },
             ]
         );

@@ -84,6 +84,9 @@ pub struct AttemptRow {
     pub tokens: u64,
     pub transcript: String,
     pub message: String,
+    pub started_at: Option<f64>,
+    /// `None` while it runs.
+    pub ended_at: Option<f64>,
 }
 
 /// A task's outcome, for `hpcagent results`.
@@ -253,7 +256,8 @@ impl Reader {
     pub fn attempts(&self) -> Result<Vec<AttemptRow>, ReadError> {
         let mut stmt = self.conn.prepare(
             "SELECT task_id, attempt, agent, judge, COALESCE(outcome, ''), COALESCE(tokens, 0),
-             COALESCE(transcript, ''), COALESCE(message, '') FROM attempts ORDER BY task_id, attempt",
+             COALESCE(transcript, ''), COALESCE(message, ''), started_at, ended_at
+             FROM attempts ORDER BY task_id, attempt",
         )?;
         stmt.query_map([], |r| {
             Ok(AttemptRow {
@@ -265,6 +269,8 @@ impl Reader {
                 tokens: r.get::<_, i64>(5)? as u64,
                 transcript: r.get(6)?,
                 message: r.get(7)?,
+                started_at: r.get(8)?,
+                ended_at: r.get(9)?,
             })
         })?
         .collect::<rusqlite::Result<_>>()
