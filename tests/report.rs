@@ -97,6 +97,16 @@ fn a_campaign_report_shows_every_figure_in_a_browser() {
     );
 
     let dom = render_in_chromium(&page);
+    // What the browser laid out: the run's identity and Score, its
+    // configuration, and a speedup axis that says it is a log scale.
+    for shown in [
+        "<th>hpcagent</th>",
+        "<th>HPCAgent-Bench Score</th>",
+        "<details id=\"configuration\">",
+        "log scale",
+    ] {
+        assert!(dom.contains(shown), "{shown} not in the rendered page");
+    }
     let found = attribute(&dom, "<body", "data-figures").expect("the probe ran");
     assert_eq!(found, FIGURES.join(","), "the figures the browser found");
     for id in FIGURES {

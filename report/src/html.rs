@@ -40,6 +40,7 @@ pub fn page(data: &RunData, figures: &[Figure]) -> String {
         let _ = writeln!(html, "<p class=\"note\">{}</p>", escape(&note));
     }
     html.push_str(&summary_table(data, &summary));
+    html.push_str(&configuration(data));
     for figure in figures {
         html.push_str(&inline(figure));
     }
@@ -162,6 +163,19 @@ fn summary_table(data: &RunData, summary: &Summary) -> String {
     }
     html.push_str("</table>\n");
     html
+}
+
+/// The resolved configuration the run had, as `hpcagent config` prints
+/// it (secrets redacted), folded.
+fn configuration(data: &RunData) -> String {
+    match &data.identity {
+        Some(id) if !id.config.is_empty() => format!(
+            "<details id=\"configuration\"><summary>The configuration it ran with</summary>\
+             <pre>{}</pre></details>\n",
+            escape(&id.config)
+        ),
+        _ => String::new(),
+    }
 }
 
 /// A run's cost in one line.
