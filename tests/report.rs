@@ -95,6 +95,17 @@ fn a_campaign_report_shows_every_figure_in_a_browser() {
         )),
         "{html}"
     );
+    // The corpus is this checkout's: its commit, as the run began.
+    let version = html
+        .split("<tr><th>corpus version</th><td>")
+        .nth(1)
+        .and_then(|rest| rest.split('<').next())
+        .expect("a corpus version row");
+    let commit = version.trim_end_matches("-dirty");
+    assert!(
+        commit.len() == 12 && commit.chars().all(|c| c.is_ascii_hexdigit()),
+        "{version}"
+    );
 
     let dom = render_in_chromium(&page);
     // What the browser laid out: the run's identity and Score, its

@@ -274,6 +274,10 @@ fn describe(run: &Run) -> String {
     put("preset", &id.preset);
     put("languages", &id.languages);
     put("corpus", &id.corpus);
+    put(
+        "corpus version",
+        &Some(id.corpus_version.clone()).filter(|v| !v.is_empty()),
+    );
     put("site", &id.site);
     put("hpcagent", &Some(id.hpcagent.clone()));
     if !id.nodes.is_empty() {

@@ -102,6 +102,7 @@ mod tests {
             ended_at: ended,
             config: String::new(),
             hpcagent_version: String::new(),
+            corpus_version: String::new(),
         }
     }
 

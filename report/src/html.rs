@@ -126,6 +126,9 @@ fn summary_table(data: &RunData, summary: &Summary) -> String {
             let nodes: Vec<String> = id.nodes.iter().map(|(r, n)| format!("{r} {n}")).collect();
             rows.push(("nodes", nodes.join(", ")));
         }
+        if !id.corpus_version.is_empty() {
+            rows.push(("corpus version", id.corpus_version.clone()));
+        }
         if !id.hpcagent.is_empty() {
             rows.push(("hpcagent", id.hpcagent.clone()));
         }
@@ -354,6 +357,7 @@ mod tests {
                 ended_at: None,
                 config: String::new(),
                 hpcagent_version: String::new(),
+                corpus_version: String::new(),
             }),
             tasks: vec![TaskRow {
                 id: format!("{kernel}.c.fp64"),

@@ -35,6 +35,9 @@ pub struct RunIdentity {
     pub languages: Option<String>,
     /// `CORPUS`, else the planned corpus.
     pub corpus: Option<String>,
+    /// The commit of the checkout holding the corpus when the run began
+    /// (`-dirty` when changed); empty where unknown.
+    pub corpus_version: String,
     pub isolation: Option<String>,
     /// The hpcagent version that ran it (empty for stores from before).
     pub hpcagent: String,
@@ -76,6 +79,10 @@ impl RunIdentity {
                     .filter(|c| !c.is_empty())
             }),
             isolation: get("ISOLATION"),
+            corpus_version: campaign
+                .as_ref()
+                .map(|c| c.corpus_version.clone())
+                .unwrap_or_default(),
             hpcagent: campaign
                 .as_ref()
                 .map(|c| c.hpcagent_version.clone())

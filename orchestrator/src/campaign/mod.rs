@@ -151,6 +151,7 @@ pub async fn up(up: Up) -> anyhow::Result<Outcome> {
         ExecutorKind::Local => None,
     };
     store.campaign_started(&id, &up.run_dir, job, &up.config.to_env_file());
+    store.campaign_corpus(&tasks::corpus_version(&plan.corpus));
     store.add_tasks(specs.iter().map(TaskRow::pending).collect());
     store.flush().await?;
     let scheduler = resume_scheduler(&up, &specs)?;

@@ -241,6 +241,30 @@ fn read_problems<'a>(
         .collect()
 }
 
+/// The version of the corpus at `dir`: the commit of the git checkout
+/// holding it, `-dirty` when its files differ from that commit; empty
+/// where it is in no checkout (or git is missing). Kept with the run, so
+/// that two runs tell whether they graded the same tasks.
+pub fn corpus_version(dir: &std::path::Path) -> String {
+    let git = |args: &[&str]| {
+        std::process::Command::new("git")
+            .arg("-C")
+            .arg(dir)
+            .args(args)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+    };
+    let Some(commit) = git(&["rev-parse", "--short=12", "HEAD"]) else {
+        return String::new();
+    };
+    match git(&["status", "--porcelain", "--", "."]) {
+        Some(changes) if !changes.is_empty() => format!("{commit}-dirty"),
+        _ => commit,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -313,8 +313,12 @@ mod tests {
             assert_eq!((verdict.speedup_low, verdict.speedup_high), (None, None));
             let campaign = reader.campaign().unwrap().unwrap();
             assert_eq!(
-                (campaign.id.as_str(), campaign.hpcagent_version.as_str()),
-                ("old", "")
+                (
+                    campaign.id.as_str(),
+                    campaign.hpcagent_version.as_str(),
+                    campaign.corpus_version.as_str()
+                ),
+                ("old", "", "")
             );
         };
         old(&Reader::open(dir.path()).unwrap());

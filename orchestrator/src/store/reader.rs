@@ -25,7 +25,7 @@ pub struct Reader {
     verdicts_interval: &'static str,
     /// The same for the tasks' `outcome, submitted_by`.
     tasks_ended: &'static str,
-    /// The same for the campaign's `hpcagent_version`.
+    /// The same for the campaign's `hpcagent_version, corpus_version`.
     campaign_version: &'static str,
     run_dir: std::path::PathBuf,
 }
@@ -42,6 +42,9 @@ pub struct CampaignRow {
     pub config: String,
     /// The hpcagent that last ran it (empty in stores from before).
     pub hpcagent_version: String,
+    /// Its corpus's version: the commit of the checkout holding it (with
+    /// `-dirty` when changed), or empty.
+    pub corpus_version: String,
 }
 
 /// One grade's verdict: a Submit that settled its task, or one that did not
@@ -158,9 +161,9 @@ impl Reader {
             })
         };
         let version = if has_column(&conn, "campaign", "hpcagent_version").map_err(sqlite)? {
-            "COALESCE(hpcagent_version, '')"
+            "COALESCE(hpcagent_version, ''), COALESCE(corpus_version, '')"
         } else {
-            "''"
+            "'', ''"
         };
         Ok(Reader {
             tasks_ended: ended,
@@ -245,6 +248,7 @@ impl Reader {
                         ended_at: r.get(3)?,
                         config: r.get(4)?,
                         hpcagent_version: r.get(5)?,
+                        corpus_version: r.get(6)?,
                     })
                 },
             )

@@ -6,7 +6,7 @@ use rusqlite::{Connection, params};
 pub(super) const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS campaign (
     id TEXT PRIMARY KEY, run_dir TEXT, job_id TEXT, started_at REAL, ended_at REAL,
-    state TEXT, config TEXT, hpcagent_version TEXT);
+    state TEXT, config TEXT, hpcagent_version TEXT, corpus_version TEXT);
 CREATE TABLE IF NOT EXISTS tasks (
     id TEXT PRIMARY KEY, kernel TEXT, language TEXT, precision TEXT, repeat INTEGER,
     state TEXT, attempts INTEGER, budget_used_s REAL,
@@ -38,6 +38,7 @@ pub(super) const COLUMNS_ADDED: &[(&str, &str, &str)] = &[
     ("tasks", "outcome", "TEXT"),
     ("tasks", "submitted_by", "TEXT"),
     ("campaign", "hpcagent_version", "TEXT"),
+    ("campaign", "corpus_version", "TEXT"),
 ];
 
 /// Adds the [`COLUMNS_ADDED`] a store made before them lacks.

@@ -178,6 +178,19 @@ impl Store {
         });
     }
 
+    /// The version of the corpus the campaign grades ([`crate::campaign::tasks::corpus_version`]).
+    pub fn campaign_corpus(&self, version: &str) {
+        let version = version.to_string();
+        self.write(move |c| {
+            execute(
+                c,
+                "UPDATE campaign SET corpus_version = ?1",
+                params![version],
+            )
+            .map(drop)
+        });
+    }
+
     pub fn campaign_state(&self, state: &str) {
         let state = state.to_string();
         self.write(move |c| {
