@@ -618,7 +618,12 @@ mod tests {
         // The stop may be undone before it is even seen: that is the point.
         let _ = hold.stop(&events, Duration::from_millis(200));
         let before = counter.load(Ordering::Relaxed);
-        std::thread::sleep(Duration::from_millis(30));
+        // On a loaded machine the child may wait for a CPU: give it time to
+        // run, rather than a fixed moment.
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while counter.load(Ordering::Relaxed) == before && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
         assert!(
             counter.load(Ordering::Relaxed) > before,
             "it continued itself"
