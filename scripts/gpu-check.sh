@@ -7,8 +7,8 @@
 #   salloc -N1 --exclusive --gpus-per-node=4 -t 00:30:00 [-p PARTITION]
 #   scripts/gpu-check.sh alps|beverin | tee gpu-check.txt
 #
-# One line per check: PASS, FAIL or INFO, and what it found. Exits 1 when
-# a check failed. Keep its output with the site's notes: it is what the
+# One line per check: PASS, FAIL, SKIP (what it needs failed) or INFO,
+# and what it found. Exits 1 when a check failed. Keep its output with the site's notes: it is what the
 # project knows about the node. Outside a job it says so and stops.
 set -uo pipefail
 
@@ -30,7 +30,8 @@ say() {
   return 0
 }
 
-# check NAME COMMAND...: PASS with its output's first line, FAIL with its last.
+# check NAME COMMAND...: PASS with its output's first line, FAIL with its
+# last; its status is the command's.
 check() {
   local name=$1 out
   shift
@@ -38,6 +39,7 @@ check() {
     say PASS "$name" "$(printf '%s' "$out" | head -n1)"
   else
     say FAIL "$name" "$(printf '%s' "$out" | tail -n3 | tr '\n' ' ')"
+    return 1
   fi
 }
 
@@ -49,8 +51,12 @@ if [ ! -x "$exe" ]; then
   say FAIL "hpcagent" "$exe is not built (cargo build --release), or set HPCAGENT"
   exit 1
 fi
-work=$(mktemp -d "${SCRATCH:-$here}/hpcagent-gpu-check.XXXXXX")
-node=${SLURMD_NODENAME:-$(hostname)}
+if [ -z "${SCRATCH:-}" ]; then
+  say FAIL "SCRATCH" "not set: the EDFs mount it, and the images lie under it"
+  exit 1
+fi
+work=$(mktemp -d "$SCRATCH/hpcagent-gpu-check.XXXXXX")
+node=$(scontrol show hostnames "$SLURM_JOB_NODELIST" 2>/dev/null | head -n1)
 
 # --- Slurm -----------------------------------------------------------------
 say INFO "slurm" "$(scontrol --version 2>&1)"
@@ -74,44 +80,61 @@ roles=$work/edf/hpcagent-roles-$gpu.toml
 vllm=$work/edf/hpcagent-vllm-$gpu.toml
 in_roles() { srun -n1 --environment="$roles" "$@"; }
 in_vllm() { srun -n1 --environment="$vllm" "$@"; }
-check "roles EDF starts" in_roles uname -m
-check "vllm EDF starts" in_vllm uname -m
-check "hpcagent in the roles image" in_roles "$inside" --version
-check "checkout seen from the roles image" in_roles test -d "$here/benchmarks"
+# first_line COMMAND...: its output's first line, or nothing when it failed.
+first_line() { local out; out=$("$@" 2>/dev/null) && printf '%s' "$out" | head -n1; }
+roles_ok=false vllm_ok=false
+check "roles EDF starts" in_roles uname -m && roles_ok=true
+check "vllm EDF starts" in_vllm uname -m && vllm_ok=true
+skip() { say SKIP "$1" "the $2 EDF did not start"; }
+
+if $roles_ok; then
+  check "hpcagent in the roles image" in_roles "$inside" --version
+  check "checkout seen from the roles image" in_roles test -d "$here/benchmarks"
+fi
 
 # --- vLLM in its image ------------------------------------------------------
-check "vllm --version" in_vllm vllm --version
-help=$(in_vllm vllm serve --help=all 2>/dev/null)
-for flag in --headless --nnodes --node-rank --master-addr --distributed-timeout-seconds; do
-  if printf '%s' "$help" | grep -q -- "$flag"; then
-    say INFO "vllm serve $flag" "accepted"
+if $vllm_ok; then
+  # Its last line: vLLM may warn first (Triton, the platform).
+  check "vllm --version" in_vllm sh -c 'vllm --version 2>/dev/null | tail -n1'
+  help=$(in_vllm vllm serve --help=all 2>/dev/null)
+  for flag in --headless --nnodes --node-rank --master-addr --distributed-timeout-seconds; do
+    if printf '%s' "$help" | grep -q -- "$flag"; then
+      say INFO "vllm serve $flag" "listed by --help=all"
+    else
+      say INFO "vllm serve $flag" "not listed by --help=all (hpcagent gates its flags by the version above)"
+    fi
+  done
+  plugin=$(first_line in_vllm sh -c 'ldconfig -p | grep -Eo "lib[nr]ccl-net[^ ]*"; for d in /opt /usr/lib /usr/local/lib; do find "$d" -name "lib*ccl-net*.so*" 2>/dev/null; done')
+  if [ -n "$plugin" ]; then
+    say PASS "NCCL/RCCL libfabric plugin" "$plugin"
   else
-    say INFO "vllm serve $flag" "not in this vLLM (hpcagent leaves it out or refuses the plan)"
+    say FAIL "NCCL/RCCL libfabric plugin" "none in the vLLM image with its hooks (com.hooks.aws_ofi_nccl)"
   fi
-done
-plugin=$(in_vllm sh -c 'ldconfig -p | grep -Eo "lib[nr]ccl-net[^ ]*" | head -n1; for d in /opt /usr/lib /usr/local/lib; do find "$d" -name "lib*ccl-net*.so*" 2>/dev/null; done | head -n1' 2>&1)
-if [ -n "$plugin" ]; then
-  say PASS "NCCL/RCCL libfabric plugin" "$(printf '%s' "$plugin" | head -n1)"
+  if [ "$site" = beverin ]; then
+    say INFO "ROCm of the vLLM image" "$(first_line in_vllm cat /opt/rocm/.info/version) (the EDF's hook variant is rocm6)"
+  fi
 else
-  say FAIL "NCCL/RCCL libfabric plugin" "none in the vLLM image with its hooks (com.hooks.aws_ofi_nccl)"
-fi
-if [ "$site" = beverin ]; then
-  say INFO "ROCm of the vLLM image" "$(in_vllm cat /opt/rocm/.info/version 2>&1) (the EDF's hook variant is rocm6)"
+  skip "vLLM version, flags and plugin" vllm
 fi
 
 # --- Isolation and counters inside the engine -------------------------------
-say INFO "LSMs (host)" "$(cat /sys/kernel/security/lsm 2>&1)"
+say INFO "LSMs (host)" "$(cat /sys/kernel/security/lsm 2>/dev/null || echo 'unknown (no securityfs)')"
+say INFO "perf_event_paranoid (host)" "$(cat /proc/sys/kernel/perf_event_paranoid)"
+if ! $roles_ok; then
+  skip "isolation, counters, a GPU grade" roles
+  say INFO "kept" "$work (rendered EDFs)"
+  exit 1
+fi
 probe=$(in_roles "$inside" judge exec --probe 2>&1)
 ns=$(printf '%s\n' "$probe" | sed -n 1p)
 hold=$(printf '%s\n' "$probe" | sed -n 2p)
 [ "$ns" = ok ] && say PASS "namespaces in the roles EDF" ok || say FAIL "namespaces in the roles EDF" "$ns"
 [ "$hold" = ok ] && say PASS "ptrace hold in the roles EDF" ok || say FAIL "ptrace hold in the roles EDF" "$hold"
-say INFO "perf_event_paranoid (host)" "$(cat /proc/sys/kernel/perf_event_paranoid)"
-say INFO "perf_event_paranoid (roles EDF)" "$(in_roles cat /proc/sys/kernel/perf_event_paranoid 2>&1)"
+say INFO "perf_event_paranoid (roles EDF)" "$(first_line in_roles cat /proc/sys/kernel/perf_event_paranoid)"
 if [ "$lang" = cuda ]; then
-  say INFO "GPUs" "$(in_roles nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>&1 | head -n4 | tr '\n' ';')"
+  say INFO "GPUs" "$(in_roles nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -n4 | tr '\n' ';')"
 else
-  say INFO "GPUs" "$(in_roles rocm-smi --showproductname 2>&1 | grep -m4 -i 'card series' | tr '\n' ';')"
+  say INFO "GPUs" "$(in_roles rocm-smi --showproductname 2>/dev/null | grep -m4 -i 'card series' | tr '\n' ';')"
 fi
 
 # --- A GPU grade and its profiles, by a judge in the roles EDF --------------
