@@ -218,7 +218,8 @@ config_keys! {
     /// Attempts a task gets before it is settled as failed (expired leases,
     /// agents that give up or crash).
     ["Campaign"] max_attempts / MAX_ATTEMPTS: u32 = "3";
-    /// Wall-clock budget of one task, shared by all its attempts.
+    /// Wall-clock budget of one task, shared by all its attempts; no longer
+    /// than TIME_LIMIT (the default becomes TIME_LIMIT in a shorter job).
     ["Campaign"] task_budget / TASK_BUDGET: TimeLimit = "00:30:00";
     /// Seconds a lease lives without a heartbeat from its agent.
     ["Campaign"] lease_seconds / LEASE_SECONDS: u32 = "30";
