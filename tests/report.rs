@@ -312,4 +312,22 @@ fn two_campaigns_compare_over_their_common_tasks() {
     assert!(page.contains("<td>atax.c.fp64</td>"), "{page}");
     assert!(page.contains("agent crashed; starter graded ok"), "{page}");
     assert!(page.contains("policy baseline") && page.contains("policy command"));
+    // As a browser lays it out: its figure is there, with a size and text.
+    let dom = render_in_chromium(&pages.join("compare.html"));
+    assert_eq!(
+        attribute(&dom, "<body", "data-figures").as_deref(),
+        Some("speedups")
+    );
+    let rendered = attribute(&dom, "<svg id=\"speedups\"", "data-rendered").unwrap();
+    let [width, height, texts]: [u32; 3] = rendered
+        .split('x')
+        .map(|n| n.parse().unwrap())
+        .collect::<Vec<_>>()
+        .try_into()
+        .unwrap();
+    assert!(width >= 400 && height >= 200 && texts >= 5, "{rendered}");
+    assert!(
+        dom.contains("<td>atax.c.fp64</td>"),
+        "the table in the rendered page"
+    );
 }

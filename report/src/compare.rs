@@ -32,6 +32,13 @@ pub struct Run {
     results: Vec<TaskResult>,
 }
 
+/// One mark of the comparison's figure: task `task` in run `run`.
+pub(crate) struct Mark {
+    pub task: usize,
+    pub run: usize,
+    pub speedup: Speedup,
+}
+
 /// Runs and the tasks they share.
 #[derive(Debug, Clone, Serialize)]
 pub struct Comparison {
@@ -155,8 +162,36 @@ impl Comparison {
         out
     }
 
+    /// Each common task's speedup in each run whose agent solved it.
+    pub(crate) fn speedups(&self) -> Vec<Mark> {
+        let mut marks = Vec::new();
+        for (task, id) in self.tasks.iter().enumerate() {
+            for (run, r) in self.runs.iter().enumerate() {
+                let Some(result) = r.results.iter().find(|t| &t.task == id) else {
+                    continue;
+                };
+                if let (true, Some(s)) = (Graded::of(result).solved, result.speedup) {
+                    let speedup = Speedup::new(s, result.speedup_low, result.speedup_high);
+                    marks.push(Mark { task, run, speedup });
+                }
+            }
+        }
+        marks
+    }
+
+    /// Writes the comparison's page, `compare.html`, and its figure into
+    /// `dir` (made if missing); the page's path. `font` as for a report.
+    pub fn write_page(&self, dir: &Path, font: Option<&Path>) -> Result<PathBuf, ReportError> {
+        crate::font::register(font)?;
+        std::fs::create_dir_all(dir).map_err(|source| crate::io_error(dir, source))?;
+        let svg = crate::figures::runs::render(self, dir)?;
+        let page = dir.join("compare.html");
+        std::fs::write(&page, self.page(&svg)).map_err(|source| crate::io_error(&page, source))?;
+        Ok(page)
+    }
+
     /// The comparison as one static page, with nothing else to load.
-    pub fn page(&self) -> String {
+    fn page(&self, svg: &str) -> String {
         let mut html = String::from(
             "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
              <title>hpcagent comparison</title>\n",
@@ -188,7 +223,13 @@ impl Comparison {
                 run.cost.node_hours
             );
         }
-        html.push_str("</table>\n<table id=\"tasks\">\n<tr><th>task</th>");
+        html.push_str("</table>\n");
+        html.push_str(&crate::html::inline_svg(
+            crate::figures::runs::ID,
+            "Speedup per task, run beside run",
+            svg,
+        ));
+        html.push_str("<table id=\"tasks\">\n<tr><th>task</th>");
         for run in &self.runs {
             let _ = write!(html, "<th>{}</th>", escape(&run.label));
         }

@@ -210,13 +210,13 @@ fn agent_ends(summary: &Summary) -> String {
 
 /// A figure's SVG in the page, with the id a reader (or a test) finds it by.
 fn inline(figure: &Figure) -> String {
-    let id = figure.kind.id();
-    let title = figure.kind.title();
-    let svg = figure
-        .svg
-        .trim_start()
-        .strip_prefix("<svg")
-        .unwrap_or(&figure.svg);
+    inline_svg(figure.kind.id(), figure.kind.title(), &figure.svg)
+}
+
+/// An SVG in a page, with the id a reader (or a test) finds it by, and
+/// the files it is also in.
+pub(crate) fn inline_svg(id: &str, title: &str, svg: &str) -> String {
+    let svg = svg.trim_start().strip_prefix("<svg").unwrap_or(svg);
     format!(
         "<figure id=\"figure-{id}\">\n<h2>{title}</h2>\n\
          <svg id=\"{id}\" role=\"img\" aria-label=\"{title}\"{svg}\n\

@@ -13,7 +13,7 @@
 mod compare;
 mod cost;
 mod data;
-mod figures;
+pub(crate) mod figures;
 mod font;
 mod html;
 mod identity;

@@ -17,9 +17,13 @@ pub struct CompareArgs {
     runs: Vec<PathBuf>,
     #[arg(long, value_enum, default_value = "table")]
     format: Format,
-    /// Also write the comparison as a page, DIR/compare.html.
+    /// Also write the comparison as a page, DIR/compare.html, with its figure.
     #[arg(long, value_name = "DIR")]
     page: Option<PathBuf>,
+    /// A TrueType font for the figure's text [default: DejaVu Sans, where
+    /// Linux distributions install it].
+    #[arg(long, value_name = "FILE")]
+    font: Option<PathBuf>,
 }
 
 pub fn run(args: CompareArgs) -> anyhow::Result<()> {
@@ -32,9 +36,7 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
         Format::Json => println!("{}", serde_json::to_string_pretty(&comparison)?),
     }
     if let Some(dir) = &args.page {
-        std::fs::create_dir_all(dir)?;
-        let page = dir.join("compare.html");
-        std::fs::write(&page, comparison.page())?;
+        let page = comparison.write_page(dir, args.font.as_deref())?;
         eprintln!("{}", page.display());
     }
     Ok(())

@@ -297,6 +297,33 @@ mod tests {
         VALUES ('gemm.c', 1, 'submit', 'ok', 2.5, 1, 100.0);
     ";
 
+    #[test]
+    fn a_store_with_some_added_columns_and_not_others_is_read() {
+        let dir = tempfile::tempdir().unwrap();
+        Connection::open(dir.path().join(FILE_NAME))
+            .unwrap()
+            .execute_batch(
+                "CREATE TABLE campaign (id TEXT PRIMARY KEY, run_dir TEXT, job_id TEXT,
+                     started_at REAL, ended_at REAL, state TEXT, config TEXT,
+                     hpcagent_version TEXT);
+                 INSERT INTO campaign (id, started_at, state, hpcagent_version)
+                     VALUES ('mid', 1.0, 'finished', '0.1.0');",
+            )
+            .unwrap();
+        let campaign = Reader::open(dir.path())
+            .unwrap()
+            .campaign()
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (
+                campaign.hpcagent_version.as_str(),
+                campaign.corpus_version.as_str()
+            ),
+            ("0.1.0", "")
+        );
+    }
+
     #[tokio::test]
     async fn a_store_from_before_intervals_is_read_as_it_is_and_gets_them_on_resume() {
         let dir = tempfile::tempdir().unwrap();

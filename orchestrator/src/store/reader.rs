@@ -160,10 +160,15 @@ impl Reader {
                 }
             })
         };
-        let version = if has_column(&conn, "campaign", "hpcagent_version").map_err(sqlite)? {
-            "COALESCE(hpcagent_version, ''), COALESCE(corpus_version, '')"
-        } else {
-            "'', ''"
+        // Each column on its own: a store may have one and not the other.
+        let version = match (
+            has_column(&conn, "campaign", "hpcagent_version").map_err(sqlite)?,
+            has_column(&conn, "campaign", "corpus_version").map_err(sqlite)?,
+        ) {
+            (true, true) => "COALESCE(hpcagent_version, ''), COALESCE(corpus_version, '')",
+            (true, false) => "COALESCE(hpcagent_version, ''), ''",
+            (false, true) => "'', COALESCE(corpus_version, '')",
+            (false, false) => "'', ''",
         };
         Ok(Reader {
             tasks_ended: ended,

@@ -4,6 +4,7 @@
 mod axis;
 mod distribution;
 mod effort;
+pub mod runs;
 mod speedup;
 mod status;
 mod timeline;
