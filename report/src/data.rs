@@ -195,6 +195,21 @@ impl RunData {
         reasons
     }
 
+    /// How each of a task's attempts ended, in order ("crashed",
+    /// "submitted", …): its agent column when it had more than one.
+    pub fn attempt_ends(&self) -> BTreeMap<&str, Vec<&str>> {
+        let mut ends: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+        for a in &self.attempts {
+            let end = if a.outcome.is_empty() {
+                "running"
+            } else {
+                a.outcome.as_str()
+            };
+            ends.entry(a.task.as_str()).or_default().push(end);
+        }
+        ends
+    }
+
     /// Tokens spent on each task, over all its attempts.
     pub fn tokens(&self) -> BTreeMap<&str, u64> {
         let mut tokens = BTreeMap::new();
@@ -315,6 +330,29 @@ mod tests {
         );
         let messages = data.verdict_messages();
         assert_eq!(messages["d"], "output y[3]: expected 1, got 2");
+        let attempt = |task: &str, n, outcome: &str| AttemptRow {
+            task: task.into(),
+            attempt: n,
+            agent: "agent-0".into(),
+            judge: String::new(),
+            outcome: outcome.into(),
+            tokens: 0,
+            transcript: String::new(),
+            message: String::new(),
+            started_at: None,
+            ended_at: None,
+        };
+        let data = RunData {
+            attempts: vec![
+                attempt("a", 1, "crashed"),
+                attempt("a", 2, ""),
+                attempt("b", 1, "submitted"),
+            ],
+            ..data.clone()
+        };
+        let ends = data.attempt_ends();
+        assert_eq!(ends["a"], ["crashed", "running"]);
+        assert_eq!(ends["b"], ["submitted"]);
         assert_eq!(messages["c"], "compilation failed (see the build log)");
         assert!(!messages.contains_key("e"));
     }

@@ -1,6 +1,7 @@
 //! `index.html`: the summary, every figure inlined as SVG, and the results
 //! table, in one file that needs nothing else to be read.
 
+use std::collections::BTreeMap;
 use std::fmt::Write;
 
 use hpcagent_orchestrator::store::TaskRow;
@@ -243,6 +244,7 @@ fn results_table(data: &RunData) -> String {
     let tokens = data.tokens();
     let costs = crate::cost::per_task(&data.attempts);
     let messages = data.verdict_messages();
+    let ends = data.attempt_ends();
     for t in &data.tasks {
         // A failed task's status says why it failed.
         let outcome = match (outcome(t), &t.status) {
@@ -266,7 +268,7 @@ fn results_table(data: &RunData) -> String {
             escape(&t.kernel),
             escape(&t.language),
             escape(&t.precision),
-            escape(t.outcome.as_deref().unwrap_or("-")),
+            escape(&attempts_ended(&ends, t)),
             escape(&outcome),
             t.attempts,
             tokens.get(t.id.as_str()).copied().unwrap_or(0),
@@ -280,6 +282,15 @@ fn results_table(data: &RunData) -> String {
     }
     html.push_str("</table>\n");
     html
+}
+
+/// How a task's agents ended: its last attempt's end, or each attempt's
+/// in order when it had several ("crashed → submitted").
+fn attempts_ended(ends: &BTreeMap<&str, Vec<&str>>, task: &TaskRow) -> String {
+    match ends.get(task.id.as_str()) {
+        Some(each) if each.len() > 1 => each.join(" → "),
+        _ => task.outcome.clone().unwrap_or_else(|| "-".into()),
+    }
 }
 
 /// Links to a task's last attempt: its directory (workspace, transcript,
