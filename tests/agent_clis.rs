@@ -314,6 +314,9 @@ fn scripted_campaign(cli: &Cli) {
             AttemptOutcome::Submitted.as_str(),
             "{attempt:?}"
         );
+        // The tokens the CLI reported of itself: the scripted model's usage
+        // (10 in, 10 out a turn) over its six turns.
+        assert_eq!(attempt[0].tokens, 120, "{attempt:?}");
     }
 
     // Every model request offered the campaign's eight tools, one call a

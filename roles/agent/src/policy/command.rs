@@ -96,14 +96,14 @@ pub async fn attempt(
         }
         (None, _) => (outcome, message),
     };
+    let transcript = Path::new(&lease.attempt_dir).join("agent.stdout");
+    // What the CLI wrote is its; read only as text, whatever it is.
+    let said = std::fs::read(&transcript).unwrap_or_default();
     Attempt {
         outcome,
         message,
-        tokens: 0,
-        transcript: Path::new(&lease.attempt_dir)
-            .join("agent.stdout")
-            .display()
-            .to_string(),
+        tokens: super::usage::reported_tokens(&String::from_utf8_lossy(&said)),
+        transcript: transcript.display().to_string(),
     }
 }
 

@@ -9,6 +9,7 @@ use hpcagent_client::AttemptOutcome;
 pub mod baseline;
 pub mod builtin;
 pub mod command;
+mod usage;
 
 /// How one attempt ended, as the agent reports it.
 pub struct Attempt {
