@@ -274,22 +274,27 @@ fn a_verdict_says_the_sizes_its_pairs_ran_at_and_a_submit_draws_its_own() {
     assert_ne!(drawn[0], drawn[1], "two submits timed at the same sizes");
 }
 
-#[test]
-fn profile_none_returns_the_programs_output() {
-    let path = repo().join("tests/submissions/gemm_prints.c");
-    let out = judge().ask(
+/// `judge`'s profile of the gemm at `path` in `language` under `tool`, as JSON.
+fn profile(judge: &JudgeServer, language: &str, tool: &str, path: &Path) -> std::process::Output {
+    judge.ask(
         "profile",
         &[
             "--task",
             "gemm",
             "--language",
-            "c",
+            language,
             "--tool",
-            "none",
+            tool,
             "--json",
             path.to_str().unwrap(),
         ],
-    );
+    )
+}
+
+#[test]
+fn profile_none_returns_the_programs_output() {
+    let path = repo().join("tests/submissions/gemm_prints.c");
+    let out = profile(judge(), "c", "none", &path);
     assert!(out.status.success(), "{}", stderr(&out));
     let report: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(
@@ -319,19 +324,7 @@ fn profile_linuxperf_reports_counters_and_the_submissions_hot_symbol() {
         None,
     );
     let path = repo().join("tests/submissions/gemm_ok.c");
-    let out = judge.ask(
-        "profile",
-        &[
-            "--task",
-            "gemm",
-            "--language",
-            "c",
-            "--tool",
-            "linuxperf",
-            "--json",
-            path.to_str().unwrap(),
-        ],
-    );
+    let out = profile(&judge, "c", "linuxperf", &path);
     assert!(out.status.success(), "{}", stderr(&out));
     let report: Value = serde_json::from_slice(&out.stdout).unwrap();
     let summary = report["summary"].as_str().unwrap();
@@ -370,19 +363,7 @@ fn a_profiled_run_has_loopback_of_its_own_and_nothing_outside() {
                 ..Default::default()
             },
         );
-        let out = judge.ask(
-            "profile",
-            &[
-                "--task",
-                "gemm",
-                "--language",
-                "c",
-                "--tool",
-                "linuxperf",
-                "--json",
-                path.to_str().unwrap(),
-            ],
-        );
+        let out = profile(&judge, "c", "linuxperf", &path);
         assert!(out.status.success(), "{}", stderr(&out));
         let report: Value = serde_json::from_slice(&out.stdout).unwrap();
         let said = report["stdout_tail"].as_str().unwrap();
@@ -400,19 +381,7 @@ fn a_profiled_run_has_loopback_of_its_own_and_nothing_outside() {
 #[test]
 fn profile_papi_counts_or_says_what_is_missing() {
     let path = repo().join("tests/submissions/gemm_ok.c");
-    let out = judge().ask(
-        "profile",
-        &[
-            "--task",
-            "gemm",
-            "--language",
-            "c",
-            "--tool",
-            "papi",
-            "--json",
-            path.to_str().unwrap(),
-        ],
-    );
+    let out = profile(judge(), "c", "papi", &path);
     if out.status.success() {
         let report: Value = serde_json::from_slice(&out.stdout).unwrap();
         assert!(
@@ -435,19 +404,7 @@ fn profile_papi_counts_or_says_what_is_missing() {
 fn a_profiler_this_node_lacks_is_reported_unavailable() {
     let path = repo().join("tests/submissions/gemm_ok.cu");
     for tool in ["nsys", "ncu"] {
-        let out = judge().ask(
-            "profile",
-            &[
-                "--task",
-                "gemm",
-                "--language",
-                "cuda",
-                "--tool",
-                tool,
-                "--json",
-                path.to_str().unwrap(),
-            ],
-        );
+        let out = profile(judge(), "cuda", tool, &path);
         assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
         let report: Value = serde_json::from_slice(&out.stdout).unwrap();
         assert_eq!(
@@ -467,18 +424,7 @@ fn a_profiler_this_node_lacks_is_reported_unavailable() {
 #[test]
 fn a_tool_for_another_language_is_refused_naming_the_right_one() {
     let path = repo().join("tests/submissions/gemm_ok.c");
-    let out = judge().ask(
-        "profile",
-        &[
-            "--task",
-            "gemm",
-            "--language",
-            "c",
-            "--tool",
-            "nsys",
-            path.to_str().unwrap(),
-        ],
-    );
+    let out = profile(judge(), "c", "nsys", &path);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(
         stderr(&out).contains("nsys cannot profile c code; use linuxperf or papi"),

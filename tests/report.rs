@@ -28,7 +28,7 @@ document.body.setAttribute("data-figures", found.join(","));
 #[test]
 fn a_campaign_report_shows_every_figure_in_a_browser() {
     let root = tempfile::tempdir().unwrap();
-    let run_dir = run_campaign(root.path());
+    let run_dir = run_campaign(root.path(), "gemm,atax,softmax", "c,cpp");
 
     let out = hpcagent().arg("report").arg(&run_dir).output().unwrap();
     assert!(out.status.success(), "{}", stderr(&out));
@@ -121,22 +121,7 @@ fn a_campaign_report_shows_every_figure_in_a_browser() {
     let found = attribute(&dom, "<body", "data-figures").expect("the probe ran");
     assert_eq!(found, FIGURES.join(","), "the figures the browser found");
     for id in FIGURES {
-        let rendered = attribute(&dom, &format!("<svg id=\"{id}\""), "data-rendered")
-            .unwrap_or_else(|| panic!("{id} not measured"));
-        let [width, height, texts]: [u32; 3] = rendered
-            .split('x')
-            .map(|n| n.parse().unwrap())
-            .collect::<Vec<_>>()
-            .try_into()
-            .unwrap();
-        assert!(
-            width >= 400 && height >= 200,
-            "{id} rendered {width}x{height}"
-        );
-        assert!(
-            texts >= 5,
-            "{id} has {texts} text elements: axes, labels, legend"
-        );
+        assert_drawn(&dom, id);
     }
 
     // Elsewhere with --out; a directory with no campaign is refused.
@@ -159,17 +144,14 @@ fn a_campaign_report_shows_every_figure_in_a_browser() {
     );
 }
 
-/// Three kernels in C and C++ with the baseline policy, on this machine.
-fn run_campaign(root: &Path) -> PathBuf {
+/// `kernels` in `languages` with the baseline policy, on this machine.
+fn run_campaign(root: &Path, kernels: &str, languages: &str) -> PathBuf {
     let env = example("local.env");
     let out = hpcagent()
-        .args(["up", "--env", env.to_str().unwrap()])
-        .args([
-            "--set",
-            "KERNELS=gemm,atax,softmax",
-            "--set",
-            "LANGUAGES=c,cpp",
-        ])
+        .args(["up", "--env", env.to_str().unwrap(), "--set"])
+        .arg(format!("KERNELS={kernels}"))
+        .arg("--set")
+        .arg(format!("LANGUAGES={languages}"))
         .arg("--set")
         .arg(format!("RUN_ROOT={}", root.display()))
         .current_dir(common::repo())
@@ -210,6 +192,27 @@ fn render_in_chromium(page: &Path) -> String {
     stdout(&out)
 }
 
+/// That the figure `id` was laid out with a size and its text (axes,
+/// labels, legend), as the probe measured it.
+fn assert_drawn(dom: &str, id: &str) {
+    let rendered = attribute(dom, &format!("<svg id=\"{id}\""), "data-rendered")
+        .unwrap_or_else(|| panic!("{id} not measured"));
+    let [width, height, texts]: [u32; 3] = rendered
+        .split('x')
+        .map(|n| n.parse().unwrap())
+        .collect::<Vec<_>>()
+        .try_into()
+        .unwrap();
+    assert!(
+        width >= 400 && height >= 200,
+        "{id} rendered {width}x{height}"
+    );
+    assert!(
+        texts >= 5,
+        "{id} has {texts} text elements: axes, labels, legend"
+    );
+}
+
 /// The value of `name` in the first tag of `dom` that starts with `tag`.
 fn attribute(dom: &str, tag: &str, name: &str) -> Option<String> {
     let start = dom.find(tag)?;
@@ -228,22 +231,14 @@ fn attribute(dom: &str, tag: &str, name: &str) -> Option<String> {
 fn two_campaigns_compare_over_their_common_tasks() {
     let root = tempfile::tempdir().unwrap();
     let (a_root, b_root) = (root.path().join("a"), root.path().join("b"));
-    let out = hpcagent()
-        .args(["up", "--env", example("local.env").to_str().unwrap()])
-        .args(["--set", "KERNELS=gemm,atax", "--set", "LANGUAGES=c"])
-        .arg("--set")
-        .arg(format!("RUN_ROOT={}", a_root.display()))
-        .current_dir(common::repo())
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}\n{}", stdout(&out), stderr(&out));
+    let a = run_campaign(&a_root, "gemm,atax", "c");
     let crashes_on_atax = "sh -c 'case {workspace} in *atax*) exit 3;; esac'";
     let out = common::command_campaign(hpcagent(), "gemm,atax,dot", crashes_on_atax, &b_root)
         .args(["--set", "LANGUAGES=c"])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(5), "{}", stderr(&out));
-    let (a, b) = (only_run_dir(&a_root), only_run_dir(&b_root));
+    let b = only_run_dir(&b_root);
 
     let pages = root.path().join("pages");
     let out = hpcagent()
@@ -318,14 +313,7 @@ fn two_campaigns_compare_over_their_common_tasks() {
         attribute(&dom, "<body", "data-figures").as_deref(),
         Some("speedups")
     );
-    let rendered = attribute(&dom, "<svg id=\"speedups\"", "data-rendered").unwrap();
-    let [width, height, texts]: [u32; 3] = rendered
-        .split('x')
-        .map(|n| n.parse().unwrap())
-        .collect::<Vec<_>>()
-        .try_into()
-        .unwrap();
-    assert!(width >= 400 && height >= 200 && texts >= 5, "{rendered}");
+    assert_drawn(&dom, "speedups");
     assert!(
         dom.contains("<td>atax.c.fp64</td>"),
         "the table in the rendered page"
