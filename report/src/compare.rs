@@ -10,11 +10,20 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use hpcagent_orchestrator::store::speedup::Speedup;
-use hpcagent_orchestrator::store::{Reader, TaskResult};
+use hpcagent_orchestrator::store::{AttemptRow, CampaignRow, Reader, TaskResult};
 use serde::Serialize;
 
-use crate::score::{BenchScore, Graded, bench_score};
+use crate::score::{BenchScore, Graded, score_results};
 use crate::{ReportError, RunIdentity};
+
+/// What a comparison reads of one run, once.
+struct Loaded {
+    label: String,
+    dir: PathBuf,
+    results: Vec<TaskResult>,
+    attempts: Vec<AttemptRow>,
+    campaign: Option<CampaignRow>,
+}
 
 /// One run of a comparison.
 #[derive(Debug, Clone, Serialize)]
@@ -57,8 +66,8 @@ impl Comparison {
         for (i, dir) in dirs.iter().enumerate() {
             loaded.push(load_run(label(i), dir)?);
         }
-        let ids = |run: &(String, PathBuf, RunIdentity, Vec<TaskResult>)| -> BTreeSet<String> {
-            run.3.iter().map(|r| r.task.clone()).collect()
+        let ids = |run: &Loaded| -> BTreeSet<String> {
+            run.results.iter().map(|r| r.task.clone()).collect()
         };
         let all: BTreeSet<String> = loaded.iter().flat_map(ids).collect();
         let common: BTreeSet<String> = loaded
@@ -70,7 +79,7 @@ impl Comparison {
             .first()
             .map(|first| {
                 first
-                    .3
+                    .results
                     .iter()
                     .map(|r| r.task.clone())
                     .filter(|t| common.contains(t))
@@ -78,21 +87,19 @@ impl Comparison {
             })
             .unwrap_or_default();
         let mut runs = Vec::new();
-        for (label, dir, identity, results) in loaded {
-            let shared: Vec<TaskResult> = results
+        for run in loaded {
+            let shared: Vec<TaskResult> = run
+                .results
                 .into_iter()
                 .filter(|r| common.contains(&r.task))
                 .collect();
-            let graded: Vec<Graded> = shared.iter().map(Graded::of).collect();
-            let attempts = Reader::open(&dir)?.attempts()?;
-            let campaign = Reader::open(&dir)?.campaign()?;
             runs.push(Run {
-                label,
-                tokens: tokens(&attempts, &common),
-                cost: crate::Cost::of(&dir, campaign.as_ref(), &attempts),
-                dir,
-                identity,
-                score: bench_score(&graded),
+                label: run.label,
+                tokens: tokens(&run.attempts, &common),
+                cost: crate::Cost::of(&run.dir, run.campaign.as_ref(), &run.attempts),
+                identity: RunIdentity::of(&run.dir, run.campaign.as_ref()),
+                dir: run.dir,
+                score: score_results(&shared),
                 results: shared,
             });
         }
@@ -262,19 +269,22 @@ fn label(i: usize) -> String {
     }
 }
 
-fn load_run(
-    label: String,
-    dir: &Path,
-) -> Result<(String, PathBuf, RunIdentity, Vec<TaskResult>), ReportError> {
+fn load_run(label: String, dir: &Path) -> Result<Loaded, ReportError> {
     if !dir.join(hpcagent_orchestrator::store::FILE_NAME).is_file() {
         return Err(ReportError::NoStore(dir.to_path_buf()));
     }
-    let results = Reader::open(dir)?.results()?;
-    Ok((label, dir.to_path_buf(), RunIdentity::load(dir)?, results))
+    let reader = Reader::open(dir)?;
+    Ok(Loaded {
+        label,
+        dir: dir.to_path_buf(),
+        results: reader.results()?,
+        attempts: reader.attempts()?,
+        campaign: reader.campaign()?,
+    })
 }
 
 /// Tokens the run's attempts spent on `tasks`.
-fn tokens(attempts: &[hpcagent_orchestrator::store::AttemptRow], tasks: &BTreeSet<String>) -> u64 {
+fn tokens(attempts: &[AttemptRow], tasks: &BTreeSet<String>) -> u64 {
     attempts
         .iter()
         .filter(|a| tasks.contains(&a.task))
@@ -305,7 +315,7 @@ fn describe(run: &Run) -> String {
     let id = &run.identity;
     let mut parts = Vec::new();
     let mut put = |name: &str, value: &Option<String>| {
-        if let Some(v) = value {
+        if let Some(v) = value.as_deref().filter(|v| !v.is_empty()) {
             parts.push(format!("{name} {v}"));
         }
     };
@@ -315,10 +325,7 @@ fn describe(run: &Run) -> String {
     put("preset", &id.preset);
     put("languages", &id.languages);
     put("corpus", &id.corpus);
-    put(
-        "corpus version",
-        &Some(id.corpus_version.clone()).filter(|v| !v.is_empty()),
-    );
+    put("corpus version", &Some(id.corpus_version.clone()));
     put("site", &id.site);
     put("hpcagent", &Some(id.hpcagent.clone()));
     if !id.nodes.is_empty() {

@@ -48,14 +48,15 @@ impl RunData {
             return Err(ReportError::NoStore(run_dir.to_path_buf()));
         }
         let reader = Reader::open(run_dir)?;
+        let campaign = reader.campaign()?;
         Ok(RunData {
+            identity: Some(crate::RunIdentity::of(run_dir, campaign.as_ref())),
             run_dir: run_dir.to_path_buf(),
-            campaign: reader.campaign()?,
+            campaign,
             tasks: reader.tasks()?,
             attempts: reader.attempts()?,
             verdicts: reader.verdicts()?,
             events: reader.events()?,
-            identity: Some(crate::RunIdentity::load(run_dir)?),
         })
     }
 
@@ -101,15 +102,7 @@ impl RunData {
 
     /// HPCAgent-Bench's Score and fast_p over the campaign's tasks.
     pub fn bench_score(&self) -> crate::BenchScore {
-        let graded: Vec<crate::Graded> = self
-            .tasks
-            .iter()
-            .map(|t| crate::Graded {
-                solved: t.by_agent() && t.status.as_deref() == Some("ok"),
-                speedup: t.speedup,
-                low: t.speedup_low,
-            })
-            .collect();
+        let graded: Vec<crate::Graded> = self.tasks.iter().map(crate::Graded::of_row).collect();
         crate::bench_score(&graded)
     }
 

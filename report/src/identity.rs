@@ -1,8 +1,9 @@
-//! What a run was: the identity `results --format json` (and, later, the
-//! report's page) puts above its tasks, so that two runs can be told apart
-//! and compared: its agents (policy, model, command), its tasks (preset,
-//! languages, corpus), its nodes per role and the jobs of its chain, its
-//! isolation, and the resolved configuration it ran with.
+//! What a run was: the identity `results --format json`, the report's
+//! page and `compare` put above its tasks, so that two runs can be told
+//! apart and compared: its agents (policy, model, command), its tasks
+//! (preset, languages, corpus and its version), its nodes per role and the
+//! jobs of its chain, its isolation, the hpcagent that ran it, and the
+//! resolved configuration it ran with.
 //!
 //! Read from what the run directory keeps (the store's campaign row, its
 //! `plan.json`, the chain's record); secrets are redacted from the command
@@ -12,10 +13,8 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use hpcagent_orchestrator::slurm::chain;
-use hpcagent_orchestrator::store::Reader;
+use hpcagent_orchestrator::store::CampaignRow;
 use serde::Serialize;
-
-use crate::ReportError;
 
 /// A run's identity.
 #[derive(Debug, Clone, Serialize)]
@@ -51,8 +50,8 @@ pub struct RunIdentity {
 }
 
 impl RunIdentity {
-    pub fn load(run_dir: &Path) -> Result<RunIdentity, ReportError> {
-        let campaign = Reader::open(run_dir)?.campaign()?;
+    /// The identity of the run in `run_dir` whose campaign row is at hand.
+    pub fn of(run_dir: &Path, campaign: Option<&CampaignRow>) -> RunIdentity {
         let config = campaign
             .as_ref()
             .map(|c| c.config.clone())
@@ -60,11 +59,11 @@ impl RunIdentity {
         let values = values(&config);
         let get = |key: &str| values.get(key).filter(|v| !v.is_empty()).cloned();
         let plan = read_plan(run_dir);
-        Ok(RunIdentity {
-            campaign: campaign.as_ref().map(|c| c.id.clone()),
-            state: campaign.as_ref().map(|c| c.state.clone()),
-            started_at: campaign.as_ref().map(|c| c.started_at),
-            ended_at: campaign.as_ref().and_then(|c| c.ended_at),
+        RunIdentity {
+            campaign: campaign.map(|c| c.id.clone()),
+            state: campaign.map(|c| c.state.clone()),
+            started_at: campaign.map(|c| c.started_at),
+            ended_at: campaign.and_then(|c| c.ended_at),
             site: get("SITE"),
             policy: get("AGENT_POLICY"),
             model: get("LLM_MODEL")
@@ -80,17 +79,15 @@ impl RunIdentity {
             }),
             isolation: get("ISOLATION"),
             corpus_version: campaign
-                .as_ref()
                 .map(|c| c.corpus_version.clone())
                 .unwrap_or_default(),
             hpcagent: campaign
-                .as_ref()
                 .map(|c| c.hpcagent_version.clone())
                 .unwrap_or_default(),
             nodes: plan.as_ref().map(nodes_per_role).unwrap_or_default(),
             jobs: chain::read(run_dir).into_iter().map(|l| l.job).collect(),
             config: redact_config(&config),
-        })
+        }
     }
 }
 

@@ -19,7 +19,7 @@
 //! shapes, a campaign's one grade's: the same formula over a different
 //! measurement, which the report says where it prints the Score.
 
-use hpcagent_orchestrator::store::TaskResult;
+use hpcagent_orchestrator::store::{TaskResult, TaskRow};
 use serde::Serialize;
 
 /// HPCAgent-Bench's ceiling on one task's score.
@@ -36,12 +36,26 @@ pub struct Graded {
     pub low: Option<f64>,
 }
 
+/// Whether a task is solved: its agent's own Submit settled it `ok`.
+fn solved(by_agent: bool, status: Option<&str>) -> bool {
+    by_agent && status == Some("ok")
+}
+
 impl Graded {
     pub fn of(result: &TaskResult) -> Graded {
         Graded {
-            solved: result.by_agent() && result.status.as_deref() == Some("ok"),
+            solved: solved(result.by_agent(), result.status.as_deref()),
             speedup: result.speedup,
             low: result.speedup_low,
+        }
+    }
+
+    /// A task as the store's row has it.
+    pub fn of_row(task: &TaskRow) -> Graded {
+        Graded {
+            solved: solved(task.by_agent(), task.status.as_deref()),
+            speedup: task.speedup,
+            low: task.speedup_low,
         }
     }
 
@@ -101,6 +115,12 @@ pub fn bench_score(tasks: &[Graded]) -> BenchScore {
             .then(|| solved.len() as f64 / solved.iter().map(|s| 1.0 / s).sum::<f64>()),
         fast_p,
     }
+}
+
+/// The numbers of a run's results.
+pub fn score_results(results: &[TaskResult]) -> BenchScore {
+    let graded: Vec<Graded> = results.iter().map(Graded::of).collect();
+    bench_score(&graded)
 }
 
 impl BenchScore {

@@ -22,7 +22,8 @@ pub struct ResultsArgs {
 }
 
 pub fn run(args: ResultsArgs) -> anyhow::Result<()> {
-    let results = Reader::open(&args.run_dir)?.results()?;
+    let reader = Reader::open(&args.run_dir)?;
+    let results = reader.results()?;
     match args.format {
         Format::Table => print_table(&results),
         Format::Csv => {
@@ -53,14 +54,11 @@ pub fn run(args: ResultsArgs) -> anyhow::Result<()> {
         Format::Json => {
             // The run's identity above its rows: two runs' files say what
             // each was (docs/operator-guide.md, Results).
-            let run = hpcagent_report::RunIdentity::load(&args.run_dir)?;
-            let score = bench_score(&results);
-            let reader = Reader::open(&args.run_dir)?;
-            let cost = hpcagent_report::Cost::of(
-                &args.run_dir,
-                reader.campaign()?.as_ref(),
-                &reader.attempts()?,
-            );
+            let campaign = reader.campaign()?;
+            let run = hpcagent_report::RunIdentity::of(&args.run_dir, campaign.as_ref());
+            let score = hpcagent_report::score_results(&results);
+            let cost =
+                hpcagent_report::Cost::of(&args.run_dir, campaign.as_ref(), &reader.attempts()?);
             let json =
                 serde_json::json!({"run": run, "score": score, "cost": cost, "tasks": results});
             println!("{}", serde_json::to_string_pretty(&json)?);
@@ -111,13 +109,7 @@ pub fn print_table(results: &[TaskResult]) {
         }
     }
     println!("{}", summary(results));
-    println!("{}", bench_score(results));
-}
-
-/// HPCAgent-Bench's Score and fast_p over `results` (hpcagent_report::score).
-pub fn bench_score(results: &[TaskResult]) -> hpcagent_report::BenchScore {
-    let graded: Vec<_> = results.iter().map(hpcagent_report::Graded::of).collect();
-    hpcagent_report::bench_score(&graded)
+    println!("{}", hpcagent_report::score_results(results));
 }
 
 /// A task's status as the table shows it.

@@ -18,7 +18,7 @@ use crate::font::FAMILY;
 fn by_language(data: &RunData) -> BTreeMap<String, Vec<Option<f64>>> {
     let mut series: BTreeMap<String, Vec<Option<f64>>> = BTreeMap::new();
     for t in &data.tasks {
-        let solved = t.by_agent() && t.status.as_deref() == Some("ok");
+        let solved = crate::Graded::of_row(t).solved;
         series
             .entry(t.language.clone())
             .or_default()

@@ -119,6 +119,20 @@ pub fn render(kind: Kind, data: &RunData, out: &Path) -> Result<Figure, ReportEr
     Ok(Figure { kind, svg })
 }
 
+/// The smallest and largest of `speedups`' values and interval ends, with
+/// 1: what a log speedup axis must hold.
+fn speedup_span<'a>(
+    speedups: impl Iterator<Item = &'a hpcagent_orchestrator::store::speedup::Speedup>,
+) -> (f64, f64) {
+    speedups
+        .flat_map(|s| {
+            let (low, high) = s.interval.unwrap_or((s.value, s.value));
+            [s.value, low, high]
+        })
+        .filter(|v| *v > 0.0)
+        .fold((1.0, 1.0), |(lo, hi), v| (lo.min(v), hi.max(v)))
+}
+
 /// A figure with nothing to show yet says so in its middle.
 fn placeholder<DB: DrawingBackend>(
     area: &DrawingArea<DB, Shift>,

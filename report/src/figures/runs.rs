@@ -54,14 +54,7 @@ pub fn draw<DB: DrawingBackend>(
     if marks.is_empty() {
         return placeholder(area, title, "No task solved by an agent in any run");
     }
-    let values = marks.iter().flat_map(|m| {
-        let (low, high) = m
-            .speedup
-            .interval
-            .unwrap_or((m.speedup.value, m.speedup.value));
-        [m.speedup.value, low, high]
-    });
-    let (lo, hi) = values.fold((1.0f64, 1.0f64), |(lo, hi), v| (lo.min(v), hi.max(v)));
+    let (lo, hi) = super::speedup_span(marks.iter().map(|m| &m.speedup));
     let bands = Bands::down(comparison.tasks.clone());
     let mut chart = ChartBuilder::on(area)
         .caption(title, (FAMILY, 22))

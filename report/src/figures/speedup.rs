@@ -111,18 +111,10 @@ impl Grid {
 
     /// The smallest and largest of every speedup and interval end, with 1.
     fn range(&self) -> (f64, f64) {
-        self.cells
-            .values()
-            .filter_map(|c| match c {
-                Cell::Speedup { speedup, .. } => Some(speedup),
-                Cell::Outcome(_) => None,
-            })
-            .flat_map(|s| {
-                let (low, high) = s.interval.unwrap_or((s.value, s.value));
-                [s.value, low, high]
-            })
-            .filter(|v| *v > 0.0)
-            .fold((1.0, 1.0), |(lo, hi), v| (lo.min(v), hi.max(v)))
+        super::speedup_span(self.cells.values().filter_map(|c| match c {
+            Cell::Speedup { speedup, .. } => Some(speedup),
+            Cell::Outcome(_) => None,
+        }))
     }
 }
 
