@@ -8,6 +8,7 @@ use clap::Args;
 use hpcagent_orchestrator::campaign::ENDPOINT_FILE;
 use hpcagent_orchestrator::client;
 use hpcagent_orchestrator::slurm::chain;
+use hpcagent_orchestrator::slurm::sbatch::BATCH_LOG;
 use hpcagent_orchestrator::store::{self, Reader};
 use hpcagent_proto::v1 as pb;
 
@@ -106,7 +107,7 @@ fn print_live(s: &pb::StatusSnapshot, run_dir: &Path, json: bool) -> anyhow::Res
 }
 
 fn stored(run_dir: &Path, json: bool) -> anyhow::Result<()> {
-    if !run_dir.join(store::FILE_NAME).exists() && run_dir.join(SBATCH_LOG).exists() {
+    if !run_dir.join(store::FILE_NAME).exists() && run_dir.join(BATCH_LOG).exists() {
         return before_campaign(run_dir, json);
     }
     let jobs = jobs(run_dir);
@@ -146,9 +147,6 @@ fn stored(run_dir: &Path, json: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The batch script's output in a submitted run directory.
-const SBATCH_LOG: &str = "sbatch.out";
-
 /// A submitted run whose campaign has no store: its job is queued or
 /// starting, or it ended before `up` began the campaign (a refused
 /// configuration, say), which its batch log tells.
@@ -164,7 +162,7 @@ fn before_campaign(run_dir: &Path, json: bool) -> anyhow::Result<()> {
         Some(s) if live.contains(&s.as_str()) => "starting",
         _ => "never started",
     };
-    let log = std::fs::read_to_string(run_dir.join(SBATCH_LOG)).unwrap_or_default();
+    let log = std::fs::read_to_string(run_dir.join(BATCH_LOG)).unwrap_or_default();
     let lines: Vec<&str> = log.lines().collect();
     let tail = lines[lines.len().saturating_sub(8)..].join("\n");
     if json {
@@ -183,7 +181,7 @@ fn before_campaign(run_dir: &Path, json: bool) -> anyhow::Result<()> {
                 s.to_lowercase()
             )
         }
-        _ => println!("job {job} ended before its campaign began; {SBATCH_LOG} ends:\n{tail}"),
+        _ => println!("job {job} ended before its campaign began; {BATCH_LOG} ends:\n{tail}"),
     }
     Ok(())
 }

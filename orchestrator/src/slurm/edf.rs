@@ -118,9 +118,7 @@ pub fn check_plan(config: &Config, plan: &Plan) -> Result<(), ConfigError> {
             Role::Inference => "INFERENCE_CE_ENV",
             Role::Agent | Role::Judge => "ROLE_CE_ENV",
         };
-        let needed = needed_paths(plan, instance.role);
-        let problems = check(name, &var).and_then(|()| check_mounts(name, &var, &needed));
-        if let Err(problems) = problems {
+        if let Err(problems) = check(name, &var, &needed_paths(plan, instance.role)) {
             errors.extend(problems.into_iter().map(|p| config.diagnostic(key, p)));
         }
     }
@@ -143,19 +141,15 @@ fn needed_paths(plan: &Plan, role: Role) -> Vec<(&'static str, &Path)> {
     paths
 }
 
-/// Whether the EDF `name` mounts a directory holding each of `needed`
-/// (where it has the same path inside): a step that cannot see them would
-/// fail in the job, after its wait in the queue. CSCS advises against
-/// mounting `$HOME`, so a checkout there is the usual cause.
-fn check_mounts(
-    name: &str,
+/// What of `needed` no mount of `edf` holds (where it has the same path
+/// inside): a step that cannot see them would fail in the job, after its
+/// wait in the queue. CSCS advises against mounting `$HOME`, so a checkout
+/// there is the usual cause.
+fn unmounted(
+    edf: &Value,
     var: &dyn Fn(&str) -> Option<String>,
     needed: &[(&str, &Path)],
-) -> Result<(), Vec<String>> {
-    let path = resolve(name, var).map_err(|e| vec![e.to_string()])?;
-    let text =
-        std::fs::read_to_string(&path).map_err(|e| vec![format!("{}: {e}", path.display())])?;
-    let edf = parse(&text).map_err(|e| vec![e.to_string()])?;
+) -> Vec<String> {
     let inside: Vec<PathBuf> = edf
         .get("mounts")
         .and_then(Value::as_array)
@@ -179,23 +173,17 @@ fn check_mounts(
                 })
         })
     };
-    let problems: Vec<String> = needed
+    needed
         .iter()
         .filter(|(_, p)| !seen(p))
         .map(|(what, p)| {
             format!(
-                "EDF {name} ({}) mounts no directory holding {what} ({}); its steps could not \
-                 read it: keep it under a mounted directory ($SCRATCH), or mount it",
-                path.display(),
+                "mounts no directory holding {what} ({}); its steps could not read it: keep \
+                 it under a mounted directory ($SCRATCH), or mount it",
                 p.display()
             )
         })
-        .collect();
-    if problems.is_empty() {
-        Ok(())
-    } else {
-        Err(problems)
-    }
+        .collect()
 }
 
 /// Renders every EDF the plan's steps name into `dir` (`<stem>.toml`, every
@@ -286,8 +274,13 @@ fn expand_all(value: &mut Value, var: &dyn Fn(&str) -> Option<String>) -> Result
     Ok(())
 }
 
-/// Resolves `name`, validates its EDF and checks its image: every problem.
-pub fn check(name: &str, var: &dyn Fn(&str) -> Option<String>) -> Result<(), Vec<String>> {
+/// Resolves `name`, validates its EDF, checks its image and that it mounts
+/// the host's paths its steps read (`needed`): every problem.
+pub fn check(
+    name: &str,
+    var: &dyn Fn(&str) -> Option<String>,
+    needed: &[(&str, &Path)],
+) -> Result<(), Vec<String>> {
     let path = resolve(name, var).map_err(|e| vec![e.to_string()])?;
     let text =
         std::fs::read_to_string(&path).map_err(|e| vec![format!("{}: {e}", path.display())])?;
@@ -303,6 +296,7 @@ pub fn check(name: &str, var: &dyn Fn(&str) -> Option<String>) -> Result<(), Vec
                 Err(e) => problems.push(format!("image: {e}")),
             }
         }
+        problems.extend(unmounted(&edf, var, needed));
     }
     if problems.is_empty() {
         Ok(())
@@ -570,15 +564,17 @@ mod tests {
             "IMAGES" => Some(images.clone()),
             _ => None,
         };
-        let missing = check("roles", &var).unwrap_err().join("\n");
+        let missing = check("roles", &var, &[]).unwrap_err().join("\n");
         assert!(missing.contains("roles.sqsh does not exist"), "{missing}");
         std::fs::write(&image, b"squashfs").unwrap();
-        assert_eq!(check("roles", &var), Ok(()));
-        let unknown = check("nope", &var).unwrap_err().join("\n");
+        assert_eq!(check("roles", &var, &[]), Ok(()));
+        let unknown = check("nope", &var, &[]).unwrap_err().join("\n");
         assert!(unknown.contains("no EDF named nope"), "{unknown}");
-        let unset = check("roles", &|name| {
-            (name == "EDF_PATH").then(|| dir.path().display().to_string())
-        })
+        let unset = check(
+            "roles",
+            &|name| (name == "EDF_PATH").then(|| dir.path().display().to_string()),
+            &[],
+        )
         .unwrap_err()
         .join("\n");
         assert!(unset.contains("${IMAGES} is not set"), "{unset}");

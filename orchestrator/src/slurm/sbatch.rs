@@ -50,6 +50,8 @@ pub enum Campaign {
 /// The `sbatch` arguments a person gave `submit` beyond the configuration's,
 /// kept in the run directory for the jobs of its chain.
 const EXTRA_ARGS_FILE: &str = "sbatch-args.json";
+/// The batch script's output, in the run directory.
+pub const BATCH_LOG: &str = "sbatch.out";
 
 /// The extra `sbatch` arguments the campaign of `run_dir` was submitted with.
 pub fn extra_args(run_dir: &Path) -> Vec<String> {
@@ -129,7 +131,7 @@ pub fn prepare(
         Campaign::New => (
             format!("{}/\"$SLURM_JOB_ID\"", quote(&run_root)),
             r#"--env "$RUN_DIR/env.resolved" --run-dir "$RUN_DIR""#.to_string(),
-            run_root.join("%j").join("sbatch.out"),
+            run_root.join("%j").join(BATCH_LOG),
         ),
         Campaign::Resume(dir) => (
             quote(dir),
