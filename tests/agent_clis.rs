@@ -314,8 +314,8 @@ fn scripted_campaign(cli: &Cli) {
             AttemptOutcome::Submitted.as_str(),
             "{attempt:?}"
         );
-        // The tokens the CLI reported of itself: the scripted model's usage
-        // (10 in, 10 out a turn) over its six turns.
+        // The tokens the attempt's meter read in the scripted model's
+        // answers (10 in, 10 out a turn) over its six turns.
         assert_eq!(attempt[0].tokens, 120, "{attempt:?}");
     }
 

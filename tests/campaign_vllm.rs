@@ -271,18 +271,28 @@ fn a_killed_vllm_is_restarted_while_agents_fail_over_without_losing_their_task()
 
 /// An agent CLI that speaks the Anthropic Messages API (as Claude Code does)
 /// reaches the campaign's own vLLM through the endpoint the worker gives it,
-/// and one that reads Codex's TOML finds the same model and the tools.
+/// and one that reads Codex's TOML finds the same model and the tools. The
+/// CLI reports no tokens of its own: the attempt records what vLLM's
+/// answers said they cost, a streamed one's too (which the CLI never asked
+/// to be told, and is not shown), and the CLI cannot reach vLLM around
+/// the meter that counts them.
 #[test]
 fn an_anthropic_speaking_cli_reaches_the_campaigns_vllm() {
     let root = tempfile::tempdir().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let agent = repo().join("tests/agents/anthropic_agent.py");
-    let command = format!("AGENT_COMMAND=python3 {}", agent.display());
+    let command = format!("AGENT_COMMAND=python3 {} --direct {port}", agent.display());
     let out = up(
         root.path(),
         &[
             "AGENT_POLICY=command",
             "KERNELS=gemm",
             "AGENTS_PER_NODE=1",
+            &format!("VLLM_PORT={port}"),
             &command,
         ],
     )
@@ -303,5 +313,31 @@ fn an_anthropic_speaking_cli_reaches_the_campaigns_vllm() {
     assert!(
         log.contains("codex provider: http://") && log.contains("/v1 servers: hpcagent"),
         "{log}"
+    );
+
+    let said = |label: &str| -> Value {
+        let line = log.lines().find_map(|l| l.strip_prefix(label));
+        serde_json::from_str(line.unwrap_or_else(|| panic!("{label} {log}\n{errors}"))).unwrap()
+    };
+    let tokens = |usage: &Value, keys: &[&str]| -> u64 {
+        keys.iter().filter_map(|k| usage[*k].as_u64()).sum()
+    };
+    let anthropic = tokens(
+        &said("anthropic usage: "),
+        &["input_tokens", "output_tokens"],
+    );
+    let chat = said("chat usage: ");
+    assert_eq!(chat["completion_tokens"], 8, "{log}");
+    let chat = tokens(&chat, &["prompt_tokens", "completion_tokens"]);
+    assert_eq!(said("streamed usage chunks: "), 0, "{log}");
+    assert!(log.contains("direct: refused"), "{log}");
+    let attempt = attempts(&run_dir);
+    assert_eq!(attempt.len(), 1, "{attempt:?}");
+    // The streamed completion is the plain one again: the same prompt, and
+    // exactly 8 tokens out.
+    assert_eq!(
+        attempt[0].tokens,
+        anthropic + 2 * chat,
+        "{attempt:?}\n{log}"
     );
 }

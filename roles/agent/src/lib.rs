@@ -16,6 +16,7 @@ pub mod judge_link;
 pub mod lease;
 pub mod llm;
 pub mod mcp;
+pub mod meter;
 pub mod policy;
 pub mod pool;
 pub mod prompt;

@@ -14,7 +14,7 @@
 //!   orchestrator's address file) and the node's temporary directories
 //!   (the judges' sandboxes, other users' sockets), its own attempt's
 //!   directory readable, its workspace and a scratch directory writable;
-//!   TCP only to its model's port and its tool server's; no signals to
+//!   TCP only to its model's meter and its tool server; no signals to
 //!   processes outside it (the worker, the orchestrator);
 //! - seccomp ([`Profile::Agent`]): no Unix sockets (a same-user tmux or
 //!   D-Bus session would run its commands outside any sandbox), no

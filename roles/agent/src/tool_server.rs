@@ -6,7 +6,7 @@
 //! reaches the tools through a TCP port on loopback with a secret made for
 //! this attempt alone, so a CLI with a shell holds no token that works
 //! beyond its own task. TCP, not a Unix socket: the CLI's sandbox allows no
-//! Unix sockets at all, and TCP only to this port and its model's
+//! Unix sockets at all, and TCP only to this port and its model's meter
 //! ([`crate::sandbox`]). The protocol is one JSON object per line each way.
 
 use std::net::SocketAddr;

@@ -2,7 +2,8 @@
 //!
 //! `AGENT_COMMAND` is a command line with placeholders: `{workspace}`,
 //! `{prompt_file}`, `{prompt}`, `{model}`, `{endpoint}` (the OpenAI-compatible
-//! base URL of the lease's replica, "" when the campaign has none),
+//! base URL of the lease's replica, through the attempt's [`crate::meter`],
+//! "" when the campaign has none),
 //! `{anthropic_endpoint}` (the same server's Anthropic Messages API),
 //! `{mcp_config}` and `{codex_home}`. The worker fills the workspace, writes
 //! the prompt and the CLIs' configurations ([`crate::cli_config`]) naming
@@ -18,6 +19,8 @@
 //! the outcome: `finished` (0), `crashed` (any other code or a signal),
 //! `time budget` (stopped at the deadline). If the agent did not submit
 //! through its tools, the workspace's solution file is submitted for it.
+//! Its tokens are what its meter counted in the model's answers; without a
+//! model, what the CLI said of itself ([`super::usage`]).
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::OpenOptionsExt;
@@ -35,6 +38,7 @@ use tokio::sync::Mutex;
 
 use crate::cli_config;
 use crate::lease::LeaseWatch;
+use crate::meter::Meter;
 use crate::prompt::Skill;
 use crate::sandbox::{self, Spec};
 use crate::starter;
@@ -77,9 +81,9 @@ pub async fn attempt(
     lost: LeaseWatch,
 ) -> Attempt {
     let tools = Arc::new(Mutex::new(tools));
-    let (outcome, message) = match run(policy, lease, &tools, skills, lost).await {
-        Ok(ended) => ended,
-        Err(why) => (AttemptOutcome::Error, why),
+    let (outcome, message, metered) = match run(policy, lease, &tools, skills, lost).await {
+        Ok(ran) => (ran.outcome, ran.message, ran.metered),
+        Err(why) => (AttemptOutcome::Error, why, None),
     };
     let mut tools = tools.lock().await;
     let (outcome, message) = match (tools.submitted().map(str::to_string), outcome) {
@@ -102,19 +106,28 @@ pub async fn attempt(
     Attempt {
         outcome,
         message,
-        tokens: super::usage::reported_tokens(&String::from_utf8_lossy(&said)),
+        tokens: metered
+            .unwrap_or_else(|| super::usage::reported_tokens(&String::from_utf8_lossy(&said))),
         transcript: transcript.display().to_string(),
     }
 }
 
-/// Prepares the attempt and runs the CLI: (outcome, message).
+/// How the CLI's run ended, and the tokens its model calls cost where the
+/// attempt had a [`Meter`] (a campaign with a model).
+struct Ran {
+    outcome: AttemptOutcome,
+    message: String,
+    metered: Option<u64>,
+}
+
+/// Prepares the attempt and runs the CLI.
 async fn run(
     policy: &CommandPolicy,
     lease: &pb::Lease,
     tools: &Arc<Mutex<Toolbox>>,
     skills: &[Skill],
     lost: LeaseWatch,
-) -> Result<(AttemptOutcome, String), String> {
+) -> Result<Ran, String> {
     let dir = PathBuf::from(&lease.attempt_dir);
     let (briefing, workspace, budget, submitted) = {
         let mut tools = tools.lock().await;
@@ -135,6 +148,14 @@ async fn run(
     let server = ToolServer::start(tools.clone(), secret.clone())
         .await
         .map_err(|e| format!("cannot serve the attempt's tools: {e}"))?;
+    // The CLI's model is the lease's, through the attempt's own meter.
+    let meter = match lease.inference_url.as_str() {
+        "" => None,
+        url => Some(Meter::start(url).await?),
+    };
+    let endpoint = meter
+        .as_ref()
+        .map_or_else(|| lease.inference_url.clone(), Meter::endpoint);
     let mcp_config = dir.join("mcp.json");
     write(
         &mcp_config,
@@ -147,24 +168,15 @@ async fn run(
     for dir in [&codex_home, &scratch.join("tmp")] {
         std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     }
-    let codex = cli_config::codex_toml(
-        &exe,
-        server.addr(),
-        &secret,
-        &policy.model,
-        &lease.inference_url,
-    );
+    let codex = cli_config::codex_toml(&exe, server.addr(), &secret, &policy.model, &endpoint);
     write(&codex_home.join("config.toml"), &codex, 0o600)?;
     let values = BTreeMap::from([
         ("workspace", workspace.display().to_string()),
         ("prompt_file", prompt_file.display().to_string()),
         ("prompt", prompt),
         ("model", policy.model.clone()),
-        ("endpoint", lease.inference_url.clone()),
-        (
-            "anthropic_endpoint",
-            cli_config::anthropic_base(&lease.inference_url),
-        ),
+        ("endpoint", endpoint.clone()),
+        ("anthropic_endpoint", cli_config::anthropic_base(&endpoint)),
         ("mcp_config", mcp_config.display().to_string()),
         ("codex_home", codex_home.display().to_string()),
     ]);
@@ -175,15 +187,12 @@ async fn run(
         "the placeholders filled are the ones configuration checks accept"
     );
     let argv = render(&policy.template, &values);
-    let ports: Vec<u16> = [
-        inference_port(&lease.inference_url),
-        Some(server.addr().port()),
-    ]
-    .into_iter()
-    .flatten()
-    .collect();
+    let ports: Vec<u16> = [meter.as_ref().map(Meter::port), Some(server.addr().port())]
+        .into_iter()
+        .flatten()
+        .collect();
     let spec = Spec {
-        env: cli_env(lease, &policy.model, &scratch, &codex_home),
+        env: cli_env(&endpoint, &policy.model, &scratch, &codex_home),
         cwd: workspace.clone(),
         confinement: Spec::confine(
             &policy.run_dir,
@@ -195,7 +204,11 @@ async fn run(
     };
     let name = spec.argv.first().cloned().unwrap_or_default();
     if name.is_empty() {
-        return Ok((AttemptOutcome::Error, "AGENT_COMMAND is empty".into()));
+        return Ok(Ran {
+            outcome: AttemptOutcome::Error,
+            message: "AGENT_COMMAND is empty".into(),
+            metered: None,
+        });
     }
     let mut supervisor = tokio::process::Command::new(&policy.exe);
     supervisor.args(sandbox::ENTRY).env_clear();
@@ -208,9 +221,13 @@ async fn run(
         submitted,
         submit_grace: SUBMIT_GRACE,
     };
-    let ended = execute(supervisor, stdin, &run).await;
+    let (outcome, message) = execute(supervisor, stdin, &run).await;
     drop(server);
-    Ok(ended)
+    Ok(Ran {
+        outcome,
+        message,
+        metered: meter.as_ref().map(Meter::tokens),
+    })
 }
 
 /// The hpcagent binary as the CLI can start it (`hpcagent mcp`): where it
@@ -241,11 +258,11 @@ fn tool_exe(exe: &Path, run_dir: &Path) -> Result<(PathBuf, Option<PathBuf>), St
 }
 
 /// The CLI's environment: the worker's, without anything of the campaign's
-/// (tokens, the orchestrator's address), with its model's endpoint, a
-/// scratch directory of its own and the CLIs' settings
+/// (tokens, the orchestrator's address), with its model's `endpoint` (the
+/// attempt's meter), a scratch directory of its own and the CLIs' settings
 /// ([`cli_config::cli_variables`]).
 fn cli_env(
-    lease: &pb::Lease,
+    endpoint: &str,
     model: &str,
     scratch: &Path,
     codex_home: &Path,
@@ -269,10 +286,10 @@ fn cli_env(
             env.push((key.into(), "EMPTY".into()));
         }
     }
-    let anthropic = cli_config::anthropic_base(&lease.inference_url);
+    let anthropic = cli_config::anthropic_base(endpoint);
     env.extend([
-        ("OPENAI_BASE_URL".into(), lease.inference_url.clone()),
-        ("OPENAI_API_BASE".into(), lease.inference_url.clone()),
+        ("OPENAI_BASE_URL".into(), endpoint.to_string()),
+        ("OPENAI_API_BASE".into(), endpoint.to_string()),
         // Claude Code: the campaign's model for its main and its small calls.
         ("ANTHROPIC_BASE_URL".into(), anthropic),
         ("ANTHROPIC_MODEL".into(), model.to_string()),
@@ -284,12 +301,6 @@ fn cli_env(
     ]);
     env.extend(settings.into_iter().map(|(k, v)| (k.to_string(), v)));
     env
-}
-
-/// The TCP port of an endpoint URL (`http://host:port/v1`), or its scheme's.
-fn inference_port(url: &str) -> Option<u16> {
-    let url = reqwest::Url::parse(url).ok()?;
-    url.port_or_known_default()
 }
 
 /// Fills each `{name}` of the template, in one pass: a value that itself
@@ -574,14 +585,6 @@ mod tests {
         );
     }
 
-    fn lease(dir: &Path) -> pb::Lease {
-        pb::Lease {
-            inference_url: "http://127.0.0.1:1/v1".into(),
-            attempt_dir: dir.display().to_string(),
-            ..Default::default()
-        }
-    }
-
     #[tokio::test]
     async fn exits_map_to_outcomes() {
         let dir = tempfile::tempdir().unwrap();
@@ -689,9 +692,8 @@ mod tests {
     fn the_cli_gets_no_campaign_variable_and_its_own_endpoint() {
         // SAFETY: a test-only variable, set before any thread reads it.
         unsafe { std::env::set_var("HPCAGENT_TOKEN", "secret-token") };
-        let lease = lease(Path::new("/run/x"));
         let env = cli_env(
-            &lease,
+            "http://127.0.0.1:1/v1",
             "m",
             Path::new("/scratch"),
             Path::new("/scratch/codex"),
@@ -708,7 +710,5 @@ mod tests {
         assert_eq!(get("ANTHROPIC_BASE_URL"), Some("http://127.0.0.1:1"));
         assert_eq!(get("ANTHROPIC_MODEL"), Some("m"));
         assert_eq!(get("CODEX_HOME"), Some("/scratch/codex"));
-        assert_eq!(inference_port("http://127.0.0.1:1/v1"), Some(1));
-        assert_eq!(inference_port("https://api.example/v1"), Some(443));
     }
 }

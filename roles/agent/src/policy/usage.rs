@@ -1,11 +1,10 @@
 //! Tokens an agent CLI reports of itself on its stdout (JSON lines), for
-//! the attempt's record: Claude Code's `result` event (`claude -p
+//! the record of an attempt that had no model of the campaign's, and so no
+//! [`crate::meter`] to count them: Claude Code's `result` event (`claude -p
 //! --output-format stream-json`: its totals, input with the cache's reads
 //! and writes, and output), and Codex's `turn.completed` events (`codex
 //! exec --json`: each turn's input, cached input included, and output).
-//! A CLI that reports neither counts 0, as before: the campaign's vLLM
-//! serves every attempt at once, so its own counters cannot be split
-//! between them.
+//! A CLI that reports neither counts 0.
 
 use serde_json::Value;
 
