@@ -62,6 +62,15 @@ fn a_campaign_report_shows_every_figure_in_a_browser() {
         .find(|l| l.starts_with("<tr><td>gemm.c.fp64</td>"))
         .unwrap();
     assert!(gemm.contains("<td>correct on the public case"), "{gemm}");
+    // Its track, from the corpus through the store.
+    assert!(
+        gemm.contains("<td>gemm</td><td>dense_linear_algebra</td><td>c</td>"),
+        "{gemm}"
+    );
+    assert!(
+        html.contains("<td>softmax</td><td>ml</td><td>cpp</td>"),
+        "{html}"
+    );
     assert!(
         gemm.contains("/tasks/gemm.c.fp64/attempt-1\">attempt 1</a>"),
         "{gemm}"

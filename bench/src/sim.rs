@@ -57,6 +57,7 @@ fn task(i: usize) -> Task {
     Task::pending(TaskSpec {
         id: format!("sim-{i:06}.c.fp64"),
         kernel: "gemm".into(),
+        track: "dense_linear_algebra".into(),
         language: "c".into(),
         precision: "fp64".into(),
         preset: None,

@@ -49,6 +49,7 @@ async fn start() -> Running {
     let task = Task::pending(TaskSpec {
         id: "gemm.c.fp64".into(),
         kernel: "gemm".into(),
+        track: "dense_linear_algebra".into(),
         language: "c".into(),
         precision: "fp64".into(),
         preset: None,

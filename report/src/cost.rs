@@ -1,6 +1,13 @@
 //! What a run cost: the time its jobs held their allocations, node-hours
 //! and GPU-hours of those allocations, and the tokens its agents spent;
-//! per task, its attempts' time and tokens.
+//! per task, its attempts' time and tokens, and its share of the run's
+//! node-hours and GPU-hours.
+//!
+//! A task's share ([`SHARE_RULE`]): the run's node-hours (and GPU-hours)
+//! apportioned by its attempts' seconds over all attempts' seconds, so
+//! the tasks' shares add up to the run's. An attempt counts from its start
+//! to its end (one still running counts nothing yet); the time no attempt
+//! ran (start-up, the queue's end) is spread over the tasks with the rest.
 //!
 //! A chain's jobs count from the moment each one's `up` took the run
 //! directory to its campaign's end (the queue between them is free); a run
@@ -33,7 +40,15 @@ pub struct Cost {
 pub struct TaskCost {
     pub attempts_s: f64,
     pub tokens: u64,
+    /// Its share of the run's node-hours and GPU-hours ([`SHARE_RULE`]).
+    pub node_hours: f64,
+    pub gpu_hours: f64,
 }
+
+/// How a task's node-hours and GPU-hours are its share of the run's, in
+/// the words the report prints.
+pub const SHARE_RULE: &str = "A task's node-hours and GPU-hours are its share of the run's: \
+     the run's apportioned by the task's attempts' seconds over all attempts' seconds";
 
 impl Cost {
     /// The cost of the run in `run_dir` whose campaign and attempts are given.
@@ -77,14 +92,23 @@ fn wall(spans: &[(f64, Option<f64>)], campaign: Option<&CampaignRow>) -> f64 {
         .sum()
 }
 
-/// Each task's attempts' time and tokens.
-pub fn per_task(attempts: &[AttemptRow]) -> BTreeMap<&str, TaskCost> {
+/// Each task's attempts' time and tokens, and its share of `run`'s
+/// node-hours and GPU-hours ([`SHARE_RULE`]).
+pub fn per_task<'a>(attempts: &'a [AttemptRow], run: &Cost) -> BTreeMap<&'a str, TaskCost> {
     let mut costs: BTreeMap<&str, TaskCost> = BTreeMap::new();
     for a in attempts {
         let cost = costs.entry(a.task.as_str()).or_default();
         cost.tokens += a.tokens;
         if let (Some(start), Some(end)) = (a.started_at, a.ended_at) {
             cost.attempts_s += (end - start).max(0.0);
+        }
+    }
+    let all_s: f64 = costs.values().map(|c| c.attempts_s).sum();
+    if all_s > 0.0 {
+        for cost in costs.values_mut() {
+            let share = cost.attempts_s / all_s;
+            cost.node_hours = run.node_hours * share;
+            cost.gpu_hours = run.gpu_hours * share;
         }
     }
     costs
@@ -138,15 +162,42 @@ mod tests {
             attempt("gemm", 100, Some((0.0, 30.0))),
             attempt("gemm", 50, Some((40.0, 50.0))),
             attempt("atax", 7, None),
+            attempt("bicg", 0, Some((10.0, 70.0))),
         ];
-        let costs = per_task(&attempts);
-        assert_eq!(
-            costs["gemm"],
-            TaskCost {
-                attempts_s: 40.0,
-                tokens: 150
-            }
+        // Two nodes of 4 GPUs for 1.5 h: 3 node-hours, 12 GPU-hours.
+        let run = Cost {
+            wall_s: 5400.0,
+            nodes: 2,
+            gpus_per_node: 4,
+            node_hours: 3.0,
+            gpu_hours: 12.0,
+            tokens: 157,
+        };
+        let costs = per_task(&attempts, &run);
+        let near = |a: f64, b: f64| (a - b).abs() < 1e-12;
+        // gemm's attempts ran 30 + 10 = 40 s of the 100 s all ran: 40%,
+        // 1.2 node-hours and 4.8 GPU-hours.
+        let gemm = &costs["gemm"];
+        assert_eq!((gemm.attempts_s, gemm.tokens), (40.0, 150));
+        assert!(
+            near(gemm.node_hours, 1.2) && near(gemm.gpu_hours, 4.8),
+            "{gemm:?}"
         );
-        assert_eq!(costs["atax"].attempts_s, 0.0);
+        // bicg's 60 s: 60%, 1.8 and 7.2; atax's attempt never ended: nothing.
+        let bicg = &costs["bicg"];
+        assert!(
+            near(bicg.node_hours, 1.8) && near(bicg.gpu_hours, 7.2),
+            "{bicg:?}"
+        );
+        assert_eq!(
+            (costs["atax"].attempts_s, costs["atax"].node_hours),
+            (0.0, 0.0)
+        );
+        // The shares add up to the run's.
+        let total: f64 = costs.values().map(|c| c.node_hours).sum();
+        assert!(near(total, run.node_hours), "{total}");
+        // No attempt has ended: no task has a share.
+        let costs = per_task(&attempts[2..3], &run);
+        assert_eq!(costs["atax"].node_hours, 0.0);
     }
 }

@@ -260,6 +260,7 @@ mod tests {
         TaskRow {
             id: id.into(),
             kernel: id.into(),
+            track: String::new(),
             language: "c".into(),
             precision: "fp64".into(),
             repeat: 0,

@@ -233,16 +233,27 @@ fn results_table(data: &RunData) -> String {
         return html;
     }
     html.push_str(&reasons_table(data));
-    html.push_str(
-        "<table id=\"results\">\n<tr><th>task</th><th>kernel</th><th>language</th>\
+    // A store from before tracks has none to show.
+    let tracks = data.tasks.iter().any(|t| !t.track.is_empty());
+    let run_cost = data.cost();
+    let gpus = run_cost.gpus_per_node > 0;
+    let _ = write!(
+        html,
+        "<table id=\"results\">\n<tr><th>task</th><th>kernel</th>{}<th>language</th>\
          <th>precision</th><th>agent</th><th>outcome</th><th>attempts</th><th>tokens</th>\
-         <th>attempts' time</th>\
+         <th>attempts' time</th><th>{}</th>\
          <th>settled by</th><th>speedup (95% interval)</th><th>verdict</th>\
          <th>evidence</th></tr>\n",
+        if tracks { "<th>track</th>" } else { "" },
+        if gpus {
+            "node-hours (GPU-hours)"
+        } else {
+            "node-hours"
+        },
     );
     let settled_by = data.settled_by();
     let tokens = data.tokens();
-    let costs = crate::cost::per_task(&data.attempts);
+    let costs = crate::cost::per_task(&data.attempts, &run_cost);
     let messages = data.verdict_messages();
     let ends = data.attempt_ends();
     for t in &data.tasks {
@@ -254,16 +265,24 @@ fn results_table(data: &RunData) -> String {
                 _ => outcome.to_string(),
             },
         };
-        let speedup = t.speedup.map_or_else(
+        let mut speedup = t.speedup.map_or_else(
             || "-".into(),
             |s| Speedup::new(s, t.speedup_low, t.speedup_high).to_string(),
         );
+        if crate::Graded::of_row(t).suspect() {
+            speedup += &format!("; {}", crate::score::suspect_words());
+        }
+        let cost = costs.get(t.id.as_str());
+        let track = match tracks {
+            true => format!("<td>{}</td>", escape(&t.track)),
+            false => String::new(),
+        };
         let _ = writeln!(
             html,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>\
+            "<tr><td>{}</td><td>{}</td>{track}<td>{}</td><td>{}</td><td>{}</td><td>{}</td>\
              <td class=\"number\">{}</td><td class=\"number\">{}</td>\
-             <td class=\"number\">{}</td><td>{}</td>\
-             <td class=\"number\">{speedup}</td><td>{}</td><td>{}</td></tr>",
+             <td class=\"number\">{}</td><td class=\"number\">{}</td><td>{}</td>\
+             <td class=\"number\">{}</td><td>{}</td><td>{}</td></tr>",
             escape(&t.id),
             escape(&t.kernel),
             escape(&t.language),
@@ -272,16 +291,26 @@ fn results_table(data: &RunData) -> String {
             escape(&outcome),
             t.attempts,
             tokens.get(t.id.as_str()).copied().unwrap_or(0),
-            costs
-                .get(t.id.as_str())
-                .map_or_else(|| "-".into(), |c| time::duration(c.attempts_s)),
+            cost.map_or_else(|| "-".into(), |c| time::duration(c.attempts_s)),
+            cost.map_or_else(|| "-".into(), |c| hours(c, gpus)),
             escape(settled_by.get(t.id.as_str()).copied().unwrap_or("-")),
+            escape(&speedup),
             escape(messages.get(t.id.as_str()).map_or("-", String::as_str)),
             evidence(data, t),
         );
     }
     html.push_str("</table>\n");
+    let _ = writeln!(html, "<p id=\"cost-rule\">{}.</p>", crate::cost::SHARE_RULE);
     html
+}
+
+/// A task's share of the run's node-hours, and of its GPU-hours where it
+/// had GPUs: "0.120 (0.480)".
+fn hours(cost: &crate::TaskCost, gpus: bool) -> String {
+    match gpus {
+        true => format!("{:.3} ({:.3})", cost.node_hours, cost.gpu_hours),
+        false => format!("{:.3}", cost.node_hours),
+    }
 }
 
 /// How a task's agents ended: its last attempt's end, or each attempt's
@@ -373,6 +402,7 @@ mod tests {
             tasks: vec![TaskRow {
                 id: format!("{kernel}.c.fp64"),
                 kernel: kernel.into(),
+                track: "dense_linear_algebra".into(),
                 language: "c".into(),
                 precision: "fp64".into(),
                 repeat: 0,
@@ -429,6 +459,37 @@ mod tests {
             "a running campaign says so"
         );
         assert!(html.contains("<tr><td>gemm.c.fp64</td>"), "{html}");
+    }
+
+    /// A speedup above the plausibility gate is marked on its row and
+    /// counted beside the Score, which counts it as computed.
+    #[test]
+    fn a_suspect_speedup_is_marked_and_counted_for_review() {
+        let mut data = data("gemm");
+        let task = &mut data.tasks[0];
+        task.state = "settled".into();
+        task.status = Some("ok".into());
+        task.submitted_by = Some("agent".into());
+        task.speedup = Some(5000.0);
+        let html = page(&data, &figures());
+        let row = html
+            .lines()
+            .find(|l| l.starts_with("<tr><td>gemm.c.fp64</td>"))
+            .unwrap();
+        assert!(
+            row.contains("5000.00x; suspect (above 1000×, held for review)</td>"),
+            "{row}"
+        );
+        assert!(
+            html.contains(
+                "<tr><th>HPCAgent-Bench Score</th><td>100.000 (1 of 1 solved; fast_1 100%, \
+                 fast_1.5 100%, fast_2 100%; 1 suspect (above 1000×, held for review))</td></tr>"
+            ),
+            "{html}"
+        );
+        data.tasks[0].speedup = Some(999.0);
+        let html = page(&data, &figures());
+        assert!(!html.contains("suspect"), "{html}");
     }
 
     #[test]

@@ -29,7 +29,7 @@ pub use cost::{Cost, TaskCost};
 pub use data::geometric_mean;
 pub use figures::Kind as FigureKind;
 pub use identity::RunIdentity;
-pub use score::{BenchScore, Graded, bench_score, score_results};
+pub use score::{BenchScore, Graded, SUSPECT_ABOVE, bench_score, score_results, suspect_words};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ReportError {

@@ -18,6 +18,16 @@
 //! HPCAgent-Bench's speedup is the geometric mean over several timed
 //! shapes, a campaign's one grade's: the same formula over a different
 //! measurement, which the report says where it prints the Score.
+//!
+//! Its plausibility gate too: a speedup above [`SUSPECT_ABOVE`] (its
+//! `record.speedup_suspect_above`, 1000×) or not finite is *suspect*, a
+//! baseline mis-measured or a kernel optimized away more likely than a
+//! real win. Suspect is flagged, not failed: the task still counts in the
+//! Score and fast_p as computed (its `S_i` clamped to `c_max` like any
+//! other), and the count of suspect tasks is reported beside them for a
+//! person to review. HPCAgent-Bench flags every timed speedup; here only a
+//! solved task's is counted, since an unsolved task's speedup enters no
+//! number.
 
 use hpcagent_orchestrator::store::{TaskResult, TaskRow};
 use serde::Serialize;
@@ -26,6 +36,9 @@ use serde::Serialize;
 pub const C_MAX: f64 = 100.0;
 /// fast_p's thresholds.
 pub const FAST_P: [f64; 3] = [1.0, 1.5, 2.0];
+/// HPCAgent-Bench's plausibility gate: a speedup above it (or not
+/// finite) is suspect, held for review.
+pub const SUSPECT_ABOVE: f64 = 1000.0;
 
 /// One task as the metric reads it.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -70,6 +83,15 @@ impl Graded {
     fn within_noise(&self) -> bool {
         self.low.is_some_and(|low| low <= 1.0)
     }
+
+    /// Whether it is solved at a speedup above [`SUSPECT_ABOVE`] or not
+    /// finite: flagged for review, still counted as computed.
+    pub fn suspect(&self) -> bool {
+        self.solved
+            && self
+                .speedup
+                .is_some_and(|s| !s.is_finite() || s > SUSPECT_ABOVE)
+    }
 }
 
 /// The suite's numbers.
@@ -84,6 +106,10 @@ pub struct BenchScore {
     pub overall_speedup: Option<f64>,
     /// (p, fraction of tasks solved with a speedup of at least p).
     pub fast_p: Vec<(f64, f64)>,
+    /// Solved tasks whose speedup is above [`SUSPECT_ABOVE`] or not
+    /// finite ([`Graded::suspect`]): counted above as computed, held for
+    /// review.
+    pub suspect: usize,
 }
 
 /// The numbers of `tasks`.
@@ -114,6 +140,7 @@ pub fn bench_score(tasks: &[Graded]) -> BenchScore {
         overall_speedup: (!solved.is_empty())
             .then(|| solved.len() as f64 / solved.iter().map(|s| 1.0 / s).sum::<f64>()),
         fast_p,
+        suspect: tasks.iter().filter(|t| t.suspect()).count(),
     }
 }
 
@@ -124,21 +151,32 @@ pub fn score_results(results: &[TaskResult]) -> BenchScore {
 }
 
 impl BenchScore {
-    /// "1.234 (3 of 5 solved; fast_1 60%, fast_1.5 40%, fast_2 20%)".
+    /// "1.234 (3 of 5 solved; fast_1 60%, fast_1.5 40%, fast_2 20%)", and
+    /// "; 1 suspect (above 1000×, held for review)" when a task is.
     pub fn brief(&self) -> String {
         let fast: Vec<String> = self
             .fast_p
             .iter()
             .map(|(p, x)| format!("fast_{p} {:.0}%", 100.0 * x))
             .collect();
+        let suspect = match self.suspect {
+            0 => String::new(),
+            n => format!("; {n} {}", suspect_words()),
+        };
         format!(
-            "{:.3} ({} of {} solved; {})",
+            "{:.3} ({} of {} solved; {}{suspect})",
             self.score,
             self.n_solved,
             self.n_tasks,
             fast.join(", ")
         )
     }
+}
+
+/// What a suspect speedup is, after the word: "suspect (above 1000×, held
+/// for review)".
+pub fn suspect_words() -> String {
+    format!("suspect (above {SUSPECT_ABOVE}×, held for review)")
 }
 
 impl std::fmt::Display for BenchScore {
@@ -159,31 +197,52 @@ mod tests {
         }
     }
 
-    /// Six tasks whose numbers are worked out by hand from the metric.
+    /// Eight tasks whose numbers are worked out by hand from the metric.
     #[test]
     fn the_score_is_the_metrics_on_a_hand_worked_fixture() {
         let tasks = [
-            task(true, Some(4.0), Some(3.5)),     // S = 4
-            task(true, Some(250.0), Some(200.0)), // clamped: S = 100
-            task(true, Some(1.6), Some(0.98)),    // no change (interval holds 1): S = 1
-            task(true, Some(0.5), Some(0.45)),    // slower: clamped up, S = 1
-            task(false, Some(9.0), Some(8.0)),    // wrong on a held-out case: S = 1
-            task(false, None, None),              // failed: S = 1
+            task(true, Some(4.0), Some(3.5)),        // S = 4
+            task(true, Some(250.0), Some(200.0)),    // clamped: S = 100
+            task(true, Some(1.6), Some(0.98)),       // no change (interval holds 1): S = 1
+            task(true, Some(0.5), Some(0.45)),       // slower: clamped up, S = 1
+            task(false, Some(9.0), Some(8.0)),       // wrong on a held-out case: S = 1
+            task(false, None, None),                 // failed: S = 1
+            task(true, Some(5000.0), Some(4000.0)),  // suspect, counted: S = 100
+            task(false, Some(3000.0), Some(2900.0)), // not solved: S = 1, not suspect
         ];
         let s = bench_score(&tasks);
-        // geomean(4, 100, 1, 1, 1, 1) = (400)^(1/6)
-        assert!((s.score - 400f64.powf(1.0 / 6.0)).abs() < 1e-12, "{s:?}");
-        assert!((s.score - 2.714_417_616_594_907).abs() < 1e-9);
-        assert_eq!((s.n_tasks, s.n_solved), (6, 4));
-        assert!((s.solve_rate - 4.0 / 6.0).abs() < 1e-12);
-        // Harmonic mean of (4, 100, 1, 1): 4 / (0.25 + 0.01 + 1 + 1)
+        // geomean(4, 100, 1, 1, 1, 1, 100, 1) = (40000)^(1/8)
+        assert!((s.score - 40000f64.powf(1.0 / 8.0)).abs() < 1e-12, "{s:?}");
+        assert!((s.score - 3.760_603_093_086_393).abs() < 1e-9);
+        assert_eq!((s.n_tasks, s.n_solved), (8, 5));
+        assert!((s.solve_rate - 5.0 / 8.0).abs() < 1e-12);
+        // Harmonic mean of (4, 100, 1, 1, 100): 5 / (0.25 + 0.01 + 1 + 1 + 0.01)
         let hmean = s.overall_speedup.unwrap();
-        assert!((hmean - 4.0 / 2.26).abs() < 1e-12, "{hmean}");
-        // fast_p reads the unclamped speedup of the solved: 4, 250, 1.6, 0.5.
+        assert!((hmean - 5.0 / 2.27).abs() < 1e-12, "{hmean}");
+        // fast_p reads the unclamped speedup of the solved: 4, 250, 1.6,
+        // 0.5, 5000.
         assert_eq!(
             s.fast_p,
-            vec![(1.0, 3.0 / 6.0), (1.5, 3.0 / 6.0), (2.0, 2.0 / 6.0)]
+            vec![(1.0, 4.0 / 8.0), (1.5, 4.0 / 8.0), (2.0, 3.0 / 8.0)]
         );
+        // The gate: the solved 5000× only (250× is below it, the unsolved
+        // 3000× enters nothing).
+        let suspect: Vec<bool> = tasks.iter().map(Graded::suspect).collect();
+        assert_eq!(
+            suspect,
+            [false, false, false, false, false, false, true, false]
+        );
+        assert_eq!(s.suspect, 1);
+        assert!(
+            s.brief()
+                .ends_with("%; 1 suspect (above 1000×, held for review))"),
+            "{}",
+            s.brief()
+        );
+        // Not finite is suspect too; at the bound is not.
+        assert!(task(true, Some(f64::INFINITY), None).suspect());
+        assert!(task(true, Some(f64::NAN), None).suspect());
+        assert!(!task(true, Some(SUSPECT_ABOVE), None).suspect());
     }
 
     #[test]
@@ -191,5 +250,7 @@ mod tests {
         let s = bench_score(&[]);
         assert_eq!((s.score, s.n_solved, s.solve_rate), (1.0, 0, 0.0));
         assert_eq!(s.overall_speedup, None);
+        assert_eq!(s.suspect, 0);
+        assert!(!s.brief().contains("suspect"), "{}", s.brief());
     }
 }

@@ -13,6 +13,11 @@ fn task(kernel: &str, language: &str) -> TaskRow {
     TaskRow {
         id: format!("{kernel}.{language}.fp64"),
         kernel: kernel.into(),
+        track: match kernel {
+            "softmax" => "ml",
+            _ => "dense_linear_algebra",
+        }
+        .into(),
         language: language.into(),
         precision: "fp64".into(),
         repeat: 0,
@@ -173,6 +178,8 @@ async fn a_campaign_that_failed_before_any_verdict_says_what_became_of_it() {
     }
 }
 
+/// Three tasks settled (two tracks, two languages) and one of another
+/// track that never ran.
 #[tokio::test]
 async fn a_settled_campaign_shows_each_speedup_and_who_got_it() {
     let dir = tempfile::tempdir().unwrap();
@@ -182,6 +189,7 @@ async fn a_settled_campaign_shows_each_speedup_and_who_got_it() {
         task("gemm", "c"),
         task("gemm", "cpp"),
         task("atax", "c"),
+        task("softmax", "c"),
     ]);
     store.attempts_started(vec![start("gemm.c.fp64", 1, "agent-0")]);
     store.attempts_started(vec![start("gemm.cpp.fp64", 1, "agent-1")]);
@@ -209,13 +217,23 @@ async fn a_settled_campaign_shows_each_speedup_and_who_got_it() {
         html.contains("<td class=\"number\">no change (1.00x, 0.98-1.02)</td>"),
         "{html}"
     );
-    // Tokens, the attempts' time, then who settled it.
+    // Tokens, the attempts' time, its share of the node-hours, then who
+    // settled it; the track beside the kernel.
     assert!(
-        html.lines().any(
-            |row| row.contains("<td class=\"number\">1200</td><td class=\"number\">")
-                && row.contains("</td><td>agent-0</td>")
-        ),
+        html.lines().any(|row| row.starts_with(
+            "<tr><td>gemm.c.fp64</td><td>gemm</td><td>dense_linear_algebra</td><td>c</td>"
+        ) && row
+            .contains("<td class=\"number\">1200</td><td class=\"number\">")
+            && row.contains("</td><td>agent-0</td>")),
         "{html}"
+    );
+    assert!(
+        html.contains("<th>track</th>") && html.contains("<th>node-hours</th>"),
+        "{html}"
+    );
+    assert!(
+        html.contains("<p id=\"cost-rule\">A task's node-hours and GPU-hours are its share of the run's: the run's apportioned by the task's attempts' seconds over all attempts' seconds.</p>"),
+        "the page says how a task's share is reckoned: {html}"
     );
     assert_every_figure(&out, &html);
     let speedup = std::fs::read_to_string(out.join("speedup.svg")).unwrap();
@@ -230,6 +248,29 @@ async fn a_settled_campaign_shows_each_speedup_and_who_got_it() {
         "an interval that holds 1 is no change: {drawn:?}"
     );
     assert!(drawn.contains(&"cpp"), "one series per language: {drawn:?}");
+    // The distribution: a panel per track, then one per language, each
+    // series a staircase with its count and mean.
+    let distribution = std::fs::read_to_string(out.join("distribution.svg")).unwrap();
+    let drawn = texts(&distribution);
+    for series in [
+        "dense_linear_algebra: 3 of 3 solved, geometric mean 2.52x (of the solved)",
+        "ml: 0 of 1 solved, geometric mean - (of the solved)",
+        "c: 2 of 3 solved, geometric mean 1.41x (of the solved)",
+        "cpp: 1 of 1 solved, geometric mean 8.00x (of the solved)",
+    ] {
+        assert!(drawn.contains(&series), "{series}: {drawn:?}");
+    }
+    for panel in ["per track", "per language"] {
+        assert!(
+            drawn.iter().any(|t| t.ends_with(panel)),
+            "a panel {panel}: {drawn:?}"
+        );
+    }
+    // Four staircases, two parity lines, and the legends' and axes' lines.
+    assert!(
+        distribution.matches("<polyline").count() >= 6,
+        "{distribution}"
+    );
 }
 
 #[test]

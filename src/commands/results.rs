@@ -28,13 +28,13 @@ pub fn run(args: ResultsArgs) -> anyhow::Result<()> {
         Format::Table => print_table(&results),
         Format::Csv => {
             println!(
-                "task,kernel,language,precision,attempts,state,status,speedup,speedup_low,speedup_high,outcome,submitted_by,build_log"
+                "task,kernel,language,precision,attempts,state,status,speedup,speedup_low,speedup_high,outcome,submitted_by,build_log,track"
             );
             let number = |x: Option<f64>| x.map(|x| x.to_string()).unwrap_or_default();
             let text = |x: &Option<String>| x.clone().unwrap_or_default();
             for r in &results {
                 println!(
-                    "{},{},{},{},{},{},{},{},{},{},{},{},{}",
+                    "{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
                     r.task,
                     r.kernel,
                     r.language,
@@ -47,7 +47,8 @@ pub fn run(args: ResultsArgs) -> anyhow::Result<()> {
                     number(r.speedup_high),
                     text(&r.outcome),
                     text(&r.submitted_by),
-                    text(&r.build_log)
+                    text(&r.build_log),
+                    r.track
                 );
             }
         }
@@ -71,7 +72,8 @@ pub fn run(args: ResultsArgs) -> anyhow::Result<()> {
 /// last attempt ended; a status graded for an agent that did not submit
 /// is marked as the worker's (`starter`: the file it was given, `left`:
 /// the file as it left it). The speedup, last since its width varies,
-/// comes with its 95% interval, or as "no change".
+/// comes with its 95% interval, or as "no change", and "suspect" when it
+/// is above HPCAgent-Bench's plausibility gate.
 pub fn print_table(results: &[TaskResult]) {
     // HPCAgent-Bench's path keys run to 80 characters and more.
     let width = results
@@ -85,10 +87,13 @@ pub fn print_table(results: &[TaskResult]) {
         "TASK", "LANGUAGE", "PRECISION", "ATTEMPTS", "AGENT", "STATUS"
     );
     for r in results {
-        let speedup = r.speedup.map_or_else(
+        let mut speedup = r.speedup.map_or_else(
             || "-".into(),
             |s| Speedup::new(s, r.speedup_low, r.speedup_high).to_string(),
         );
+        if hpcagent_report::Graded::of(r).suspect() {
+            speedup += &format!("; {}", hpcagent_report::suspect_words());
+        }
         println!(
             "{:width$} {:8} {:9} {:>8}  {:15} {:16} {}",
             r.kernel,

@@ -84,6 +84,7 @@ pub fn task_set(
                 tasks.push(TaskSpec {
                     id,
                     kernel: kernel.name.clone(),
+                    track: kernel.track.clone(),
                     language: language.clone(),
                     precision: precision.clone(),
                     preset: preset.map(|p| p.to_string()),
@@ -292,6 +293,10 @@ mod tests {
             (gemm.id.as_str(), gemm.preset.as_deref()),
             ("gemm.c.fp64@L", Some("L"))
         );
+        assert_eq!(
+            gemm.track, "dense_linear_algebra",
+            "a task has its kernel's track"
+        );
         assert!(
             set.iter()
                 .filter(|t| t.kernel.contains("jacobi") || t.kernel.contains("heat"))
@@ -338,6 +343,10 @@ mod tests {
                     Some(Duration::from_secs(600))
                 ),
             ]
+        );
+        assert!(
+            set.iter().all(|t| t.track == "scientific_computing"),
+            "a task has its manifest's taxonomy track"
         );
         // The operator's TASK_BUDGET wins.
         let set = hab_tasks("KERNELS=product\nTASK_BUDGET=00:20:00\n").unwrap();

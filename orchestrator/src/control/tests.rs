@@ -9,6 +9,7 @@ fn judges_warm_the_unsettled_kernels_once_each_in_order() {
         Task::pending(TaskSpec {
             id: id.into(),
             kernel: kernel.into(),
+            track: String::new(),
             language: "c".into(),
             precision: precision.into(),
             preset: preset.map(str::to_string),
@@ -53,6 +54,7 @@ fn a_verdict_matches_its_lease_s_kernel_by_name_or_by_path() {
     let spec = |kernel: &str| TaskSpec {
         id: format!("{kernel}.c.fp64"),
         kernel: kernel.into(),
+        track: String::new(),
         language: "c".into(),
         precision: "fp64".into(),
         preset: None,

@@ -39,6 +39,9 @@ pub enum Service {
 pub struct TaskSpec {
     pub id: String,
     pub kernel: String,
+    /// Its kernel's track in the corpus (`benchmarks/<track>/…`, an
+    /// HPCAgent-Bench manifest's taxonomy track).
+    pub track: String,
     pub language: String,
     pub precision: String,
     /// The preset of the task's public case; `None`: the judges' own.

@@ -6,6 +6,7 @@ fn tasks(n: usize) -> Vec<Task> {
             Task::pending(TaskSpec {
                 id: format!("k{i}.c.fp64"),
                 kernel: format!("k{i}"),
+                track: "t".into(),
                 language: "c".into(),
                 precision: "fp64".into(),
                 preset: None,

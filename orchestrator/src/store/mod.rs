@@ -84,6 +84,9 @@ pub fn agent_failed(state: &str, submitted_by: Option<&str>, outcome: Option<&st
 pub struct TaskRow {
     pub id: String,
     pub kernel: String,
+    /// Its kernel's track (empty in stores from before tracks).
+    #[serde(default)]
+    pub track: String,
     pub language: String,
     pub precision: String,
     pub repeat: u32,
@@ -125,6 +128,7 @@ impl TaskRow {
         TaskRow {
             id: spec.id.clone(),
             kernel: spec.kernel.clone(),
+            track: spec.track.clone(),
             language: spec.language.clone(),
             precision: spec.precision.clone(),
             // A repeated task's id ends in #<repeat>.
@@ -217,6 +221,7 @@ mod tests {
             .map(|i| TaskRow {
                 id: format!("k{i}.c"),
                 kernel: format!("k{i}"),
+                track: "t".into(),
                 language: "c".into(),
                 precision: "fp64".into(),
                 repeat: 0,
@@ -262,6 +267,7 @@ mod tests {
         );
         assert_eq!(rows[1].state, "settled");
         assert_eq!(rows[1].speedup, Some(1.5));
+        assert_eq!(rows[1].track, "t");
         assert_eq!(
             (rows[1].speedup_low, rows[1].speedup_high),
             (Some(1.4), Some(1.6)),
@@ -335,6 +341,7 @@ mod tests {
             let task = &reader.tasks().unwrap()[0];
             let verdict = &reader.verdicts().unwrap()[0];
             assert_eq!(task.speedup, Some(2.5));
+            assert_eq!(task.track, "", "a store from before tracks has none");
             assert_eq!((task.speedup_low, task.speedup_high), (None, None));
             assert_eq!(verdict.speedup, Some(2.5));
             assert_eq!((verdict.speedup_low, verdict.speedup_high), (None, None));
@@ -360,14 +367,21 @@ mod tests {
             );
         }
         old(&Reader::open(dir.path()).unwrap());
-        store.add_tasks(vec![TaskRow::pending(&crate::scheduler::TaskSpec {
-            id: "atax.c".into(),
-            kernel: "atax".into(),
+        let spec = |kernel: &str| crate::scheduler::TaskSpec {
+            id: format!("{kernel}.c"),
+            kernel: kernel.into(),
+            track: "dense_linear_algebra".into(),
             language: "c".into(),
             precision: "fp64".into(),
             preset: None,
             budget: None,
-        })]);
+        };
+        // The resumed campaign's task set: a new task, and the old one
+        // again, which keeps its result and gets its track.
+        store.add_tasks(vec![
+            TaskRow::pending(&spec("atax")),
+            TaskRow::pending(&spec("gemm")),
+        ]);
         store.attempt_ended(AttemptRecord {
             task: "atax.c".into(),
             attempt: 1,
@@ -393,6 +407,12 @@ mod tests {
             (tasks[0].speedup_low, tasks[0].speedup_high),
             (Some(0.99), Some(1.03)),
             "a resumed campaign's settles keep their intervals"
+        );
+        let gemm = &tasks[1];
+        assert_eq!(
+            (gemm.state.as_str(), gemm.speedup, gemm.track.as_str()),
+            ("settled", Some(2.5), "dense_linear_algebra"),
+            "an old task keeps its result and gets its track"
         );
         drop(store);
         Store::open(dir.path(), false)

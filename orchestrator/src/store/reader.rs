@@ -27,6 +27,8 @@ pub struct Reader {
     tasks_ended: &'static str,
     /// The same for the campaign's `hpcagent_version, corpus_version`.
     campaign_version: &'static str,
+    /// The same for the tasks' `track` ('' where a store lacks it).
+    tasks_track: &'static str,
     run_dir: std::path::PathBuf,
 }
 
@@ -97,6 +99,8 @@ pub struct AttemptRow {
 pub struct TaskResult {
     pub task: String,
     pub kernel: String,
+    /// Its kernel's track (empty in stores from before tracks).
+    pub track: String,
     pub language: String,
     pub precision: String,
     pub attempts: u32,
@@ -170,8 +174,14 @@ impl Reader {
             (false, true) => "'', COALESCE(corpus_version, '')",
             (false, false) => "'', ''",
         };
+        let track = if has_column(&conn, "tasks", "track").map_err(sqlite)? {
+            "COALESCE(track, '')"
+        } else {
+            "''"
+        };
         Ok(Reader {
             tasks_ended: ended,
+            tasks_track: track,
             campaign_version: version,
             run_dir: run_dir.to_path_buf(),
             tasks_interval: interval("tasks").map_err(sqlite)?,
@@ -183,8 +193,8 @@ impl Reader {
     pub fn tasks(&self) -> Result<Vec<TaskRow>, ReadError> {
         let mut stmt = self.conn.prepare(&format!(
             "SELECT id, kernel, language, precision, repeat, state, attempts, budget_used_s, status,
-             speedup, {}, {} FROM tasks ORDER BY kernel, language, precision, repeat",
-            self.tasks_interval, self.tasks_ended
+             speedup, {}, {}, {} FROM tasks ORDER BY kernel, language, precision, repeat",
+            self.tasks_interval, self.tasks_ended, self.tasks_track
         ))?;
         stmt.query_map([], |r| {
             Ok(TaskRow {
@@ -202,6 +212,7 @@ impl Reader {
                 speedup_high: r.get(11)?,
                 outcome: r.get(12)?,
                 submitted_by: r.get(13)?,
+                track: r.get(14)?,
             })
         })?
         .collect::<rusqlite::Result<_>>()
@@ -216,6 +227,7 @@ impl Reader {
                 build_log: self.build_log(&t.id, t.attempts),
                 task: t.id,
                 kernel: t.kernel,
+                track: t.track,
                 language: t.language,
                 precision: t.precision,
                 attempts: t.attempts,

@@ -11,7 +11,7 @@ CREATE TABLE IF NOT EXISTS tasks (
     id TEXT PRIMARY KEY, kernel TEXT, language TEXT, precision TEXT, repeat INTEGER,
     state TEXT, attempts INTEGER, budget_used_s REAL,
     status TEXT, speedup REAL, verdict TEXT, settled_at REAL,
-    speedup_low REAL, speedup_high REAL, outcome TEXT, submitted_by TEXT);
+    speedup_low REAL, speedup_high REAL, outcome TEXT, submitted_by TEXT, track TEXT);
 CREATE TABLE IF NOT EXISTS attempts (
     task_id TEXT, attempt INTEGER, lease_id TEXT, agent TEXT, worker INTEGER, judge TEXT,
     started_at REAL, ended_at REAL, outcome TEXT, tokens INTEGER, transcript TEXT, message TEXT,
@@ -39,6 +39,7 @@ pub(super) const COLUMNS_ADDED: &[(&str, &str, &str)] = &[
     ("tasks", "submitted_by", "TEXT"),
     ("campaign", "hpcagent_version", "TEXT"),
     ("campaign", "corpus_version", "TEXT"),
+    ("tasks", "track", "TEXT"),
 ];
 
 /// Adds the [`COLUMNS_ADDED`] a store made before them lacks.

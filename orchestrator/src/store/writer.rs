@@ -206,12 +206,23 @@ impl Store {
     /// Adds tasks that are not there yet (a resumed campaign keeps its own).
     pub fn add_tasks(&self, tasks: Vec<TaskRow>) {
         self.write(move |c| {
+            // A task already there keeps what happened to it; one from a
+            // store made before tracks gets its track.
             let mut insert = c.prepare_cached(
-                "INSERT OR IGNORE INTO tasks (id, kernel, language, precision, repeat, state,
-                 attempts, budget_used_s) VALUES (?1, ?2, ?3, ?4, ?5, 'pending', 0, 0)",
+                "INSERT INTO tasks (id, kernel, language, precision, repeat, state,
+                 attempts, budget_used_s, track) VALUES (?1, ?2, ?3, ?4, ?5, 'pending', 0, 0, ?6)
+                 ON CONFLICT (id) DO UPDATE SET track = excluded.track
+                 WHERE COALESCE(tasks.track, '') = ''",
             )?;
             for t in &tasks {
-                insert.execute(params![t.id, t.kernel, t.language, t.precision, t.repeat])?;
+                insert.execute(params![
+                    t.id,
+                    t.kernel,
+                    t.language,
+                    t.precision,
+                    t.repeat,
+                    t.track
+                ])?;
             }
             Ok(())
         });

@@ -62,7 +62,7 @@ impl Kind {
     pub fn title(self) -> &'static str {
         match self {
             Kind::Speedup => "Speedup per kernel and language",
-            Kind::Distribution => "How the speedups are distributed, per language",
+            Kind::Distribution => "How the speedups are distributed, per track and language",
             Kind::Status => "Outcomes: tasks and grades by status",
             Kind::Effort => "Attempts and tokens per task",
             Kind::Timeline => "Roles and grades over the campaign",
@@ -74,7 +74,7 @@ impl Kind {
         let rows = |n: usize| (140 + 26 * n as u32).max(320);
         match self {
             Kind::Speedup => (960, rows(speedup::rows(data))),
-            Kind::Distribution => (960, 420),
+            Kind::Distribution => (960, distribution::height(data)),
             Kind::Status => (960, 420),
             Kind::Effort => (960, rows(data.tasks.len())),
             Kind::Timeline => (960, rows(timeline::rows(data)) + timeline::GRADES_HEIGHT),

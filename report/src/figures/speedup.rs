@@ -236,6 +236,7 @@ mod tests {
         TaskRow {
             id: format!("gemm.c.fp64#{speedup}"),
             kernel: "gemm".into(),
+            track: "dense_linear_algebra".into(),
             language: "c".into(),
             precision: "fp64".into(),
             repeat: 0,
