@@ -12,8 +12,9 @@
 //! A chain's jobs count from the moment each one's `up` took the run
 //! directory to its campaign's end (the queue between them is free); a run
 //! without a chain (on this machine) counts its campaign's span. Tokens
-//! are what the agents reported: an external CLI that reports none counts
-//! 0, which the report says.
+//! are what the model's answers stated (an external CLI's counted by its
+//! attempt's meter); an external CLI with no model of the campaign's counts
+//! what it reported of itself, 0 if nothing, which the report says.
 
 use std::collections::BTreeMap;
 use std::path::Path;

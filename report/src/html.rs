@@ -194,7 +194,7 @@ fn cost(cost: &crate::Cost) -> String {
         text += &format!(", {:.2} GPU-hours", cost.gpu_hours);
     }
     text + &format!(
-        "; {} tokens (as the agents reported them: a CLI that reports none counts 0)",
+        "; {} tokens (as the model's answers stated them; a CLI without the campaign's model counts what it reported, or 0)",
         cost.tokens
     )
 }
