@@ -278,7 +278,20 @@ fn agents_that_crash_or_leave_broken_code_are_recorded_as_they_ended() {
         results["run"]["agent_command"], "sh -c 'exit 3'",
         "{results}"
     );
+    // Each row's cost: its attempts' time, and shares of the run's
+    // node-hours that add up to them.
+    let shares: f64 = rows
+        .iter()
+        .map(|r| r["cost"]["node_hours"].as_f64().unwrap())
+        .sum();
+    let run_hours = results["cost"]["node_hours"].as_f64().unwrap();
+    assert!(run_hours > 0.0, "{results}");
+    assert!(
+        (shares - run_hours).abs() < 1e-9 * run_hours.max(1.0),
+        "{results}"
+    );
     for row in rows {
+        assert!(row["cost"]["attempts_s"].as_f64().unwrap() > 0.0, "{row}");
         assert_eq!(
             (&row["outcome"], &row["submitted_by"], &row["status"]),
             (

@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 use hpcagent_orchestrator::store::{FILE_NAME, StoreError};
 
 pub use compare::Comparison;
-pub use cost::{Cost, TaskCost};
+pub use cost::{Cost, TaskCost, per_task};
 pub use data::geometric_mean;
 pub use figures::Kind as FigureKind;
 pub use identity::RunIdentity;

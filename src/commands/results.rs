@@ -58,10 +58,23 @@ pub fn run(args: ResultsArgs) -> anyhow::Result<()> {
             let campaign = reader.campaign()?;
             let run = hpcagent_report::RunIdentity::of(&args.run_dir, campaign.as_ref());
             let score = hpcagent_report::score_results(&results);
-            let cost =
-                hpcagent_report::Cost::of(&args.run_dir, campaign.as_ref(), &reader.attempts()?);
+            let attempts = reader.attempts()?;
+            let cost = hpcagent_report::Cost::of(&args.run_dir, campaign.as_ref(), &attempts);
+            // Each row with its own cost: its attempts' time and tokens,
+            // and its share of the run's node- and GPU-hours.
+            let costs = hpcagent_report::per_task(&attempts, &cost);
+            let tasks: Vec<serde_json::Value> = results
+                .iter()
+                .map(|r| {
+                    let mut row = serde_json::to_value(r)?;
+                    row["cost"] = serde_json::to_value(
+                        costs.get(r.task.as_str()).cloned().unwrap_or_default(),
+                    )?;
+                    Ok(row)
+                })
+                .collect::<serde_json::Result<_>>()?;
             let json =
-                serde_json::json!({"run": run, "score": score, "cost": cost, "tasks": results});
+                serde_json::json!({"run": run, "score": score, "cost": cost, "tasks": tasks});
             println!("{}", serde_json::to_string_pretty(&json)?);
         }
     }
