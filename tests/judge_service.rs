@@ -63,6 +63,19 @@ fn correct_gemm_in_c_cpp_and_fortran_is_ok_against_the_baseline() {
             speedup > 0.1 && speedup < 10.0 && low <= speedup && speedup <= high,
             "{language}: speedup {speedup} in [{low}, {high}]"
         );
+        // The verdict says how its pairs ended, and what it says is what
+        // its interval shows.
+        let stopped = v["stopped"].as_str().unwrap();
+        let decided = if stopped.starts_with("inside the no-change band") {
+            0.975 <= low && high <= 1.025
+        } else if stopped.starts_with("within ±1.0%") {
+            high <= speedup * 1.01 + 1e-12 && low >= speedup * 0.99 - 1e-12
+        } else if stopped.starts_with("clear of 1") {
+            low > 1.025 || high < 0.975
+        } else {
+            stopped.starts_with("not decided in its 30 s")
+        };
+        assert!(decided, "{language}: {stopped}: {v}");
         assert!(v["max_rel_error"].as_f64().unwrap() < 1e-9);
     }
 }

@@ -167,10 +167,13 @@ config_keys! {
     ["Roles"] judge_slots / JUDGE_SLOTS: Option<u32> = "";
     /// Timed pairs a grade makes at least: a call of the baseline and one of
     /// the submission on the same fresh inputs, after a pair to warm up.
-    /// More follow until the speedup's interval is `JUDGE_INTERVAL` narrow.
+    /// More follow until the verdict is decided (docs/judge-contract.md,
+    /// Pairs): the interval `JUDGE_INTERVAL` narrow, inside 1 ± 2.5%, or
+    /// clear of that as precisely as its distance from 1 needs.
     ["Roles"] judge_reps / JUDGE_REPS: u32 = "10";
-    /// How narrow a grade measures the speedup's 95% interval: its half
-    /// width, in percent of the speedup.
+    /// How narrow a grade measures the speedup's 95% interval at the
+    /// finest: its half width, in percent of the speedup. A speedup inside
+    /// 1 ± 2.5%, or far from 1, stops before it.
     ["Roles"] judge_interval / JUDGE_INTERVAL: Percent = "1";
     /// Seconds a grade's timed pairs may take, however wide their interval
     /// still is (the verdict shows the interval it got).

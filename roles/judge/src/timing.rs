@@ -111,14 +111,36 @@ fn median(values: &mut [u64]) -> f64 {
     (lower as f64 + upper as f64) / 2.0
 }
 
-/// When a grade's timed pairs stop: at `fewest` pairs once the interval is
-/// within `precision`, at `most` pairs, or once they have taken `cap_ms`.
+/// How far from 1 an interval may reach and still be "no change" decided:
+/// the noise identical code measures within (1.00x ± 2.5%), half the
+/// [0.95, 1.05] it is guaranteed.
+pub const NO_CHANGE_BAND: f64 = 0.025;
+
+/// The coarsest precision a speedup clear of the band is measured to.
+pub const CLEAR_PRECISION: f64 = 0.05;
+
+/// When a grade's timed pairs stop: from `fewest` pairs, once the verdict
+/// is [`Decided`]; at `most` pairs; or once they have taken `cap_ms`.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct StopRule {
     pub fewest: u32,
     pub most: u32,
     pub precision: f64,
     pub cap_ms: u64,
+}
+
+/// Why a speedup's interval is enough to stop.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Decided {
+    /// Within the rule's precision of the speedup.
+    Precise,
+    /// Inside 1 ± [`NO_CHANGE_BAND`]: no change worth telling, however
+    /// much closer more pairs would bring it.
+    NoChange,
+    /// Clear of the band, and as precise as its distance from 1 needs:
+    /// the speedup's log over ten, between the rule's precision and
+    /// [`CLEAR_PRECISION`] (2x to ±5%, 1.2x to ±1.8%).
+    Clear { precision: f64 },
 }
 
 impl StopRule {
@@ -131,7 +153,57 @@ impl StopRule {
         if n >= self.most || (n >= 1 && spent_ms >= self.cap_ms) {
             return true;
         }
-        self.check_at(n) && Speedup::of(pairs).is_some_and(|s| s.within(self.precision))
+        self.check_at(n) && Speedup::of(pairs).is_some_and(|s| self.decided(&s).is_some())
+    }
+
+    /// Whether `s` decides the verdict, and how.
+    pub fn decided(&self, s: &Speedup) -> Option<Decided> {
+        if s.within(self.precision) {
+            return Some(Decided::Precise);
+        }
+        // The band and the distance from 1 are read off the interval,
+        // which fewer pairs than this cannot give.
+        if (s.pairs as usize) < FEWEST_TO_TELL {
+            return None;
+        }
+        if s.low >= 1.0 - NO_CHANGE_BAND && s.high <= 1.0 + NO_CHANGE_BAND {
+            return Some(Decided::NoChange);
+        }
+        let clear = s.low > 1.0 + NO_CHANGE_BAND || s.high < 1.0 - NO_CHANGE_BAND;
+        let precision =
+            (s.median.ln().abs() / 10.0).clamp(self.precision, CLEAR_PRECISION.max(self.precision));
+        (clear && s.within(precision)).then_some(Decided::Clear { precision })
+    }
+
+    /// What a verdict says of how its pairs ended; `spread` is the
+    /// baseline's calls' (interquartile range over median), the node's
+    /// noise as the same code met it again and again.
+    pub fn stopped(&self, s: &Speedup, spread: Option<f64>) -> String {
+        let percent = |x: f64| format!("{:.1}%", 100.0 * x);
+        match self.decided(s) {
+            Some(Decided::Precise) => format!("within ±{}", percent(self.precision)),
+            Some(Decided::NoChange) => {
+                format!("inside the no-change band ±{}", percent(NO_CHANGE_BAND))
+            }
+            Some(Decided::Clear { precision }) => {
+                format!("clear of 1, to ±{}", percent(precision))
+            }
+            None => {
+                let reached = (s.high / s.median - 1.0).max(1.0 - s.low / s.median);
+                let noise = spread.map_or(String::new(), |spread| {
+                    format!(
+                        "; the baseline's calls spread {} (the node's noise)",
+                        percent(spread)
+                    )
+                });
+                let limit = if s.pairs >= self.most {
+                    format!("at its {} pairs", self.most)
+                } else {
+                    format!("in its {} s", self.cap_ms as f64 / 1000.0)
+                };
+                format!("not decided {limit}: ±{} reached{noise}", percent(reached))
+            }
+        }
     }
 
     /// Whether to compute the interval after `n` pairs: at the fewest, then
@@ -212,6 +284,86 @@ mod tests {
             Speedup::of(&pairs),
             Speedup::of(&pairs),
             "the same pairs, the same interval"
+        );
+    }
+
+    fn speedup(median: f64, low: f64, high: f64) -> Speedup {
+        Speedup {
+            median,
+            low,
+            high,
+            pairs: 20,
+        }
+    }
+
+    #[test]
+    fn a_verdict_is_decided_by_its_distance_from_one() {
+        let rule = StopRule {
+            fewest: 10,
+            most: 1000,
+            precision: 0.01,
+            cap_ms: 30_000,
+        };
+        // Identical code: ±2% is not ±1%, but it is inside the band.
+        assert_eq!(
+            rule.decided(&speedup(1.0, 0.98, 1.02)),
+            Some(Decided::NoChange)
+        );
+        assert_eq!(rule.decided(&speedup(1.0, 0.97, 1.02)), None);
+        // 2x needs ±5%, not ±1%; 1.2x needs ±1.8%.
+        assert_eq!(
+            rule.decided(&speedup(2.0, 1.91, 2.09)),
+            Some(Decided::Clear { precision: 0.05 })
+        );
+        assert_eq!(rule.decided(&speedup(2.0, 1.85, 2.1)), None);
+        let Some(Decided::Clear { precision }) = rule.decided(&speedup(1.2, 1.18, 1.215)) else {
+            panic!("1.2x at ±1.7% is decided")
+        };
+        assert!((precision - 1.2f64.ln() / 10.0).abs() < 1e-12);
+        // Slower, clear of the band, as much as faster.
+        assert!(matches!(
+            rule.decided(&speedup(0.5, 0.48, 0.52)),
+            Some(Decided::Clear { .. })
+        ));
+        // Near 1 and not inside the band: only the rule's ±1% decides.
+        assert_eq!(rule.decided(&speedup(1.03, 1.01, 1.05)), None);
+        assert_eq!(
+            rule.decided(&speedup(1.03, 1.025, 1.035)),
+            Some(Decided::Precise)
+        );
+        // Too few pairs decide nothing but the rule's own precision.
+        let few = |median, low, high| Speedup {
+            pairs: 5,
+            ..speedup(median, low, high)
+        };
+        assert_eq!(rule.decided(&few(2.0, 1.9, 2.1)), None);
+        assert_eq!(rule.decided(&few(1.0, 0.98, 1.02)), None);
+        assert_eq!(rule.decided(&few(2.0, 1.99, 2.01)), Some(Decided::Precise));
+    }
+
+    #[test]
+    fn a_verdict_says_how_its_pairs_ended() {
+        let rule = StopRule {
+            fewest: 10,
+            most: 1000,
+            precision: 0.01,
+            cap_ms: 30_000,
+        };
+        assert_eq!(
+            rule.stopped(&speedup(1.0, 0.98, 1.02), None),
+            "inside the no-change band ±2.5%"
+        );
+        assert_eq!(
+            rule.stopped(&speedup(2.0, 1.91, 2.09), None),
+            "clear of 1, to ±5.0%"
+        );
+        assert_eq!(
+            rule.stopped(&speedup(1.1, 1.095, 1.105), None),
+            "within ±1.0%"
+        );
+        assert_eq!(
+            rule.stopped(&speedup(1.0, 0.9, 1.07), Some(0.12)),
+            "not decided in its 30 s: ±10.0% reached; the baseline's calls spread 12.0% (the node's noise)"
         );
     }
 

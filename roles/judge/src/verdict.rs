@@ -147,6 +147,8 @@ pub struct Verdict {
     pub timed_sizes: BTreeMap<String, i64>,
     /// What the speedup divides (see the proto's `denominator`).
     pub denominator: String,
+    /// How the timed pairs ended (see the proto's `stopped`).
+    pub stopped: String,
     /// How the submission's run was isolated: `full`, or what was missing.
     pub isolation: String,
     /// A submit whose speedup was above its task's plausible bound: how it
@@ -186,6 +188,7 @@ impl Verdict {
             pairs: 0,
             timed_sizes: BTreeMap::new(),
             denominator: String::new(),
+            stopped: String::new(),
             isolation: String::new(),
             plausibility: String::new(),
             hidden_passed: 0,
@@ -297,6 +300,7 @@ impl From<&Verdict> for pb::Verdict {
             isolation: v.isolation.clone(),
             plausibility: v.plausibility.clone(),
             denominator: v.denominator.clone(),
+            stopped: v.stopped.clone(),
             hidden_passed: v.hidden_passed,
             hidden_total: v.hidden_total,
             deterministic: v.deterministic.unwrap_or(false),
@@ -341,6 +345,7 @@ impl From<pb::Verdict> for Verdict {
             isolation: v.isolation,
             plausibility: v.plausibility,
             denominator: v.denominator,
+            stopped: v.stopped,
             hidden_passed: v.hidden_passed,
             hidden_total: v.hidden_total,
             deterministic: (v.hidden_total > 0 || v.deterministic).then_some(v.deterministic),

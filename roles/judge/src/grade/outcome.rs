@@ -12,7 +12,7 @@ use crate::corpus::{DType, Tolerance};
 use crate::data::{CaseInputs, Reference};
 use crate::runner::protocol::{Event, Side};
 use crate::runner::{RunOutcome, Verifier};
-use crate::timing::Speedup;
+use crate::timing::{Speedup, StopRule};
 use crate::verdict::{Status, Timing, Verdict};
 use crate::verify::{self, Comparison, Output};
 
@@ -33,6 +33,8 @@ pub(crate) struct Read<'a> {
     pub timed: Vec<Checked<'a>>,
     /// Steps whose digests must equal the public step's.
     pub repeats: &'a [usize],
+    /// When the timed pairs stopped: the verdict says how they ended.
+    pub stop: Option<StopRule>,
 }
 
 /// Everything that can be said about a run, worst first.
@@ -57,6 +59,9 @@ pub(crate) fn judge_outcome(
         verdict.speedup_high = Some(s.high);
         verdict.pairs = s.pairs;
         verdict.denominator = "baseline".into();
+        if let Some(stop) = read.stop {
+            verdict.stopped = stop.stopped(&s, verdict.baseline.as_ref().map(|b| b.spread));
+        }
     }
 }
 
@@ -501,6 +506,7 @@ mod tests {
             held_out: Vec::new(),
             timed: Vec::new(),
             repeats: &[],
+            stop: None,
         };
         let expected = Expected::of(&read, Tolerance::scaled(1e-9, 1e-12));
         let right = expected.verify(2, "y", &f64s(&[1.0, 2.0, 3.0])).unwrap();
@@ -540,6 +546,7 @@ mod tests {
             held_out: vec![checked(1)],
             timed: vec![checked(2)],
             repeats: &[],
+            stop: None,
         };
         let expected = Expected::of(&read, Tolerance::plain(1e-9, 0.0));
         // Off by 1.5e-9 of itself: beyond the tolerance, within twice it.
@@ -568,6 +575,7 @@ mod tests {
             held_out: Vec::new(),
             timed: Vec::new(),
             repeats: &[],
+            stop: None,
         };
         let pair = |b, c| Event::Pair {
             baseline_ns: b,

@@ -134,6 +134,14 @@ impl<'a> Planner<'a> {
         Ok(())
     }
 
+    /// When the plan's pairs step stops, if it has one.
+    pub fn pairs_stop(&self) -> Option<StopRule> {
+        self.steps.iter().find_map(|step| match step {
+            Step::Pairs { stop, .. } => Some(*stop),
+            _ => None,
+        })
+    }
+
     /// A pairs step on `call` at the task's tolerance.
     fn push_pairs(
         &mut self,
@@ -379,6 +387,7 @@ pub(crate) fn checks_after_public<'a>(
             repeats.push(planner.check("public again", &data[0].0, false, true)?);
         }
     }
+    let stop = planner.pairs_stop();
     Ok((
         planner,
         Marks {
@@ -386,6 +395,7 @@ pub(crate) fn checks_after_public<'a>(
             held_out,
             timed: Vec::new(),
             repeats,
+            stop,
         },
     ))
 }
@@ -406,6 +416,8 @@ pub(crate) struct Marks {
     /// Checks whose calls are the timed ones (timed against NumPy).
     pub timed: Vec<usize>,
     pub repeats: Vec<usize>,
+    /// When the plan's timed pairs stop, if it has any.
+    pub stop: Option<StopRule>,
 }
 
 impl Marks {
@@ -434,6 +446,7 @@ impl Marks {
                 .map(|(&step, data)| Checked { step, data })
                 .collect(),
             repeats: &self.repeats,
+            stop: self.stop,
         }
     }
 }

@@ -122,6 +122,7 @@ impl Judge {
             held_out: Vec::new(),
             timed: Vec::new(),
             repeats: &[],
+            stop: None,
         };
         let tolerance = prepared.kernel.tolerance(prepared.precision);
         let profiled = (tool != Tool::None).then(|| out.path().to_path_buf());
