@@ -169,8 +169,8 @@ fn check(config: &Config, allocation: &Allocation, node: Node) -> Vec<Diagnostic
     let mut refuse = |key: &str, message: String| errors.push(config.diagnostic(key, message));
 
     // Nodes, in placement order: the first role that does not fit is the one named.
-    let judges_nodes = if s.colocate_judges { 0 } else { s.judge_nodes };
-    let need = shape.nodes() + s.agent_nodes + judges_nodes;
+    let judges_nodes = config.nodes_of(Role::Judge);
+    let need = config.node_total();
     let have = allocation.nodes.len() as u32;
     if need > have {
         let key = if shape.nodes() > have {

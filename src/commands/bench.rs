@@ -88,6 +88,10 @@ struct JudgeArgs {
     /// Rounds of the comparison with HPCAgent-Bench's judge.
     #[arg(long, default_value_t = 3)]
     peer_rounds: usize,
+    /// CPU-bound processes to spin on the node through the comparison with
+    /// HPCAgent-Bench's judge: a node where other work runs.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    noise: usize,
 }
 
 #[derive(Debug, Args)]
@@ -213,7 +217,7 @@ fn startup_bench(a: StartupArgs) -> anyhow::Result<()> {
     let local = startup::measure(&options, startup::Executor::Local)?;
     println!("hpcagent up, local executor: every agent and judge ready in {local:.2} s");
     let config = hpcagent_orchestrator::config::load(Some(&options.env), Vec::new())?;
-    let nodes = hpcagent_orchestrator::slurm::sbatch::node_total(&config);
+    let nodes = config.node_total();
     match peers::srun_true() {
         Ok(srun) => {
             println!("peer srun: one `srun true` in {srun:.2} s");
@@ -268,6 +272,7 @@ fn judge_bench(a: JudgeArgs) -> anyhow::Result<()> {
             peer,
             rounds: a.peer_rounds,
             work_dir: scratch.path().join("peer"),
+            noise: a.noise,
         };
         for outcome in judge_peer::run_bench(&options)? {
             println!("{}", judge_peer::render(&outcome));

@@ -9,7 +9,6 @@ use hpcagent_orchestrator::allocation::{Allocation, Sourced};
 use hpcagent_orchestrator::config::Config;
 use hpcagent_orchestrator::placement;
 use hpcagent_orchestrator::plan::Plan;
-use hpcagent_orchestrator::slurm::sbatch;
 
 use super::ConfigFlags;
 
@@ -84,7 +83,7 @@ fn allocation(args: &PlanArgs, config: &Config) -> anyhow::Result<(Allocation, O
     if let Some(allocation) = Allocation::from_env(&|name| std::env::var(name).ok())? {
         return Ok((allocation, None));
     }
-    let total = sbatch::node_total(config);
+    let total = config.node_total();
     let nodelist = if total == 1 {
         "node1".to_string()
     } else {

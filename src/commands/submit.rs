@@ -47,7 +47,7 @@ pub fn run(args: SubmitArgs) -> anyhow::Result<()> {
     };
     let exe = std::env::current_exe().context("cannot find the hpcagent executable")?;
     // Refuse a plan that cannot work before Slurm queues it for hours.
-    let total = sbatch::node_total(&config);
+    let total = config.node_total();
     let stand_in = Allocation::from_nodelist(&format!("node[1-{total}]"), None, None)?;
     let layout = super::layout(&config, config.settings.run_root.0.join("%j"))?;
     let plan = placement::place(&config, &stand_in, &layout)?;

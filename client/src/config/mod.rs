@@ -142,6 +142,29 @@ impl Config {
     pub fn inference(&self) -> InferenceShape {
         inference_shape(&self.settings).expect("validated when the config was resolved")
     }
+
+    /// The nodes of their own a role is given: colocated judges have none
+    /// (they share the agents'). The one count the plan, the batch job
+    /// and a heterogeneous job's components are made from.
+    pub fn nodes_of(&self, role: crate::plan::Role) -> u32 {
+        use crate::plan::Role;
+        let s = &self.settings;
+        match role {
+            Role::Inference => self.inference().nodes(),
+            Role::Agent => s.agent_nodes,
+            Role::Judge if s.colocate_judges => 0,
+            Role::Judge => s.judge_nodes,
+        }
+    }
+
+    /// The nodes the configuration asks for, all roles together.
+    pub fn node_total(&self) -> u32 {
+        use crate::plan::Role;
+        [Role::Inference, Role::Agent, Role::Judge]
+            .into_iter()
+            .map(|role| self.nodes_of(role))
+            .sum()
+    }
 }
 
 /// How the inference nodes are grouped into vLLM replicas.

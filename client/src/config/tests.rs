@@ -298,3 +298,24 @@ fn a_value_with_a_line_break_is_refused_at_its_origin() {
         "a\tb"
     );
 }
+
+#[test]
+fn colocated_judges_take_no_nodes_of_their_own() {
+    use crate::plan::Role;
+    let count = |text: &str| {
+        let file = env_file(text);
+        let config = resolve(&sources(&file, &[], &[])).unwrap();
+        (
+            [Role::Inference, Role::Agent, Role::Judge].map(|r| config.nodes_of(r)),
+            config.node_total(),
+        )
+    };
+    assert_eq!(
+        count("INFERENCE_NODES=2\nVLLM_MODEL=m\nAGENT_NODES=3\nJUDGE_NODES=2\n"),
+        ([2, 3, 2], 7)
+    );
+    assert_eq!(
+        count("AGENT_NODES=3\nJUDGE_NODES=0\nCOLOCATE_JUDGES=true\n"),
+        ([0, 3, 0], 3)
+    );
+}

@@ -244,7 +244,7 @@ fn make_plan(up: &Up) -> anyhow::Result<Plan> {
         ExecutorKind::Slurm { .. } => Allocation::from_env(&|v| std::env::var(v).ok())?
             .context("SLURM_JOB_NODELIST is not set: not inside a Slurm job")?,
         ExecutorKind::Local => {
-            let total = crate::slurm::sbatch::node_total(&up.config);
+            let total = up.config.node_total();
             let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as u32;
             Allocation::from_nodelist(
                 &format!("local[1-{total}]"),

@@ -20,7 +20,6 @@ use crate::plan::Role;
 /// The components the configuration asks for: one, or one per partition.
 pub fn components(config: &Config) -> Vec<Component> {
     let s = &config.settings;
-    let judge_nodes = if s.colocate_judges { 0 } else { s.judge_nodes };
     let partition_of = |role| {
         let own = match role {
             Role::Inference => &s.inference_partition,
@@ -32,11 +31,8 @@ pub fn components(config: &Config) -> Vec<Component> {
         own.clone().or_else(|| s.partition.clone())
     };
     let mut components: Vec<Component> = Vec::new();
-    for (role, nodes) in [
-        (Role::Inference, config.inference().nodes()),
-        (Role::Agent, s.agent_nodes),
-        (Role::Judge, judge_nodes),
-    ] {
+    for role in [Role::Inference, Role::Agent, Role::Judge] {
+        let nodes = config.nodes_of(role);
         if nodes == 0 && !(role == Role::Judge && s.colocate_judges) {
             continue;
         }

@@ -109,13 +109,6 @@ pub enum SubmitError {
     Template(String),
 }
 
-/// Total nodes the configuration asks for.
-pub fn node_total(config: &Config) -> u32 {
-    let s = &config.settings;
-    let judges = if s.colocate_judges { 0 } else { s.judge_nodes };
-    config.inference().nodes() + s.agent_nodes + judges
-}
-
 /// Computes the `sbatch` flags and renders the site's script.
 pub fn prepare(
     config: &Config,
@@ -172,7 +165,12 @@ pub fn prepare(
         }
     } else {
         let partition = s.partition.as_deref();
-        flags.extend(component_flags(config, node_total(config), partition, true));
+        flags.extend(component_flags(
+            config,
+            config.node_total(),
+            partition,
+            true,
+        ));
         flags.extend(extra_args.iter().cloned());
     }
     let script = render(
