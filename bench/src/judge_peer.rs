@@ -17,12 +17,19 @@
 //! even ones:
 //! - a warm grade (a judge that graded the task before);
 //! - a fresh judge's first grade over the cache an earlier judge kept;
-//! - a fresh judge's first grade over an empty cache, after idle time as
-//!   long as the peer's first grade took beyond its warm one (its baseline's
-//!   cost, from the round's own grades when the peer goes first, else from
-//!   the round before): what a judge started before agents submit has had
-//!   to prepare;
+//! - a fresh judge's first grade over an empty cache, asked at once (a
+//!   judge a user starts and grades on, with nothing prepared);
+//! - the same after idle time as long as the peer's first grade took
+//!   beyond its warm one (its baseline's cost, from the round's own grades
+//!   when the peer goes first, else from the round before): what a
+//!   campaign's judge, started with its tasks to warm before agents
+//!   submit, has had to prepare (printed beside the first, never instead);
 //! - a submit (5 held-out cases on both).
+//!
+//! With `--noise N`, N CPU-bound processes spin on the node for the whole
+//! bench (not pinned: they go where the scheduler puts them, as another
+//! job's or a user's work does): a node where other work runs, as users'
+//! nodes often are. Without it the node is as quiet as the machine is.
 //!
 //! Times are as a client sees them, from request to answer; a judge's own
 //! start is not counted. Each ratio is the median of the rounds' own ratios.
@@ -54,6 +61,8 @@ pub struct Options {
     pub peer: PathBuf,
     pub rounds: usize,
     pub work_dir: PathBuf,
+    /// CPU-bound processes spinning on the node through the bench.
+    pub noise: usize,
 }
 
 /// One round's seconds.
@@ -69,6 +78,7 @@ struct Round {
 struct Grades {
     warm: f64,
     fresh_kept: f64,
+    fresh_at_once: f64,
     fresh_empty: f64,
     submit: f64,
 }
@@ -90,6 +100,8 @@ pub struct Outcome {
     pub whose: String,
     pub sizes: [i64; 3],
     pub rounds: usize,
+    /// CPU-bound processes that spun on the node.
+    pub noise: usize,
     pub by_hand_s: f64,
     pub idle_s: f64,
     /// (what, peer seconds, peer / by hand, ours seconds, ours / by hand, ours / peer)
@@ -107,12 +119,40 @@ pub fn run_bench(options: &Options) -> anyhow::Result<Vec<Outcome>> {
         package: None,
     };
     let ours = own_size(options)?;
+    let _noise = Noise::start(options.noise)?;
     let mut outcomes = Vec::new();
     for work in [theirs, ours] {
         eprintln!("gemm at {} ({:?})", work.whose, work.sizes);
         outcomes.push(measure(options, &work)?);
     }
     Ok(outcomes)
+}
+
+/// CPU-bound processes, killed when dropped.
+struct Noise(Vec<Child>);
+
+impl Noise {
+    fn start(n: usize) -> anyhow::Result<Noise> {
+        let spin = || {
+            Command::new("sh")
+                .args(["-c", "while :; do :; done"])
+                .stdin(Stdio::null())
+                .spawn()
+                .context("cannot start a CPU-bound process")
+        };
+        Ok(Noise(
+            (0..n).map(|_| spin()).collect::<anyhow::Result<_>>()?,
+        ))
+    }
+}
+
+impl Drop for Noise {
+    fn drop(&mut self) {
+        for child in &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
 }
 
 /// The work at hpcagent's S: a copy of the peer's installed package whose
@@ -256,15 +296,17 @@ fn measure(options: &Options, work: &Work) -> anyhow::Result<Outcome> {
             }
         };
         eprintln!(
-            "round {}: by hand {:.2} s; peer {:.2}/{:.2}/{:.2}/{:.2}; hpcagent {:.2}/{:.2}/{:.2}/{:.2} (warm/fresh kept/fresh empty after {:.1} s/submit; {} first)",
+            "round {}: by hand {:.2} s; peer {:.2}/{:.2}/{:.2}/{:.2}/{:.2}; hpcagent {:.2}/{:.2}/{:.2}/{:.2}/{:.2} (warm/fresh kept/fresh empty at once/after {:.1} s/submit; {} first)",
             r + 1,
             round.hand,
             round.peer.warm,
             round.peer.fresh_kept,
+            round.peer.fresh_at_once,
             round.peer.fresh_empty,
             round.peer.submit,
             round.ours.warm,
             round.ours.fresh_kept,
+            round.ours.fresh_at_once,
             round.ours.fresh_empty,
             round.ours.submit,
             round.idle,
@@ -272,7 +314,7 @@ fn measure(options: &Options, work: &Work) -> anyhow::Result<Outcome> {
         );
         rounds.push(round);
     }
-    Ok(summarize(work, &rounds))
+    Ok(summarize(work, &rounds, options.noise))
 }
 
 /// The submission, new each grade (a comment) so no build is cached.
@@ -316,6 +358,9 @@ impl Bench<'_> {
         };
         g.fresh_kept = Peer::start(exe, kept, self.work)?.grade(&self.variants.next()?, false)?;
         let cost = (g.fresh_kept - g.warm).max(0.0);
+        let at_once = self.dir.join(format!("peer-at-once-{}", self.round));
+        g.fresh_at_once =
+            Peer::start(exe, &at_once, self.work)?.grade(&self.variants.next()?, false)?;
         let empty = self.dir.join(format!("peer-empty-{}", self.round));
         let mut fresh = Peer::start(exe, &empty, self.work)?;
         std::thread::sleep(Duration::from_secs_f64(idle.unwrap_or(cost)));
@@ -338,6 +383,12 @@ impl Bench<'_> {
             .ask(TASK, &self.variants.next()?, false)?
             .0;
         drop(fresh);
+        let at_once = self.dir.join(format!("cache-at-once-{}", self.round));
+        let fresh = start_judge_with(exe, repo, &at_once, &args)?;
+        g.fresh_at_once = Client::connect(&fresh)?
+            .ask(TASK, &self.variants.next()?, false)?
+            .0;
+        drop(fresh);
         let mut warming = args;
         warming.extend(["--warm".to_string(), TASK.to_string()]);
         let empty = self.dir.join(format!("cache-empty-{}", self.round));
@@ -354,7 +405,7 @@ fn corpus_args(work: &Work) -> Vec<String> {
     vec!["--corpus".into(), work.corpus.display().to_string()]
 }
 
-fn summarize(work: &Work, rounds: &[Round]) -> Outcome {
+fn summarize(work: &Work, rounds: &[Round], noise: usize) -> Outcome {
     let med = |f: &dyn Fn(&Round) -> f64| median(&mut rounds.iter().map(f).collect::<Vec<_>>());
     let row = |what: &str, pick: fn(&Grades) -> f64| {
         (
@@ -370,12 +421,16 @@ fn summarize(work: &Work, rounds: &[Round]) -> Outcome {
         whose: work.whose.to_string(),
         sizes: work.sizes,
         rounds: rounds.len(),
+        noise,
         by_hand_s: med(&|r| r.hand),
         idle_s: med(&|r| r.idle),
         rows: vec![
             row("warm grade", |g| g.warm),
             row("fresh judge's first grade, kept cache", |g| g.fresh_kept),
-            row("fresh judge's first grade, empty cache", |g| g.fresh_empty),
+            row("fresh judge's first grade, empty cache", |g| {
+                g.fresh_at_once
+            }),
+            row("  the same, warming its task first", |g| g.fresh_empty),
             row("submit (5 held-out cases)", |g| g.submit),
         ],
     }
@@ -384,10 +439,20 @@ fn summarize(work: &Work, rounds: &[Round]) -> Outcome {
 pub fn render(o: &Outcome) -> String {
     let mut out = format!(
         "hpcagent judge vs HPCAgent-Bench's judge: gemm at {} ({}×{}×{}) in C, \
-         an i-k-j kernel, 1 + {CALLS} calls a grade; medians of {} rounds\n\
-         by hand (gcc, then 1 + {CALLS} calls): {:.3} s; idle before a fresh judge's first \
-         grade over an empty cache: {:.2} s\n",
-        o.whose, o.sizes[0], o.sizes[1], o.sizes[2], o.rounds, o.by_hand_s, o.idle_s
+         an i-k-j kernel, 1 + {CALLS} calls a grade; medians of {} rounds; {}\n\
+         by hand (gcc, then 1 + {CALLS} calls): {:.3} s; idle of a warming judge before its \
+         first grade over an empty cache: {:.2} s\n",
+        o.whose,
+        o.sizes[0],
+        o.sizes[1],
+        o.sizes[2],
+        o.rounds,
+        match o.noise {
+            0 => "a quiet node".to_string(),
+            n => format!("{n} CPU-bound processes on the node"),
+        },
+        o.by_hand_s,
+        o.idle_s
     );
     out.push_str(&format!(
         "{:<42} {:>22} {:>22} {:>16}\n",
