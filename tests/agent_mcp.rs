@@ -13,7 +13,6 @@ use hpcagent_agent::judge_link::JudgeLink;
 use hpcagent_agent::tool_server::{SECRET_VAR, ToolClient, ToolServer};
 use hpcagent_agent::tools::Toolbox;
 use hpcagent_agent::workspace::Workspace;
-use hpcagent_orchestrator::client;
 use hpcagent_proto::v1 as pb;
 use rmcp::ServiceExt;
 use rmcp::model::{CallToolRequestParams, CallToolResult};
@@ -34,7 +33,7 @@ async fn serve_tools(dir: &std::path::Path, judge: &JudgeServer, secret: &str) -
         ..Default::default()
     };
     // Only a failing judge would make the tools call the orchestrator.
-    let orchestrator = client::connect_lazy("http://127.0.0.1:9", "unused").unwrap();
+    let orchestrator = hpcagent_client::connect_lazy("http://127.0.0.1:9", "unused").unwrap();
     let link = JudgeLink::new(orchestrator, &lease, "unused");
     let tools = Toolbox::new(
         lease,

@@ -9,10 +9,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
+use hpcagent_client::plan::Role;
+use hpcagent_client::{Client, Records};
 use hpcagent_orchestrator::campaign::state::{Campaign, RoleEntry};
-use hpcagent_orchestrator::client::{self, Client, Records};
 use hpcagent_orchestrator::control::{Control, auth::Tokens};
-use hpcagent_orchestrator::plan::Role;
 use hpcagent_orchestrator::scheduler::{Scheduler, Settings, Task, TaskSpec};
 use hpcagent_orchestrator::store::{Store, TaskRow};
 use hpcagent_proto::v1 as pb;
@@ -136,7 +136,7 @@ impl Simulated {
             .tokens
             .of(instance)
             .with_context(|| format!("no instance {instance}"))?;
-        client::connect(&self.url, token).await
+        hpcagent_client::connect(&self.url, token).await
     }
 
     /// Registers every judge and reports it ready; returns their verdict

@@ -1,9 +1,9 @@
 //! The orchestrator: from an env file and an allocation to a running campaign.
 //!
-//! Reads the campaign's configuration ([`config`], in `hpcagent-client`,
-//! which roles share), and owns Slurm hostlists
+//! Reads the campaign's configuration (`hpcagent_client::config`, which
+//! roles share), and owns Slurm hostlists
 //! ([`hostlist`]), what the allocation holds ([`allocation`]), the assignment
-//! of nodes to role instances ([`placement`], producing a [`plan::Plan`]),
+//! of nodes to role instances ([`placement`], producing a `hpcagent_client::plan::Plan`),
 //! driving Slurm's commands ([`slurm`]), and running a campaign
 //! ([`campaign`]): the control plane roles talk to ([`control`]; the
 //! roles' side is `hpcagent-client`), the task scheduler ([`scheduler`]), the results
@@ -21,7 +21,3 @@ pub mod scheduler;
 pub mod slurm;
 pub mod store;
 pub mod supervisor;
-
-// What roles share with the orchestrator is a crate of its own; the
-// orchestrator's modules name it as before.
-pub use hpcagent_client::{self as client, config, plan, words};

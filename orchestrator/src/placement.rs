@@ -11,10 +11,12 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use crate::allocation::Allocation;
-use crate::config::{Config, ConfigError, Diagnostic};
 use crate::hostlist;
-use crate::plan::{OrchestratorEndpoint, Parallelism, Plan, Role, RoleInstance, VllmLaunch};
 use crate::slurm::{StepSpec, hetjob, srun_argv};
+use hpcagent_client::config::{Config, ConfigError, Diagnostic};
+use hpcagent_client::plan::{
+    OrchestratorEndpoint, Parallelism, Plan, Role, RoleInstance, VllmLaunch,
+};
 
 /// Where the run lives and which binary the steps run.
 #[derive(Debug, Clone)]

@@ -24,7 +24,8 @@ use tokio::sync::{mpsc, watch};
 
 use crate::campaign::state::{Campaign, RoleState};
 use crate::executor::{Executor, Step, last_words};
-use crate::plan::{Role, RoleInstance};
+use hpcagent_client::REFUSED_EXIT;
+use hpcagent_client::plan::{Role, RoleInstance};
 
 pub const MAX_RESTARTS: u32 = 3;
 /// An instance that ran this long before it died starts its restarts afresh:
@@ -37,8 +38,6 @@ pub const STOP_GRACE: Duration = Duration::from_secs(10);
 const SLOW_LAUNCH: Duration = Duration::from_secs(10);
 /// How often slow launches are looked up: one `squeue` for all of them.
 const SLOW_LAUNCH_EVERY: Duration = Duration::from_secs(5);
-
-pub use hpcagent_client::{REFUSED_EXIT, Refused};
 
 /// A role the campaign cannot do without has failed for good.
 #[derive(Debug, Clone)]

@@ -6,10 +6,10 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use hpcagent_client::plan::Role;
+use hpcagent_client::{AttemptOutcome, Leases, Pulled, Records};
 use hpcagent_orchestrator::campaign::state::{Campaign, RoleEntry};
-use hpcagent_orchestrator::client::{self, AttemptOutcome, Leases, Pulled, Records};
 use hpcagent_orchestrator::control::{Control, auth::Tokens};
-use hpcagent_orchestrator::plan::Role;
 use hpcagent_orchestrator::scheduler::{Scheduler, Settings, Task, TaskSpec};
 use hpcagent_orchestrator::store::Store;
 use hpcagent_proto::v1 as pb;
@@ -131,7 +131,7 @@ fn completion(lease: &str, outcome: AttemptOutcome) -> pb::Completion {
 
 /// A judge registered and ready, and its verdict line.
 async fn ready_judge(running: &Running, name: &str) -> Records {
-    let mut judge = client::connect(&running.url, running.tokens.of(name).unwrap())
+    let mut judge = hpcagent_client::connect(&running.url, running.tokens.of(name).unwrap())
         .await
         .unwrap();
     judge
@@ -182,7 +182,7 @@ async fn only_judges_record_results_and_every_call_needs_a_token() {
     assert_eq!(err.code(), tonic::Code::Unauthenticated);
 
     // A made-up token.
-    let stranger = client::connect(&running.url, "0123456789abcdef")
+    let stranger = hpcagent_client::connect(&running.url, "0123456789abcdef")
         .await
         .unwrap();
     let err = Records::new(stranger)
@@ -193,7 +193,7 @@ async fn only_judges_record_results_and_every_call_needs_a_token() {
 
     // The judge registers and is ready; the agent takes the lease.
     let judge = ready_judge(&running, "judge-0").await;
-    let mut agent = client::connect(&running.url, running.tokens.of("agent-0").unwrap())
+    let mut agent = hpcagent_client::connect(&running.url, running.tokens.of("agent-0").unwrap())
         .await
         .unwrap();
     let leases = Leases::new(agent.clone(), "agent-0");
@@ -246,7 +246,7 @@ async fn only_judges_record_results_and_every_call_needs_a_token() {
 async fn a_verdict_for_another_task_is_refused() {
     let running = start().await;
     let judge = ready_judge(&running, "judge-0").await;
-    let agent = client::connect(&running.url, running.tokens.of("agent-0").unwrap())
+    let agent = hpcagent_client::connect(&running.url, running.tokens.of("agent-0").unwrap())
         .await
         .unwrap();
     let lease = lease_of(&Leases::new(agent, "agent-0")).await;
@@ -259,7 +259,8 @@ async fn a_verdict_for_another_task_is_refused() {
 #[tokio::test]
 async fn an_instance_acts_only_as_itself() {
     let running = start().await;
-    let connect = |name: &str| client::connect(&running.url, running.tokens.of(name).unwrap());
+    let connect =
+        |name: &str| hpcagent_client::connect(&running.url, running.tokens.of(name).unwrap());
     let judge = ready_judge(&running, "judge-0").await;
     let mut other_judge = connect("judge-1").await.unwrap();
     let err = other_judge
@@ -329,7 +330,8 @@ async fn an_instance_acts_only_as_itself() {
 #[tokio::test]
 async fn a_refused_item_refuses_only_itself() {
     let running = start().await;
-    let connect = |name: &str| client::connect(&running.url, running.tokens.of(name).unwrap());
+    let connect =
+        |name: &str| hpcagent_client::connect(&running.url, running.tokens.of(name).unwrap());
     ready_judge(&running, "judge-0").await;
     let mut judge = connect("judge-0").await.unwrap();
     let mut agent = connect("agent-0").await.unwrap();
@@ -400,7 +402,7 @@ async fn a_refused_item_refuses_only_itself() {
 async fn a_request_refused_whole_ends_its_stream() {
     let running = start().await;
     ready_judge(&running, "judge-0").await;
-    let mut agent = client::connect(&running.url, running.tokens.of("agent-0").unwrap())
+    let mut agent = hpcagent_client::connect(&running.url, running.tokens.of("agent-0").unwrap())
         .await
         .unwrap();
     let asks = [

@@ -4,8 +4,8 @@
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
+use hpcagent_client::speedup::Speedup;
 use hpcagent_orchestrator::store::TaskRow;
-use hpcagent_orchestrator::store::speedup::Speedup;
 
 use crate::data::{RunData, Summary, outcome};
 use crate::figures::Figure;

@@ -19,9 +19,9 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
+use hpcagent_client::config::{self as cfg, Config, ConfigError, Override};
+use hpcagent_client::{REFUSED_EXIT, Refused};
 use hpcagent_orchestrator::allocation::AllocationError;
-use hpcagent_orchestrator::config::{self as cfg, Config, ConfigError, Override};
-use hpcagent_orchestrator::supervisor::{REFUSED_EXIT, Refused};
 
 #[derive(Debug, Subcommand)]
 pub enum Command {

@@ -5,10 +5,10 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use clap::Args;
+use hpcagent_client::config::Config;
+use hpcagent_client::plan::Plan;
 use hpcagent_orchestrator::allocation::{Allocation, Sourced};
-use hpcagent_orchestrator::config::Config;
 use hpcagent_orchestrator::placement;
-use hpcagent_orchestrator::plan::Plan;
 
 use super::ConfigFlags;
 

@@ -6,7 +6,6 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use clap::Args;
 use hpcagent_orchestrator::campaign::ENDPOINT_FILE;
-use hpcagent_orchestrator::client;
 use hpcagent_orchestrator::slurm::chain;
 use hpcagent_orchestrator::slurm::sbatch::BATCH_LOG;
 use hpcagent_orchestrator::store::{self, Reader};
@@ -59,7 +58,7 @@ async fn live(endpoint: &std::path::Path) -> anyhow::Result<pb::StatusSnapshot> 
     let info: serde_json::Value = serde_json::from_str(&text)?;
     let address = info["address"].as_str().context("no address")?;
     let token = info["observer_token"].as_str().context("no token")?;
-    let mut client = client::connect(address, token).await?;
+    let mut client = hpcagent_client::connect(address, token).await?;
     let mut stream = client
         .watch_status(pb::WatchStatusRequest {})
         .await?

@@ -22,17 +22,18 @@ use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::{mpsc, watch};
 
 use crate::allocation::{Allocation, Sourced};
-use crate::client::{ORCHESTRATOR_VAR, TOKEN_VAR};
-use crate::config::Config;
-use crate::control::auth::{JUDGE_TOKEN_VAR, Tokens};
+use crate::control::auth::Tokens;
 use crate::control::{self, Control};
 use crate::executor::{Executor, local::LocalExecutor, slurm::SlurmExecutor};
 use crate::placement::{self, Layout};
-use crate::plan::{Plan, Role};
 use crate::scheduler::{Scheduler, Service, Settings, Task, TaskState};
 use crate::slurm::chain;
 use crate::store::{AgentReport, Reader, Store, TaskRow};
 use crate::supervisor::{self, Critical};
+use hpcagent_client::JUDGE_TOKEN_VAR;
+use hpcagent_client::config::Config;
+use hpcagent_client::plan::{Plan, Role};
+use hpcagent_client::{ORCHESTRATOR_VAR, TOKEN_VAR};
 use state::{Campaign, RoleEntry, RoleState};
 
 /// File in the run directory telling clients where the orchestrator listens.
@@ -320,7 +321,7 @@ async fn serve(
         ExecutorKind::Local => ("127.0.0.1:0".to_string(), "127.0.0.1".to_string()),
         ExecutorKind::Slurm { .. } => (
             format!("0.0.0.0:{}", plan.orchestrator.port),
-            crate::client::hostname(),
+            hpcagent_client::hostname(),
         ),
     };
     let listener = match tokio::net::TcpListener::bind(&bind).await {
@@ -355,7 +356,7 @@ fn role_environments(
     plan: &Plan,
     tokens: &Tokens,
     address: &str,
-) -> Vec<(crate::plan::RoleInstance, Vec<(String, String)>)> {
+) -> Vec<(hpcagent_client::plan::RoleInstance, Vec<(String, String)>)> {
     let secret = format!("{}", rand::random::<u64>());
     plan.instances
         .iter()
@@ -384,7 +385,7 @@ fn role_environments(
 async fn run<E: Executor>(
     executor: Arc<E>,
     campaign: Arc<Campaign>,
-    instances: Vec<(crate::plan::RoleInstance, Vec<(String, String)>)>,
+    instances: Vec<(hpcagent_client::plan::RoleInstance, Vec<(String, String)>)>,
     up: &Up,
 ) -> Outcome {
     let (shutdown_tx, shutdown) = watch::channel(false);

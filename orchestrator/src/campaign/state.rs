@@ -7,9 +7,9 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use crate::control::auth::Tokens;
-use crate::plan::Role;
 use crate::scheduler::{AttemptEnd, Scheduler, Service, TaskState};
 use crate::store::{AgentReport, AttemptRecord, Store, VerdictRecord};
+use hpcagent_client::plan::Role;
 
 /// Where a role instance is in its life.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -17,8 +17,8 @@ use std::time::Duration;
 use hpcagent_corpus::{Corpus, Kernel, Precision, Preset};
 use serde::Deserialize;
 
-use crate::config::{Config, ConfigError, Origin};
 use crate::scheduler::TaskSpec;
+use hpcagent_client::config::{Config, ConfigError, Origin};
 
 /// A kernel with the languages (and optional precision and preset) to run it in.
 type Selected<'a> = (&'a Kernel, Vec<String>, Option<String>, Option<Preset>);
@@ -269,7 +269,7 @@ pub fn corpus_version(dir: &std::path::Path) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{Sources, resolve};
+    use hpcagent_client::config::{Sources, resolve};
 
     fn tasks(kernels: &str) -> Result<Vec<TaskSpec>, ConfigError> {
         let dir = tempfile::tempdir().unwrap();

@@ -17,9 +17,8 @@ use std::collections::HashMap;
 use sha2::{Digest, Sha256};
 use tonic::{Request, Status};
 
-use crate::plan::Role;
-
-pub use hpcagent_client::{JUDGE_TOKEN_VAR, bearer, constant_time_eq};
+use hpcagent_client::plan::Role;
+use hpcagent_client::{bearer, constant_time_eq};
 
 /// Who a caller is, as its token says.
 #[derive(Debug, Clone, PartialEq, Eq)]

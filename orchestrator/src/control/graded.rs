@@ -8,8 +8,8 @@ use tonic::Status;
 use super::auth::Principal;
 use crate::scheduler::{Submitter, TaskSpec};
 use crate::store::VerdictRecord;
-use crate::store::speedup::Speedup;
 use hpcagent_client::AttemptOutcome;
+use hpcagent_client::speedup::Speedup;
 
 /// A judge's record, read into what the store keeps before the scheduler
 /// lock is taken (the verdict's JSON is made here).

@@ -26,11 +26,11 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
 
 use crate::campaign::state::{Campaign, RoleState, service_of};
-use crate::plan::Role;
 use crate::scheduler::{AttemptEnd, Completion, Grant, Pull, RecordError, Scheduler, Service};
 use crate::store::{AgentReport, AttemptStart};
 use auth::Principal;
 use graded::{Graded, check_verdict_matches};
+use hpcagent_client::plan::Role;
 
 /// The most items one batch may carry.
 pub const MAX_BATCH: usize = 1024;

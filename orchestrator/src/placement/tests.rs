@@ -1,6 +1,6 @@
 use super::*;
 use crate::allocation::Sourced;
-use crate::config::{Sources, resolve};
+use hpcagent_client::config::{Sources, resolve};
 
 fn config(text: &str) -> Config {
     let dir = tempfile::tempdir().unwrap();

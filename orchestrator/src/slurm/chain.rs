@@ -21,7 +21,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::sbatch::{self, Campaign, SubmitError};
-use crate::config::Config;
+use hpcagent_client::config::Config;
 
 /// The chain's record in a run directory.
 pub const FILE_NAME: &str = "jobs.jsonl";

@@ -19,8 +19,8 @@ use std::path::{Path, PathBuf};
 
 use toml::Value;
 
-use crate::config::{Config, ConfigError};
-use crate::plan::{Plan, Role};
+use hpcagent_client::config::{Config, ConfigError};
+use hpcagent_client::plan::{Plan, Role};
 
 /// Why an EDF cannot be found or rendered.
 #[derive(Debug, thiserror::Error)]

@@ -13,9 +13,9 @@
 //! placement into node pools. With one partition there is one component and
 //! an ordinary job.
 
-use crate::config::Config;
-pub use crate::plan::Component;
-use crate::plan::Role;
+use hpcagent_client::config::Config;
+pub use hpcagent_client::plan::Component;
+use hpcagent_client::plan::Role;
 
 /// The components the configuration asks for: one, or one per partition.
 pub fn components(config: &Config) -> Vec<Component> {
@@ -68,7 +68,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("t.env");
         std::fs::write(&path, text).unwrap();
-        crate::config::resolve(&crate::config::Sources {
+        hpcagent_client::config::resolve(&hpcagent_client::config::Sources {
             env_file: Some(path),
             ..Default::default()
         })

@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use super::hetjob;
-use crate::config::{Config, Site};
+use hpcagent_client::config::{Config, Site};
 
 /// The batch script templates, one per site, compiled in so the binary works
 /// without a checkout.
@@ -80,7 +80,7 @@ impl BatchJob {
     pub fn command_line(&self) -> String {
         let mut argv = vec!["sbatch".to_string()];
         argv.extend(self.flags.iter().cloned());
-        crate::words::join(&argv)
+        hpcagent_client::words::join(&argv)
     }
 }
 

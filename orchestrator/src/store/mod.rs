@@ -29,7 +29,6 @@ mod reader;
 mod schema;
 mod writer;
 
-pub use hpcagent_client::speedup;
 pub use reader::{AttemptRow, CampaignRow, EventRow, ReadError, Reader, TaskResult, VerdictRow};
 pub use writer::{AgentReport, AttemptRecord, AttemptStart, Store, VerdictRecord, now};
 

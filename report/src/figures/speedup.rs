@@ -12,8 +12,8 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
+use hpcagent_client::speedup::Speedup;
 use hpcagent_orchestrator::store::TaskRow;
-use hpcagent_orchestrator::store::speedup::Speedup;
 
 use super::axis::Bands;
 use super::{DrawResult, color_of, faint_grid, placeholder};
