@@ -4,13 +4,16 @@
 //! lease traffic: [`Client`], [`RoleContext`], [`Leases`], [`Records`]),
 //! the names of the variables and tokens it is given, the exit it refuses
 //! with ([`Refused`]), how an attempt ended ([`AttemptOutcome`]) and how a
-//! verdict's speedup reads ([`speedup`]).
+//! verdict's speedup reads ([`speedup`]); and two helpers every crate
+//! above it uses: a file written whole ([`files`]) and words for people
+//! ([`words`]).
 //!
 //! The roles (judge, agent, inference) and the orchestrator depend on it;
 //! it depends on neither. It does not own the control plane's server, the
 //! scheduler, the store or driving Slurm: those are the orchestrator's.
 
 pub mod config;
+pub mod files;
 pub mod hidden;
 mod link;
 mod outcome;

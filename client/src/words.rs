@@ -28,6 +28,18 @@ pub fn join<S: AsRef<str>>(words: &[S]) -> String {
         .join(" ")
 }
 
+/// The candidate most like `name`, for a "did you mean" hint: within three
+/// edits (a quarter of a long candidate's length), transpositions counted
+/// as one; `None` when nothing is that close.
+pub fn nearest<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    candidates
+        .into_iter()
+        .map(|c| (strsim::damerau_levenshtein(name, c), c))
+        .filter(|(distance, c)| *distance <= 3.max(c.len() / 4))
+        .min_by_key(|(distance, _)| *distance)
+        .map(|(_, c)| c)
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -35,5 +47,19 @@ mod tests {
         let line = super::join(&["srun", "--job-name=judge-0", "a b", "it's", "$HOME"]);
         assert_eq!(line, r#"srun --job-name=judge-0 'a b' 'it'\''s' '$HOME'"#);
         assert_eq!(shell_words::split(&line).unwrap()[3], "it's");
+    }
+
+    #[test]
+    fn the_nearest_candidate_is_suggested_when_close() {
+        let keys = ["JUDGE_NODES", "AGENT_NODES", "TIME_LIMIT"];
+        use super::nearest;
+        assert_eq!(nearest("JUDGE_NODE", keys), Some("JUDGE_NODES"));
+        assert_eq!(
+            nearest("TIEM_LIMIT", keys),
+            Some("TIME_LIMIT"),
+            "a swap is one edit"
+        );
+        assert_eq!(nearest("PARTITION", keys), None);
+        assert_eq!(nearest("gem", ["gemm", "atax"]), Some("gemm"));
     }
 }

@@ -106,11 +106,9 @@ fn default_run_dir(config: &Config, allocation: &Allocation) -> PathBuf {
     config.settings.run_root.0.join(name)
 }
 
-/// Writes the plan next to its final name, then renames: a reader never sees half a plan.
+/// Writes the plan whole: a reader never sees half a plan.
 fn write_json(plan: &Plan, path: &Path) -> anyhow::Result<()> {
-    let tmp = path.with_extension("json.tmp");
     let json = serde_json::to_string_pretty(plan)? + "\n";
-    std::fs::write(&tmp, json).with_context(|| format!("cannot write {}", tmp.display()))?;
-    std::fs::rename(&tmp, path).with_context(|| format!("cannot write {}", path.display()))?;
-    Ok(())
+    hpcagent_client::files::write_atomic(path, json.as_bytes(), 0o644)
+        .with_context(|| format!("cannot write {}", path.display()))
 }

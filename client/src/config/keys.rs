@@ -307,12 +307,7 @@ pub fn find(name: &str) -> Option<&'static KeySpec> {
 
 /// The valid key most like `name`, for "did you mean" hints.
 pub fn nearest(name: &str) -> Option<&'static str> {
-    let upper = name.to_ascii_uppercase();
-    KEYS.iter()
-        .map(|k| (strsim::damerau_levenshtein(&upper, k.name), k.name))
-        .filter(|(distance, key)| *distance <= 3.max(key.len() / 4))
-        .min_by_key(|(distance, _)| *distance)
-        .map(|(_, key)| key)
+    crate::words::nearest(&name.to_ascii_uppercase(), KEYS.iter().map(|k| k.name))
 }
 
 /// The reason an unknown key is refused, with a suggestion where one is close.

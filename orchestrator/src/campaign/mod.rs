@@ -534,23 +534,11 @@ fn lock_run_dir(run_dir: &Path) -> anyhow::Result<std::fs::File> {
     }
 }
 
-/// Writes `path` whole (through a temporary file and a rename), created with
-/// `mode` so a secret is never readable by others, not even for a moment.
+/// Writes `path` whole, created with `mode` so a secret is never readable
+/// by others, not even for a moment.
 fn write_file(path: &Path, text: &str, mode: u32) -> anyhow::Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let tmp = path.with_extension("tmp");
-    let _ = std::fs::remove_file(&tmp);
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(mode)
-        .open(&tmp)
-        .with_context(|| format!("cannot write {}", tmp.display()))?;
-    file.write_all(text.as_bytes())
-        .with_context(|| format!("cannot write {}", tmp.display()))?;
-    std::fs::rename(&tmp, path).with_context(|| format!("cannot write {}", path.display()))?;
-    Ok(())
+    hpcagent_client::files::write_atomic(path, text.as_bytes(), mode)
+        .with_context(|| format!("cannot write {}", path.display()))
 }
 
 #[cfg(test)]

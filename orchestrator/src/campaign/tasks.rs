@@ -177,14 +177,10 @@ fn unknown_kernel(corpus: &Corpus, refused: &BTreeMap<String, String>, name: &st
     if let Some((key, why)) = named {
         return format!("{key} cannot be graded: {why}");
     }
-    let nearest = corpus
-        .kernels
-        .iter()
-        .map(|k| (strsim::levenshtein(name, &k.name), &k.name))
-        .min()
-        .filter(|(d, _)| *d <= 3)
-        .map(|(_, n)| format!("; did you mean {n}?"))
-        .unwrap_or_default();
+    let nearest =
+        hpcagent_client::words::nearest(name, corpus.kernels.iter().map(|k| k.name.as_str()))
+            .map(|n| format!("; did you mean {n}?"))
+            .unwrap_or_default();
     format!(
         "{name:?} is neither a kernel, a track nor a tag of {}{nearest}",
         corpus.root.display()

@@ -79,11 +79,8 @@ pub fn master_file(run_dir: &Path, instance: &str, step: &str) -> PathBuf {
 
 /// Rank 0: makes `addr` known to the other ranks of its step.
 pub fn publish(file: &Path, addr: Ipv4Addr) -> Result<(), RendezvousError> {
-    let dir = file.parent().expect("the file has a directory");
-    std::fs::create_dir_all(dir).map_err(io_at(dir))?;
-    let tmp = file.with_extension("tmp");
-    std::fs::write(&tmp, addr.to_string()).map_err(io_at(&tmp))?;
-    std::fs::rename(&tmp, file).map_err(io_at(file))
+    hpcagent_client::files::write_atomic(file, addr.to_string().as_bytes(), 0o644)
+        .map_err(io_at(file))
 }
 
 /// Ranks 1..: rank 0's address, once it has published it (at most `limit`).
