@@ -135,11 +135,17 @@ async fn a_client_without_the_attempts_secret_gets_nothing() {
     assert!(server.addr().ip().is_loopback(), "{}", server.addr());
     let addr = server.addr();
     drop(server);
-    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    assert!(
-        tokio::net::TcpStream::connect(addr).await.is_err(),
-        "the port goes with its server"
-    );
+    common::wait_until_async(
+        std::time::Duration::from_secs(5),
+        "the port to go with its server",
+        || async {
+            tokio::net::TcpStream::connect(addr)
+                .await
+                .is_err()
+                .then_some(())
+        },
+    )
+    .await;
 }
 
 /// Every malformed message gets the JSON-RPC error it calls for, and the
@@ -224,8 +230,20 @@ async fn an_attempts_connections_close_with_it() {
         .await
         .unwrap();
     assert!(client.call("list_files", "{}").await.is_ok());
+    let addr = server.addr();
     drop(server);
-    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    // The port closes with the task that holds the connections.
+    common::wait_until_async(
+        std::time::Duration::from_secs(5),
+        "the server to stop",
+        || async {
+            tokio::net::TcpStream::connect(addr)
+                .await
+                .is_err()
+                .then_some(())
+        },
+    )
+    .await;
     let late = client
         .call("write_file", r#"{"path": "late.c", "content": "x"}"#)
         .await;

@@ -11,11 +11,11 @@ mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::{
     assert_fault_survived, assert_settled_exactly_once, example, hpcagent, only_run_dir, repo,
-    stderr, stdout,
+    stderr, stdout, wait_until,
 };
 use hpcagent_orchestrator::store::{AttemptRow, Reader};
 use serde_json::Value;
@@ -136,17 +136,6 @@ fn vllm_pid(port: &str) -> Option<i32> {
 }
 
 /// Waits for `done`, polling; fails with `what` after `limit`.
-fn wait_until<T>(limit: Duration, what: &str, mut done: impl FnMut() -> Option<T>) -> T {
-    let start = Instant::now();
-    loop {
-        if let Some(value) = done() {
-            return value;
-        }
-        assert!(start.elapsed() < limit, "{what} within {limit:?}");
-        std::thread::sleep(Duration::from_millis(500));
-    }
-}
-
 struct Campaign(Child);
 
 impl Drop for Campaign {

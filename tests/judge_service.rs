@@ -846,11 +846,11 @@ fn a_warmed_judge_has_a_native_task_s_references_before_it_is_asked() {
         dirs.sort();
         dirs
     };
-    let started = std::time::Instant::now();
-    while made().len() < 3 && started.elapsed() < std::time::Duration::from_secs(60) {
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
-    let before = made();
+    let before = common::wait_until(
+        std::time::Duration::from_secs(60),
+        "three cases warmed",
+        || Some(made()).filter(|dirs| dirs.len() >= 3),
+    );
     assert_eq!(
         before.len(),
         3,

@@ -54,29 +54,52 @@ pub fn job_field(job: &str, field: &str) -> Option<String> {
         .find_map(|kv| kv.strip_prefix(&format!("{field}=")).map(str::to_string))
 }
 
-/// Waits until the job has ended; returns its final state.
-pub fn wait_for_job(job: &str, limit: Duration) -> String {
+/// Asks `done` every `POLL` until it gives a value, and returns it; the
+/// test fails after `limit`, with `what` it waited for (and what `done`
+/// last saw, when it says so through `what`).
+pub fn wait_until<T>(limit: Duration, what: &str, mut done: impl FnMut() -> Option<T>) -> T {
     let start = Instant::now();
     loop {
-        let state = job_field(job, "JobState").unwrap_or_default();
-        if [
-            "COMPLETED",
-            "FAILED",
-            "CANCELLED",
-            "TIMEOUT",
-            "NODE_FAIL",
-            "OUT_OF_MEMORY",
-        ]
-        .contains(&state.as_str())
-        {
-            return state;
+        if let Some(value) = done() {
+            return value;
         }
-        assert!(
-            start.elapsed() < limit,
-            "job {job} still {state} after {limit:?}"
-        );
-        std::thread::sleep(Duration::from_millis(200));
+        assert!(start.elapsed() < limit, "{what}: not within {limit:?}");
+        std::thread::sleep(POLL);
     }
+}
+
+/// [`wait_until`] for async tests: the runtime runs between the asks.
+pub async fn wait_until_async<T, F>(limit: Duration, what: &str, mut done: impl FnMut() -> F) -> T
+where
+    F: std::future::Future<Output = Option<T>>,
+{
+    let start = Instant::now();
+    loop {
+        if let Some(value) = done().await {
+            return value;
+        }
+        assert!(start.elapsed() < limit, "{what}: not within {limit:?}");
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+/// How often [`wait_until`] asks.
+const POLL: Duration = Duration::from_millis(200);
+
+/// Waits until the job has ended; returns its final state.
+pub fn wait_for_job(job: &str, limit: Duration) -> String {
+    const ENDED: [&str; 6] = [
+        "COMPLETED",
+        "FAILED",
+        "CANCELLED",
+        "TIMEOUT",
+        "NODE_FAIL",
+        "OUT_OF_MEMORY",
+    ];
+    wait_until(limit, &format!("job {job} to end"), || {
+        let state = job_field(job, "JobState").unwrap_or_default();
+        ENDED.contains(&state.as_str()).then_some(state)
+    })
 }
 
 /// A `hpcagent judge serve` process for tests, stopped when the test process ends.
@@ -333,15 +356,9 @@ pub fn settled(run_dir: &Path) -> (usize, usize) {
 
 /// Waits until at least `n` tasks of the campaign are settled.
 pub fn wait_for_settled(run_dir: &Path, n: usize, limit: Duration) {
-    let start = Instant::now();
-    while settled(run_dir).0 < n {
-        assert!(
-            start.elapsed() < limit,
-            "fewer than {n} tasks settled after {limit:?}: {:?}",
-            settled(run_dir)
-        );
-        std::thread::sleep(Duration::from_millis(250));
-    }
+    wait_until(limit, &format!("{n} tasks settled"), || {
+        (settled(run_dir).0 >= n).then_some(())
+    });
 }
 
 /// Every task of the campaign is settled, each by exactly one Submit verdict.
