@@ -5,7 +5,7 @@
 use hpcagent_proto::v1 as pb;
 use tonic::Status;
 
-use super::auth::Principal;
+use crate::auth::Principal;
 use crate::scheduler::{Submitter, TaskSpec};
 use crate::store::VerdictRecord;
 use hpcagent_client::AttemptOutcome;
@@ -35,18 +35,11 @@ impl Graded {
                 starter: b.starter,
             },
         };
-        let status = pb::Status::try_from(verdict.status).unwrap_or(pb::Status::Unspecified);
-        let status = status
-            .as_str_name()
-            .trim_start_matches("STATUS_")
-            .to_ascii_lowercase();
+        let status = pb::Status::word_of(verdict.status).to_string();
         let speedup = Speedup::of_verdict(&verdict);
         let interval = speedup.and_then(|s| s.interval);
         let record = VerdictRecord {
-            kind: kind
-                .as_str_name()
-                .trim_start_matches("GRADE_KIND_")
-                .to_ascii_lowercase(),
+            kind: kind.word().to_string(),
             judge: judge.name().to_string(),
             speedup: speedup.map(|s| s.value),
             speedup_low: interval.map(|(low, _)| low),

@@ -19,6 +19,30 @@ use tonic::{Code, Status};
 
 use crate::lease::{self, Endpoint, MoveError};
 
+/// The grade request of `source` for `lease`'s task, from `client` (the
+/// worker's instance): the one place a lease's request is made, whoever
+/// submits (an agent's tool, the baseline policy, a worker for its agent).
+pub fn grade_request(
+    lease: &pb::Lease,
+    client: &str,
+    source: String,
+    flags: Vec<String>,
+    on_behalf: Option<pb::OnBehalf>,
+) -> pb::GradeRequest {
+    pb::GradeRequest {
+        task_id: lease.kernel.clone(),
+        language: lease.language.clone(),
+        precision: lease.precision.clone(),
+        code: Some(pb::grade_request::Code::Source(source)),
+        flags,
+        client: client.to_string(),
+        lease_id: lease.lease_id.clone(),
+        preset: lease.preset.clone(),
+        confirming: false,
+        on_behalf,
+    }
+}
+
 /// A judge client with the judge token on every call.
 pub type JudgeClient = pb::judge_client::JudgeClient<InterceptedService<Channel, Bearer>>;
 

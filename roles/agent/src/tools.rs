@@ -348,21 +348,17 @@ impl Toolbox {
             Ok(flags) => flags,
             Err(why) => return ToolReply::error(why),
         };
-        let request = pb::GradeRequest {
-            task_id: self.lease.kernel.clone(),
-            language: self.lease.language.clone(),
-            precision: self.lease.precision.clone(),
-            code: Some(pb::grade_request::Code::Source(source.clone())),
+        let on_behalf = behalf.map(|ended| pb::OnBehalf {
+            agent_ended: ended.to_wire(),
+            starter: self.is_starter(&source),
+        });
+        let request = crate::judge_link::grade_request(
+            &self.lease,
+            &self.instance,
+            source.clone(),
             flags,
-            client: self.instance.clone(),
-            lease_id: self.lease.lease_id.clone(),
-            preset: self.lease.preset.clone(),
-            confirming: false,
-            on_behalf: behalf.map(|ended| pb::OnBehalf {
-                agent_ended: ended.to_wire(),
-                starter: self.is_starter(&source),
-            }),
-        };
+            on_behalf,
+        );
         match kind {
             "submit" => {
                 let verdict = self
@@ -425,8 +421,7 @@ impl Toolbox {
             self.attempt_dir.join(format!("submission.{extension}")),
             source,
         );
-        let _ = std::fs::write(self.attempt_dir.join(VERDICT_FILE), summary.to_string());
-        keep_build_log(&self.attempt_dir, verdict);
+        keep_verdict(&self.attempt_dir, verdict);
         if status == "harness_error" {
             // The judge failed, not the code: the attempt may submit again.
             return ToolReply::error(summary.to_string());
@@ -489,6 +484,15 @@ impl Toolbox {
     }
 }
 
+/// Keeps a settled verdict in its attempt directory: `verdict.json` (as
+/// [`verdict_summary`] words it, the one schema of that file) and its
+/// build log.
+pub fn keep_verdict(dir: &Path, verdict: &pb::Verdict) {
+    let summary = verdict_summary(verdict, false);
+    let _ = std::fs::write(dir.join(VERDICT_FILE), summary.to_string());
+    keep_build_log(dir, verdict);
+}
+
 /// Keeps a submit's build log beside its verdict ([`BUILD_LOG_FILE`]), where
 /// a verdict that says "see the build log" sends the operator.
 pub fn keep_build_log(attempt_dir: &Path, verdict: &pb::Verdict) {
@@ -545,12 +549,7 @@ fn string_list(args: &Value, key: &str) -> Result<Vec<String>, String> {
 
 /// A verdict as a model reads it; `logs`: include what the build and run printed.
 pub fn verdict_summary(v: &pb::Verdict, logs: bool) -> Value {
-    let status = pb::Status::try_from(v.status)
-        .unwrap_or(pb::Status::Unspecified)
-        .as_str_name()
-        .trim_start_matches("STATUS_")
-        .to_ascii_lowercase();
-    let mut out = json!({"status": status, "message": v.message});
+    let mut out = json!({"status": pb::Status::word_of(v.status), "message": v.message});
     if let Some(speedup) = Speedup::of_verdict(v) {
         out["speedup"] = json!(speedup.value);
         if let Some((low, high)) = speedup.interval {

@@ -39,16 +39,9 @@ impl Status {
         Status::HarnessError,
     ];
 
+    /// The status as every file and message writes it (the wire's word).
     pub fn as_str(self) -> &'static str {
-        match self {
-            Status::Ok => "ok",
-            Status::Overfit => "overfit",
-            Status::Incorrect => "incorrect",
-            Status::Crash => "crash",
-            Status::Timeout => "timeout",
-            Status::BuildError => "build_error",
-            Status::HarnessError => "harness_error",
-        }
+        pb::Status::from(self).word()
     }
 
     /// The worse of two statuses.

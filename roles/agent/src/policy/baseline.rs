@@ -9,7 +9,6 @@
 //! settles `skipped`, not failed.
 
 use hpcagent_client::AttemptOutcome;
-use hpcagent_client::speedup::Speedup;
 use hpcagent_proto::v1 as pb;
 
 use crate::judge_link::{JudgeLink, LinkError};
@@ -66,18 +65,7 @@ async fn submit(
         )),
         &source,
     );
-    let request = pb::GradeRequest {
-        task_id: lease.kernel.clone(),
-        language: lease.language.clone(),
-        precision: lease.precision.clone(),
-        code: Some(pb::grade_request::Code::Source(source)),
-        flags: Vec::new(),
-        client: instance.to_string(),
-        lease_id: lease.lease_id.clone(),
-        preset: lease.preset.clone(),
-        confirming: false,
-        on_behalf: None,
-    };
+    let request = crate::judge_link::grade_request(lease, instance, source, Vec::new(), None);
     let verdict = match judge
         .call(|mut j| {
             let request = request.clone();
@@ -94,20 +82,14 @@ async fn submit(
         }
         Err(e) => return Err(e),
     };
-    let status = pb::Status::try_from(verdict.status).unwrap_or(pb::Status::Unspecified);
-    // Calibration reads this: the baseline against itself should be no change.
-    let summary = serde_json::json!({
-        "status": status.as_str_name(),
-        "message": verdict.message,
-        "speedup": verdict.speedup,
-        "speedup_low": verdict.speedup_low,
-        "speedup_high": verdict.speedup_high,
-        "no_change": Speedup::of_verdict(&verdict).is_some_and(|s| s.no_change()),
-    });
-    let _ = std::fs::write(dir.join(crate::tools::VERDICT_FILE), summary.to_string());
-    crate::tools::keep_build_log(dir, &verdict);
+    // Calibration reads it: the baseline against itself should be no change.
+    crate::tools::keep_verdict(dir, &verdict);
     Ok(Attempt::ended(
         AttemptOutcome::Submitted,
-        format!("{}: {}", status.as_str_name(), verdict.message),
+        format!(
+            "{}: {}",
+            pb::Status::word_of(verdict.status),
+            verdict.message
+        ),
     ))
 }
