@@ -10,8 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::Serialize;
 use serde_norway::Value;
 
-use super::inputs::{Arrays, by_name, declared_arrays};
-use super::manifest;
+use super::arrays::{Arrays, active_layout, by_name, declared_arrays};
 use super::{HabError, Manifest};
 
 /// What a submission exports.
@@ -175,30 +174,6 @@ fn pointers(
         });
     }
     out
-}
-
-/// The layout of sparse array `name` in the active (first) configuration,
-/// where that configuration stores it in a format with buffers: (format,
-/// layout, variant).
-pub(super) fn active_layout<'a>(
-    m: &'a Manifest,
-    name: &str,
-) -> Option<(
-    &'a str,
-    &'a manifest::SparseLayout,
-    &'a manifest::SparseVariant,
-)> {
-    let format = m
-        .configurations
-        .as_ref()?
-        .values()
-        .next()?
-        .as_mapping()?
-        .get(name)?
-        .as_str()?;
-    let layout = m.sparse_layouts.as_ref()?.get(name)?;
-    let variant = layout.variants.get(format).filter(|_| format != "dense")?;
-    Some((format, layout, variant))
 }
 
 /// The preset symbols (every preset but `fuzzed`) and the config knobs.

@@ -9,8 +9,9 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use serde_norway::{Mapping, Value};
 
-use super::abi::{Arg, active_layout};
-use super::{HabError, Kernel, Manifest, checkout, manifest};
+use super::abi::Arg;
+use super::arrays::{PlannedArray, active_layout, by_name, declared_arrays};
+use super::{HabError, Kernel, Manifest, checkout};
 
 /// The symbols a case binds, by name: its sizes, each knob's value and
 /// other parameters (integers, floats, bools), as the manifest writes them.
@@ -360,48 +361,6 @@ fn knob_defaults(m: &Manifest) -> Vec<(String, Value)> {
     }
 }
 
-/// The `init.arrays` entries, in declaration order (an array's random
-/// stream is its position), each in its long form.
-pub(super) fn declared_arrays(m: &Manifest) -> Result<Vec<PlannedArray>, HabError> {
-    let mut out = Vec::new();
-    for (name, spec) in &m.init.arrays {
-        let name = name.as_str().ok_or(HabError::ArrayName)?.to_string();
-        let array =
-            match spec {
-                Value::Mapping(_) => {
-                    let spec: manifest::ArraySpec = serde_norway::from_value(spec.clone())
-                        .map_err(|source| HabError::ArraySpec {
-                            name: name.clone(),
-                            source,
-                        })?;
-                    PlannedArray {
-                        name,
-                        shape: spec.shape,
-                        dtype: spec.dtype,
-                        dist: spec.dist,
-                        domain: spec.domain,
-                    }
-                }
-                shape => PlannedArray {
-                    name,
-                    shape: shape.clone(),
-                    dtype: None,
-                    dist: None,
-                    domain: None,
-                },
-            };
-        out.push(array);
-    }
-    Ok(out)
-}
-
-/// The declared arrays by name.
-pub(super) type Arrays<'a> = BTreeMap<&'a str, &'a PlannedArray>;
-
-pub(super) fn by_name(declared: &[PlannedArray]) -> Arrays<'_> {
-    declared.iter().map(|a| (a.name.as_str(), a)).collect()
-}
-
 /// What a task's inputs are made from, for the judge's Python
 /// (`hab_inputs.py`): the manifest's `init` block at one preset.
 #[derive(Debug, Clone, Serialize)]
@@ -491,16 +450,6 @@ pub struct ReferenceCall {
     pub function: String,
     pub args: Vec<String>,
     pub outputs: Vec<String>,
-}
-
-/// An `init.arrays` entry as the input plan gives it.
-#[derive(Debug, Clone, Serialize)]
-pub struct PlannedArray {
-    pub name: String,
-    pub shape: Value,
-    pub dtype: Option<String>,
-    pub dist: Option<String>,
-    pub domain: Option<Value>,
 }
 
 /// Why a shape has no number of elements at these sizes.

@@ -13,6 +13,7 @@
 //! grading belong to the judge.
 
 mod abi;
+mod arrays;
 mod graded;
 mod inputs;
 pub mod manifest;
@@ -26,10 +27,10 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 pub use abi::{Abi, Arg, NoCType, c_type, derive_abi};
+pub use arrays::PlannedArray;
 pub use graded::{FP64_TOLERANCE, graded_corpus};
 pub use inputs::{
-    InputPlan, PlannedArray, ROTATIONS, ReferenceCall, Rotation, ShapeError, SparseArray, Symbols,
-    Variation,
+    InputPlan, ROTATIONS, ReferenceCall, Rotation, ShapeError, SparseArray, Symbols, Variation,
 };
 pub use manifest::Manifest;
 pub use pydef::ReferenceError;
