@@ -22,8 +22,8 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, watch};
 
-use crate::campaign::state::{Campaign, RoleState};
 use crate::executor::{Executor, Step, last_words};
+use crate::live::{Campaign, RoleState};
 use hpcagent_client::REFUSED_EXIT;
 use hpcagent_client::plan::{Role, RoleInstance};
 

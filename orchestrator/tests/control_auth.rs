@@ -8,8 +8,9 @@ use std::time::Duration;
 
 use hpcagent_client::plan::Role;
 use hpcagent_client::{AttemptOutcome, Leases, Pulled, Records};
-use hpcagent_orchestrator::campaign::state::{Campaign, RoleEntry};
-use hpcagent_orchestrator::control::{Control, auth::Tokens};
+use hpcagent_orchestrator::auth::Tokens;
+use hpcagent_orchestrator::control::Control;
+use hpcagent_orchestrator::live::{Campaign, RoleEntry};
 use hpcagent_orchestrator::scheduler::{Scheduler, Settings, Task, TaskSpec};
 use hpcagent_orchestrator::store::Store;
 use hpcagent_proto::v1 as pb;

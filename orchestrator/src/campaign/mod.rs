@@ -9,7 +9,6 @@
 //! store flushed.
 
 mod progress;
-pub mod state;
 pub mod tasks;
 
 use std::collections::BTreeMap;
@@ -22,9 +21,10 @@ use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::{mpsc, watch};
 
 use crate::allocation::{Allocation, Sourced};
-use crate::control::auth::Tokens;
+use crate::auth::Tokens;
 use crate::control::{self, Control};
 use crate::executor::{Executor, local::LocalExecutor, slurm::SlurmExecutor};
+use crate::live::{Campaign, RoleEntry, RoleState};
 use crate::placement::{self, Layout};
 use crate::scheduler::{Scheduler, Service, Settings, Task, TaskState};
 use crate::slurm::chain;
@@ -34,7 +34,6 @@ use hpcagent_client::JUDGE_TOKEN_VAR;
 use hpcagent_client::config::Config;
 use hpcagent_client::plan::{Plan, Role};
 use hpcagent_client::{ORCHESTRATOR_VAR, TOKEN_VAR};
-use state::{Campaign, RoleEntry, RoleState};
 
 /// File in the run directory telling clients where the orchestrator listens.
 pub const ENDPOINT_FILE: &str = "orchestrator.json";

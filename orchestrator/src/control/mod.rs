@@ -13,7 +13,6 @@
 //! once, a batch of verdicts waits for one flush of the store, and each item
 //! is answered, or refused, on its own.
 
-pub mod auth;
 mod graded;
 
 use std::sync::Arc;
@@ -25,10 +24,10 @@ use hpcagent_proto::v1::orchestrator_server::{Orchestrator, OrchestratorServer};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
 
-use crate::campaign::state::{Campaign, RoleState, service_of};
+use crate::auth::{self, Principal};
+use crate::live::{Campaign, RoleState, service_of};
 use crate::scheduler::{AttemptEnd, Completion, Grant, Pull, RecordError, Scheduler, Service};
 use crate::store::{AgentReport, AttemptStart};
-use auth::Principal;
 use graded::{Graded, check_verdict_matches};
 use hpcagent_client::plan::Role;
 

@@ -1,12 +1,15 @@
-//! What a running campaign shares between its control plane, its supervisor
-//! and its main loop.
+//! The running campaign: what its main loop ([`crate::campaign`]), its
+//! control plane ([`crate::control`]) and its supervisor
+//! ([`crate::supervisor`]) share. The role table and each instance's
+//! state, the scheduler, the store and the tokens live here, in a module of
+//! their own, so that the three use it and none of them names another for it.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use crate::control::auth::Tokens;
+use crate::auth::Tokens;
 use crate::scheduler::{AttemptEnd, Scheduler, Service, TaskState};
 use crate::store::{AgentReport, AttemptRecord, Store, VerdictRecord};
 use hpcagent_client::plan::Role;

@@ -11,6 +11,10 @@
 //! Judges serve agents, not the orchestrator: their gRPC service takes one
 //! more token of the campaign ([`Tokens::judge_access`], `HPCAGENT_JUDGE_TOKEN`),
 //! which agents and judges get and nobody else does.
+//!
+//! A module of its own: the campaign makes the tokens and hands them out,
+//! the running campaign ([`crate::live`]) holds them, the control plane
+//! ([`crate::control`]) checks them.
 
 use std::collections::HashMap;
 
