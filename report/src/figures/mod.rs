@@ -1,10 +1,13 @@
 //! The figures: each drawn once for SVG (inlined in the page and written
-//! beside it) and once for PNG, from the same code.
+//! beside it) and once for PNG, from the same code ([`Drawing`], [`write`]).
+//! Owns the report's figures of a run ([`Kind`]) and what every figure
+//! shares: axes in bands, colours, the grid, the legend, the placeholder.
+//! A comparison's figure is the comparison's (`crate::compare`), drawn with
+//! these.
 
-mod axis;
+pub(crate) mod axis;
 mod distribution;
 mod effort;
-pub mod runs;
 mod speedup;
 mod status;
 mod timeline;
@@ -37,7 +40,8 @@ pub struct Figure {
 }
 
 /// What drawing on a backend `DB` can fail with.
-type DrawResult<DB> = Result<(), DrawingAreaErrorKind<<DB as DrawingBackend>::ErrorType>>;
+pub(crate) type DrawResult<DB> =
+    Result<(), DrawingAreaErrorKind<<DB as DrawingBackend>::ErrorType>>;
 
 impl Kind {
     pub const ALL: [Kind; 5] = [
@@ -86,7 +90,6 @@ impl Kind {
         area: &DrawingArea<DB, Shift>,
         data: &RunData,
     ) -> DrawResult<DB> {
-        area.fill(&WHITE)?;
         match self {
             Kind::Speedup => speedup::draw(area, data),
             Kind::Distribution => distribution::draw(area, data),
@@ -97,31 +100,64 @@ impl Kind {
     }
 }
 
-/// Draws `kind` as `<id>.svg` and `<id>.png` in `out`.
-pub fn render(kind: Kind, data: &RunData, out: &Path) -> Result<Figure, ReportError> {
-    let size = kind.size(data);
+/// A figure as [`write`] draws it: the same code for its SVG and its PNG.
+pub(crate) trait Drawing {
+    /// Its file stem and its element id in the page.
+    fn id(&self) -> &'static str;
+    /// Width and height in pixels.
+    fn size(&self) -> (u32, u32);
+    /// Draws it on `area`, already filled white.
+    fn draw<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>) -> DrawResult<DB>;
+}
+
+/// A report's figure: its kind, drawn from the run's data.
+impl Drawing for (Kind, &RunData) {
+    fn id(&self) -> &'static str {
+        self.0.id()
+    }
+
+    fn size(&self) -> (u32, u32) {
+        self.0.size(self.1)
+    }
+
+    fn draw<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>) -> DrawResult<DB> {
+        self.0.draw(area, self.1)
+    }
+}
+
+/// Draws `figure` as `<id>.svg` and `<id>.png` in `out`; its SVG.
+pub(crate) fn write(figure: &impl Drawing, out: &Path) -> Result<String, ReportError> {
+    let (id, size) = (figure.id(), figure.size());
     let failed = |e: &dyn std::fmt::Display| ReportError::Draw {
-        figure: kind.id(),
+        figure: id,
         why: e.to_string(),
     };
     let mut svg = String::new();
     {
         let area = SVGBackend::with_string(&mut svg, size).into_drawing_area();
-        kind.draw(&area, data).map_err(|e| failed(&e))?;
+        area.fill(&WHITE).map_err(|e| failed(&e))?;
+        figure.draw(&area).map_err(|e| failed(&e))?;
         area.present().map_err(|e| failed(&e))?;
     }
-    let svg_path = out.join(format!("{}.svg", kind.id()));
+    let svg_path = out.join(format!("{id}.svg"));
     std::fs::write(&svg_path, &svg).map_err(|source| io_error(&svg_path, source))?;
-    let png_path = out.join(format!("{}.png", kind.id()));
+    let png_path = out.join(format!("{id}.png"));
     let area = BitMapBackend::new(&png_path, size).into_drawing_area();
-    kind.draw(&area, data).map_err(|e| failed(&e))?;
+    area.fill(&WHITE).map_err(|e| failed(&e))?;
+    figure.draw(&area).map_err(|e| failed(&e))?;
     area.present().map_err(|e| failed(&e))?;
+    Ok(svg)
+}
+
+/// Draws the report's figure of `kind` as `<id>.svg` and `<id>.png` in `out`.
+pub fn render(kind: Kind, data: &RunData, out: &Path) -> Result<Figure, ReportError> {
+    let svg = write(&(kind, data), out)?;
     Ok(Figure { kind, svg })
 }
 
 /// The smallest and largest of `speedups`' values and interval ends, with
 /// 1: what a log speedup axis must hold.
-fn speedup_span<'a>(
+pub(crate) fn speedup_span<'a>(
     speedups: impl Iterator<Item = &'a hpcagent_client::speedup::Speedup>,
 ) -> (f64, f64) {
     speedups
@@ -134,7 +170,7 @@ fn speedup_span<'a>(
 }
 
 /// A figure with nothing to show yet says so in its middle.
-fn placeholder<DB: DrawingBackend>(
+pub(crate) fn placeholder<DB: DrawingBackend>(
     area: &DrawingArea<DB, Shift>,
     title: &str,
     message: &str,
@@ -152,7 +188,7 @@ fn placeholder<DB: DrawingBackend>(
 }
 
 /// The legend every figure draws: boxed, on a faint white ground.
-fn legend<'a, DB: DrawingBackend + 'a, CT: CoordTranslate>(
+pub(crate) fn legend<'a, DB: DrawingBackend + 'a, CT: CoordTranslate>(
     chart: &mut ChartContext<'a, DB, CT>,
     position: SeriesLabelPosition,
     font_size: u32,
@@ -167,7 +203,7 @@ fn legend<'a, DB: DrawingBackend + 'a, CT: CoordTranslate>(
 }
 
 /// A fixed colour per name, so a language or status keeps its colour across figures.
-fn color_of(index: usize) -> RGBColor {
+pub(crate) fn color_of(index: usize) -> RGBColor {
     const PALETTE: [RGBColor; 8] = [
         RGBColor(31, 119, 180),
         RGBColor(255, 127, 14),
@@ -197,6 +233,6 @@ fn status_color(status: &str) -> RGBColor {
 }
 
 /// The minor grid: there to read values by, quieter than the data.
-fn faint_grid() -> RGBAColor {
+pub(crate) fn faint_grid() -> RGBAColor {
     BLACK.mix(0.04)
 }

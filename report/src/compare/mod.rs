@@ -4,6 +4,9 @@
 //! its interval, or how the agent failed and what was graded instead);
 //! then each run's solved count, HPCAgent-Bench Score and tokens over the
 //! common tasks only, so that the numbers compare like with like.
+//! Its page's figure is its own ([`figure`]).
+
+mod figure;
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
@@ -191,7 +194,7 @@ impl Comparison {
     pub fn write_page(&self, dir: &Path, font: Option<&Path>) -> Result<PathBuf, ReportError> {
         crate::font::register(font)?;
         std::fs::create_dir_all(dir).map_err(|source| crate::io_error(dir, source))?;
-        let svg = crate::figures::runs::render(self, dir)?;
+        let svg = crate::figures::write(self, dir)?;
         let page = dir.join("compare.html");
         std::fs::write(&page, self.page(&svg)).map_err(|source| crate::io_error(&page, source))?;
         Ok(page)
@@ -232,7 +235,7 @@ impl Comparison {
         }
         html.push_str("</table>\n");
         html.push_str(&crate::html::inline_svg(
-            crate::figures::runs::ID,
+            figure::ID,
             "Speedup per task, run beside run",
             svg,
         ));
