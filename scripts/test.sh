@@ -23,8 +23,11 @@ if [ -n "$need" ]; then
 fi
 
 # NumPy for the judge's reference oracle, in the python3 the judge will run;
-# SciPy too, which an HPCAgent-Bench fixture's sparse initializer imports.
-python3 -c 'import numpy, scipy' 2>/dev/null || python3 -m pip install --quiet numpy scipy
+# SciPy too, which an HPCAgent-Bench fixture's sparse initializer imports;
+# and what HPCAgent-Bench's translator needs, which the judge runs from its
+# checkout for the loop-level track's baseline (PyYAML, ml_dtypes, SymPy).
+python3 -c 'import numpy, scipy, yaml, ml_dtypes, sympy' 2>/dev/null ||
+  python3 -m pip install --quiet numpy scipy pyyaml ml_dtypes sympy
 
 # A real vLLM (the CPU build) and a tiny model made locally, for the LLM
 # agents' tests: about 1.5 min and 6 GB the first time, skipped afterwards.

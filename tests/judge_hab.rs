@@ -1,10 +1,14 @@
 //! HPCAgent-Bench tasks graded by `hpcagent judge serve --corpus` over the
 //! project's own fixtures in that format (`tests/hab-corpus`): inputs made
 //! by its generator's rules in the judge's Python, its NumPy reference as
-//! the oracle, its tolerance rule, five held-out variants, and either
+//! the oracle, its tolerance rule, five held-out variants, and each
 //! denominator (the NumPy reference, or a C baseline from a `BASELINES`
-//! overlay, `tests/hab-baselines`, written as its translator emits C).
-//! Hostile submissions to these tasks are `tests/hab_hostile.rs`'s.
+//! overlay, `tests/hab-baselines`, written as its translator emits C); and
+//! over HPCAgent-Bench's own checkout where one is at hand
+//! (`HPCAGENT_BENCH_SOURCE`, else `../shared/hpcagent-bench`), the
+//! loop-level track timed against the C its translator emits there, with
+//! no overlay. Hostile submissions to these tasks are
+//! `tests/hab_hostile.rs`'s.
 
 mod common;
 
@@ -45,8 +49,8 @@ fn summary(v: &Value) -> String {
 
 #[test]
 fn honest_kernels_of_every_kind_are_ok_against_the_numpy_reference() {
-    // Declarative inputs with int64 and double scalars; a loop-track
-    // reference in Python loops; bool, int32 and uint8 arguments; float32,
+    // Declarative inputs with int64 and double scalars; bool, int32 and
+    // uint8 arguments; float32,
     // int4, int8 and uint16 arrays; knobs of every kind with a complex128
     // array; a sparse configuration's buffers made by initialize(), and a
     // SciPy matrix it makes taken apart into them; an initializer that
@@ -54,7 +58,6 @@ fn honest_kernels_of_every_kind_are_ok_against_the_numpy_reference() {
     for (task, file) in [
         ("product", "hab/product_ok.c"),
         ("formula", "hab/formula_ok.c"),
-        ("shift", "hab/shift_ok.c"),
         ("masked", "hab/masked_ok.c"),
         ("narrow", "hab/narrow_ok.c"),
         ("knobs", "hab/knobs_ok.c"),
@@ -97,7 +100,9 @@ fn tasks_are_named_by_path_key_or_by_an_unambiguous_stem() {
 fn hpcagent_bench_s_tolerance_is_plain_allclose() {
     // Off by 1e-9·|e| + 1e-7: within 1e-9·|e| + 1e-11·max|e| (this
     // corpus's own rule; max|e| is about 1.6e4), not 1e-9·|e| + 1e-11.
-    let v = numpy_judge().grade("score", "shift", "c", "hab/shift_offset.c", &[]);
+    // (A loop-track task: timed against the overlay's C, which it does
+    // not match either.)
+    let v = overlay_judge().grade("score", "shift", "c", "hab/shift_offset.c", &[]);
     assert_eq!(v["status"], "incorrect", "{}", summary(&v));
     assert_eq!(v["first_mismatch"]["index"], serde_json::json!([1]), "{v}");
 }
@@ -126,20 +131,18 @@ fn submit_adds_five_held_out_variants_of_the_draw() {
 }
 
 #[test]
-fn a_grade_times_on_inputs_of_its_own() {
-    // A score at the public sizes; a submit at sizes its grade drew.
+fn a_grade_times_at_the_sizes_hpcagent_bench_times_at() {
+    // A score and a submit at the public sizes, the preset's own, as
+    // HPCAgent-Bench's judge times them (on inputs of the grade's own).
     let public = serde_json::json!({"NI": 40, "NJ": 60, "NK": 50});
-    let score = numpy_judge().grade("score", "product", "c", "hab/product_ok.c", &[]);
-    assert_eq!(score["timed_sizes"], public, "{score}");
-    let submits: Vec<Value> = (0..2)
-        .map(|_| numpy_judge().grade("submit", "product", "c", "hab/product_ok.c", &[]))
-        .collect();
-    for v in &submits {
-        assert_eq!(v["status"], "ok", "{}", summary(v));
-        assert_ne!(v["timed_sizes"], public, "{v}");
+    for verb in ["score", "submit"] {
+        let v = numpy_judge().grade(verb, "product", "c", "hab/product_ok.c", &[]);
+        assert_eq!(v["status"], "ok", "{verb}: {}", summary(&v));
+        assert_eq!(v["timed_sizes"], public, "{verb}: {v}");
+        assert_eq!(v["preset"], "S", "{verb}: {v}");
     }
-    assert_ne!(submits[0]["timed_sizes"], submits[1]["timed_sizes"]);
-    // Where the initializer takes no seed, a score's sizes are drawn too.
+    // Where the initializer takes no seed, sizes are drawn instead: at
+    // the public sizes its values would be the public case's.
     let v = numpy_judge().grade("score", "formula", "c", "hab/formula_ok.c", &[]);
     assert_eq!(v["status"], "ok", "{}", summary(&v));
     assert_ne!(
@@ -182,6 +185,8 @@ fn an_overlay_baseline_is_timed_in_pairs_and_named_as_the_denominator() {
     for (task, file) in [
         ("product", "hab/product_ok.c"),
         ("masked", "hab/masked_ok.c"),
+        // The loop track, its reference in Python loops.
+        ("shift", "hab/shift_ok.c"),
     ] {
         let v = overlay_judge().grade("submit", task, "c", file, &[]);
         assert_eq!(v["status"], "ok", "{task}: {}", summary(&v));
@@ -195,6 +200,23 @@ fn an_overlay_baseline_is_timed_in_pairs_and_named_as_the_denominator() {
         (v["status"].as_str(), v["denominator"].as_str()),
         (Some("ok"), Some("numpy")),
         "{v}"
+    );
+}
+
+#[test]
+fn a_loop_task_without_its_translator_or_an_overlay_says_why_it_is_not_graded() {
+    // The fixtures are no checkout of HPCAgent-Bench: there is no
+    // translator to emit the C the loop track is timed against, and no
+    // NumPy stands in for it.
+    let v = numpy_judge().grade("score", "shift", "c", "hab/shift_ok.c", &[]);
+    assert_eq!(v["status"], "harness_error", "{}", summary(&v));
+    assert_eq!(v["denominator"], "translator C", "{v}");
+    let message = v["message"].as_str().unwrap();
+    assert!(
+        message.contains("loop_level_reasoning/shift/shift: HPCAgent-Bench times this task against its translator's C")
+            && message.contains("has no HPCAgent-Bench translator")
+            && message.contains("BASELINES"),
+        "{message}"
     );
 }
 
@@ -281,4 +303,93 @@ fn warming_stops_at_its_disk_budget() {
 /// The cached cases of the `product` fixture under a judge's cache.
 fn product_cases(cache: &std::path::Path) -> Vec<String> {
     common::reference_dirs(cache, "product_fp64-")
+}
+
+/// HPCAgent-Bench's checkout (`HPCAGENT_BENCH_SOURCE`, else the one beside
+/// the repository), where there is one.
+fn hab_checkout() -> Option<std::path::PathBuf> {
+    let checkout = std::env::var_os("HPCAGENT_BENCH_SOURCE")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| repo().join("../shared/hpcagent-bench"));
+    let found = checkout.join("hpcagent_bench/benchmarks").is_dir();
+    if !found {
+        eprintln!(
+            "no HPCAgent-Bench checkout at {} (HPCAGENT_BENCH_SOURCE): not run",
+            checkout.display()
+        );
+    }
+    found.then_some(checkout)
+}
+
+/// On HPCAgent-Bench's own checkout, with no `BASELINES`: a loop-level
+/// task is timed against the C its translator emits from the checkout
+/// (made once by the judge), so a straight translation of its reference
+/// measures about 1× (against NumPy it measured 10× to 1,500×); the
+/// verdict names the denominator and the sizes it timed at, HPCAgent-Bench's
+/// S; and the task shows that C, which graded as a submission measures 1×
+/// too. A machine-learning task is still timed against NumPy.
+#[test]
+fn a_loop_task_of_hpcagent_bench_is_timed_against_its_translator_s_c() {
+    let Some(checkout) = hab_checkout() else {
+        return;
+    };
+    let corpus = checkout.join("hpcagent_bench/benchmarks");
+    let corpus = corpus.display().to_string();
+    let judge = JudgeServer::start(&["--corpus", &corpus], &[], None);
+    let task = "loop_level_reasoning/tsvc_2_vtv/tsvc_2_vtv";
+    let near_one = |v: &Value| {
+        let s = v["speedup"].as_f64().unwrap_or(0.0);
+        (0.8..1.25).contains(&s)
+    };
+    for verb in ["score", "submit"] {
+        let v = judge.grade(verb, task, "c", "hab/vtv_straight.c", &[]);
+        assert_eq!(v["status"], "ok", "{verb}: {}", summary(&v));
+        assert_eq!(v["denominator"], "translator C", "{verb}: {v}");
+        assert_eq!(
+            v["timed_sizes"],
+            serde_json::json!({"LEN_1D": 512}),
+            "{verb}: {v}"
+        );
+        assert!(v["pairs"].as_u64().unwrap() >= 6, "{verb}: {v}");
+        assert!(near_one(&v), "{verb}: {}: {v}", v["speedup"]);
+    }
+    // The translated C, cached with the judge's builds.
+    let translated: Vec<_> = std::fs::read_dir(judge.cache.join("translated"))
+        .map(|d| d.filter_map(Result::ok).map(|e| e.file_name()).collect())
+        .unwrap_or_default();
+    assert_eq!(translated.len(), 1, "{translated:?}");
+    let out = judge.ask("task", &[task, "--language", "c", "--json"]);
+    assert!(out.status.success(), "{}", common::stderr(&out));
+    let info: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let baseline = info["baseline_source"].as_str().unwrap();
+    assert!(baseline.contains("void tsvc_2_vtv_fp64("), "{baseline}");
+    assert!(
+        info["notes"]
+            .as_str()
+            .unwrap()
+            .contains("HPCAgent-Bench's translator emits"),
+        "{info}"
+    );
+    let file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(file.path(), baseline).unwrap();
+    let v = judge.grade_file_as("score", task, "c", file.path());
+    assert_eq!(v["status"], "ok", "{}", summary(&v));
+    assert!(near_one(&v), "{}: {v}", v["speedup"]);
+    // Machine learning: NumPy, as HPCAgent-Bench times it.
+    let relu = checkout.join("hpcagent_bench/benchmarks/machine_learning/relu");
+    if relu.is_dir() {
+        let out = judge.ask(
+            "task",
+            &["machine_learning/relu/relu", "--language", "c", "--json"],
+        );
+        let info: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(info["baseline_source"], "", "{info}");
+        assert!(
+            info["notes"]
+                .as_str()
+                .unwrap()
+                .contains("the NumPy reference's fastest call"),
+            "{info}"
+        );
+    }
 }

@@ -365,6 +365,7 @@ async fn task(args: TaskArgs) -> anyhow::Result<()> {
                 .map_err(anyhow::Error::msg)?;
             judge
                 .task(&args.id, args.language, precision, None)
+                .await
                 .map_err(|e| anyhow::anyhow!("{e}"))?
         }
     };
@@ -513,6 +514,7 @@ fn task_json(info: &pb::TaskInfo) -> serde_json::Value {
         "rtol": info.rtol, "atol": info.atol, "reference_source": info.reference_source,
         "judge_flags": info.judge_flags, "allowed_flags": info.allowed_flags,
         "libraries": info.libraries, "tags": info.tags, "notes": info.notes,
+        "baseline_source": info.baseline_source,
     })
 }
 

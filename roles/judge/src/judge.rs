@@ -15,7 +15,7 @@ use hpcagent_proto::v1 as pb;
 use crate::build::{self, Builder, flags, toolchain::Toolchain};
 use crate::corpus::{Corpus, Kernel, Precision, Preset, abi};
 use crate::data::DataCache;
-use crate::hab_tasks::{HabTaskError, HabTasks};
+use crate::hab_tasks::{Denominator, HabTaskError, HabTasks};
 use crate::language::Language;
 use crate::peers::Peers;
 use crate::profile::Profilers;
@@ -496,8 +496,10 @@ impl Judge {
         Ok(copy)
     }
 
-    /// `Task`: everything an agent needs to write the kernel.
-    pub fn task(
+    /// `Task`: everything an agent needs to write the kernel (for an
+    /// HPCAgent-Bench task on the loop track, its translator's C is made
+    /// here if no grade made it before).
+    pub async fn task(
         &self,
         task_id: &str,
         language: Language,
@@ -513,7 +515,7 @@ impl Judge {
             .compiler(language)
             .map(|c| c.flags.clone())
             .unwrap_or_default();
-        let sources = self.sources(kernel, preset);
+        let sources = self.sources(kernel, preset).await;
         let mut notes = vec![
             "Arrays are row-major (C order) and do not overlap. Write only the outputs; inputs are const.".to_string(),
             sources.grading,
@@ -564,7 +566,7 @@ impl Judge {
 
     /// A task's reference and baseline sources, how it is graded, and its
     /// hints: the kernel's own files, or an HPCAgent-Bench manifest's.
-    fn sources(&self, kernel: &Kernel, preset: Preset) -> TaskSources {
+    async fn sources(&self, kernel: &Kernel, preset: Preset) -> TaskSources {
         let read = |path: &Path| std::fs::read_to_string(path).unwrap_or_default();
         let Some((tasks, manifested)) = self
             .hab
@@ -583,10 +585,39 @@ impl Judge {
                 hints: Vec::new(),
             };
         };
-        let baseline = tasks.baseline(manifested);
-        let denominator = match baseline {
-            Some(_) => "a C baseline, timed in pairs beside it on the same inputs",
-            None => "the NumPy reference's fastest call on the same inputs",
+        let denominator = tasks.denominator(manifested);
+        let (baseline, denominator_text) = match &denominator {
+            Denominator::Overlay(file) => (
+                Some(read(file)),
+                "a C baseline (the operator's), timed in pairs beside it on the same inputs"
+                    .to_string(),
+            ),
+            Denominator::Translator => {
+                let text = "the C HPCAgent-Bench's translator emits from the reference \
+                            (single-core, as HPCAgent-Bench times this track), timed in pairs \
+                            beside it on the same inputs";
+                match self
+                    .data
+                    .translated(&tasks.root, manifested, &kernel.fingerprint)
+                    .await
+                {
+                    Ok(translated) => (Some(translated.source), text.to_string()),
+                    Err(e) => (None, format!("{text} (which cannot be made here: {e})")),
+                }
+            }
+            Denominator::Numpy => (
+                None,
+                "the NumPy reference's fastest call on the same inputs, as HPCAgent-Bench times \
+                 this track"
+                    .to_string(),
+            ),
+        };
+        let sizes = match manifested.variation() {
+            crate::corpus::hab::Variation::Transform => format!(
+                "sizes drawn around {preset}'s (its inputs are made from the sizes alone: at \
+                 {preset}'s they would be the public case's)"
+            ),
+            _ => format!("{preset}'s sizes, as HPCAgent-Bench's judge times them"),
         };
         let mut hints = vec![format!(
             "{} (level {}, {}): HPCAgent-Bench gives an agent {} s for this level.",
@@ -606,16 +637,17 @@ impl Judge {
             reference: read(&manifested.reference),
             // As the judge builds it: a translator's symbol renamed to the task's.
             baseline: baseline
-                .map(|file| {
-                    let renamed = crate::hab_tasks::translator_symbol(manifested)
+                .map(|source| {
+                    let renamed = crate::hab_tasks::renaming(manifested, &source)
                         .map(|emitted| format!("#define {emitted} {}\n", manifested.abi.symbol));
-                    format!("{}{}", renamed.unwrap_or_default(), read(&file))
+                    format!("{}{source}", renamed.unwrap_or_default())
                 })
                 .unwrap_or_default(),
             grading: format!(
                 "Inputs are HPCAgent-Bench's for seed {} at {preset}; outputs hold generated data \
-                 before the call. The speedup's denominator is {denominator}. Submit adds five \
-                 held-out cases drawn differently.",
+                 before the call. The speedup's denominator is {denominator_text}, timed at \
+                 {sizes} on inputs of the grade's own. Submit adds five held-out cases drawn \
+                 differently.",
                 self.config.public_seed
             ),
             hints,

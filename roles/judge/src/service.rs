@@ -123,12 +123,12 @@ impl pb::judge_server::Judge for Service {
         } else {
             Some(r.precision.parse().map_err(Status::invalid_argument)?)
         };
-        Ok(Response::new(self.judge.task(
-            &r.task_id,
-            language,
-            precision,
-            crate::judge::parse_preset(&r.preset)?,
-        )?))
+        let preset = crate::judge::parse_preset(&r.preset)?;
+        Ok(Response::new(
+            self.judge
+                .task(&r.task_id, language, precision, preset)
+                .await?,
+        ))
     }
 
     async fn score(

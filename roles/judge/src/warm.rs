@@ -5,7 +5,8 @@
 //! For an HPCAgent-Bench task, a case is Python's work: inputs drawn as
 //! HPCAgent-Bench draws them, and its NumPy reference's outputs. A fresh
 //! judge's first grade paid for that, and a submit for five held-out cases
-//! more. Made here, they are in the judge's cache when the grade comes, and
+//! more; and on the loop-level track, for the C its translator emits, the
+//! grade's baseline, which warming makes first. Made here, they are in the judge's cache when the grade comes, and
 //! a later judge on the same cache finds them there. (The input sets a
 //! grade times on are drawn from a secret of that grade: they cannot be
 //! made ahead.)
@@ -39,6 +40,7 @@ use nix::fcntl::{Flock, FlockArg};
 use crate::corpus::{Precision, Preset};
 use crate::data::hab::{HabCase, Need};
 use crate::grade::Mode;
+use crate::hab_tasks::Denominator;
 use crate::judge::{Judge, timing_lock_path};
 
 /// The most disk the cases warming goes through may take: over a
@@ -79,6 +81,8 @@ pub enum WarmError {
     Resolve(#[from] crate::judge::JudgeError),
     #[error(transparent)]
     Size(#[from] crate::corpus::SizeError),
+    #[error(transparent)]
+    Translate(#[from] crate::data::translated::TranslateError),
 }
 
 /// What warming did: tasks whose cases are made, and those refused with why.
@@ -161,6 +165,14 @@ impl Judge {
         let manifested = hab.find(id)?;
         let kernel = hab.graded(&self.corpus, id)?;
         self.can_grade(hab, manifested, preset)?;
+        if hab.denominator(manifested) == Denominator::Translator {
+            // The C a grade builds as its baseline: seconds of Python.
+            self.grades_first().await;
+            let _quiet = node_quiet().await?;
+            self.data
+                .translated(&hab.root, manifested, &kernel.fingerprint)
+                .await?;
+        }
         let plans = crate::grade::case_plans(
             &hab.root,
             manifested,

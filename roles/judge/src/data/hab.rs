@@ -24,7 +24,7 @@ use super::{
 use crate::corpus::hab::{InputPlan, Kernel};
 use crate::corpus::{self, ScalarValue, fingerprint};
 
-const SCRIPT: &str = include_str!("hab_inputs.py");
+pub(super) const SCRIPT: &str = include_str!("hab_inputs.py");
 
 /// One input as written: `<dir>/<name>.npy`.
 #[derive(Debug, Clone, PartialEq, Deserialize)]

@@ -48,6 +48,11 @@ OUT_DIR/timing.json; with --warm, one untimed call on the first plan's
 inputs warms the reference up before, and every timed call is on inputs
 it has not seen.
 
+    python3 hab_inputs.py --translate CHECKOUT KEY OUT_FILE
+
+writes the C HPCAgent-Bench's translator emits for the task KEY (see
+translate()) to OUT_FILE.
+
 A rotation (a held-out case) replaces the distribution of every float
 array the declarative path draws by its own and scales it, except that an
 interval domain keeps its range; a custom initializer gets only its seed.
@@ -458,7 +463,34 @@ def attempt(plan, out, flags, warm):
     json.dump(plan["symbols"], open(os.path.join(out, "symbols.json"), "w"))
 
 
+def translate(checkout, key):
+    """The C HPCAgent-Bench's translator emits for the task `key` (its path
+    key), by HPCAgent-Bench's own code, run in place from `checkout` (the
+    directory `import hpcagent_bench` resolves from): its
+    emit_reference_source, as its judge makes its C baseline. Its emitter
+    runs in a Python of its own, which finds the translator's packages by
+    PYTHONPATH."""
+    paths = [checkout, os.path.join(checkout, "hpcagent_bench", "numpy_translators", "src")]
+    sys.path[:0] = [p for p in paths if p not in sys.path]
+    inherited = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p not in paths]
+    os.environ["PYTHONPATH"] = os.pathsep.join(paths + inherited)
+    # shim_float_types stands in for the package where it cannot be
+    # imported: the real one is wanted here.
+    for name in [n for n in sys.modules if n == "hpcagent_bench" or n.startswith("hpcagent_bench.")]:
+        if getattr(sys.modules[name], "__file__", None) is None and not hasattr(sys.modules[name], "__path__"):
+            del sys.modules[name]
+    from hpcagent_bench.harness.agent import emit_reference_source
+    emit_reference_source.cache_clear()  # its memo: the judge keeps what it emitted
+    return emit_reference_source(key, "c")
+
+
 def main():
+    if sys.argv[1] == "--translate":
+        checkout, key, out = sys.argv[2:5]
+        source = translate(checkout, key)
+        with open(out, "w") as f:
+            f.write(source)
+        return None
     plans = json.load(open(sys.argv[1]))
     out = sys.argv[2]
     flags = sys.argv[3:]

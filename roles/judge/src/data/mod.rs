@@ -14,6 +14,7 @@
 pub mod bound;
 mod generate;
 pub mod hab;
+pub mod translated;
 
 pub use generate::{Draw, seeded_rng};
 
@@ -126,6 +127,9 @@ pub struct DataCache {
     /// installation does not change under a judge, and a check is a
     /// Python start (a tenth of a second or more) on every grade.
     missing: Arc<Mutex<HashMap<BTreeSet<String>, BTreeSet<String>>>>,
+    /// HPCAgent-Bench's translator's versions, and the translations that
+    /// failed ([`translated`]).
+    translations: translated::Translations,
 }
 
 impl DataCache {
@@ -140,6 +144,7 @@ impl DataCache {
             trimming: Arc::default(),
             locks: Arc::default(),
             missing: Arc::default(),
+            translations: translated::Translations::default(),
         }
     }
 

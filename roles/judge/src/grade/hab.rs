@@ -1,11 +1,14 @@
 //! Grading an HPCAgent-Bench task as HPCAgent-Bench grades it: its inputs
 //! (made by its own generator's rules, [`crate::data::hab`]), its NumPy
 //! reference's outputs, its tolerance rule, five held-out variants of the
-//! draw, and its denominator: a C baseline from the operator's overlay
-//! (`BASELINES`), timed in pairs beside the submission, or where there is
-//! none, the NumPy reference (HPCAgent-Bench's own for its machine-learning
-//! and scientific tracks), the minimum call over the minimum call. The
-//! verdict says which.
+//! draw, the sizes its judge times at (the preset's own), and its
+//! denominator ([`Denominator`]): the C its translator emits, for the
+//! loop-level track (made from the checkout, [`crate::data::translated`]),
+//! or a C baseline from the operator's overlay (`BASELINES`), either timed
+//! in pairs beside the submission; else the NumPy reference, as
+//! HPCAgent-Bench times its machine-learning and scientific tracks, the
+//! minimum call over the minimum call. The verdict names the denominator
+//! and the sizes.
 //!
 //! Unlike HPCAgent-Bench, no case but the public one is made at the public
 //! case's sizes and values: a held-out case's sizes are drawn around its
@@ -27,7 +30,7 @@ use crate::corpus::hab::{HabError, InputPlan, Kernel, ROTATIONS, Symbols, Variat
 use crate::corpus::{Preset, Sizes};
 use crate::data::hab::{HabCase, HabDataError, Need, check_fits};
 use crate::data::{CaseInputs, Reference, seeded_rng};
-use crate::hab_tasks::{HabTasks, translator_symbol};
+use crate::hab_tasks::{Denominator, HabTasks, renaming};
 use crate::judge::{Judge, Submission};
 use crate::slots::Slot;
 use crate::verdict::{Status, Verdict};
@@ -120,6 +123,16 @@ impl Judge {
         if let Err(why) = self.can_grade(tasks, manifested, prepared.preset) {
             return fail(verdict, Status::HarnessError, why.to_string());
         }
+        let denominator = tasks.denominator(manifested);
+        let mut verdict = verdict;
+        verdict.denominator = denominator.word().into();
+        let baseline = match self
+            .hab_baseline(tasks, prepared, manifested, &denominator, slot)
+            .await
+        {
+            Ok(built) => built,
+            Err(e) => return fail(verdict, Status::HarnessError, e),
+        };
         let made = match self
             .hab_cases(tasks, kernel, manifested, prepared.preset, mode, secret)
             .await
@@ -127,21 +140,11 @@ impl Judge {
             Ok(made) => made,
             Err(e) => return fail(verdict, Status::HarnessError, e),
         };
-        let baseline = match tasks.baseline(manifested) {
-            Some(file) => match self
-                .build_overlay_baseline(prepared, manifested, &file, slot)
-                .await
-            {
-                Ok(built) => Some(built),
-                Err(e) => return fail(verdict, Status::HarnessError, e),
-            },
-            None => None,
-        };
         // The grade's own secret for what it times: unknown before it began.
         let timing: [u8; 32] = rand::random();
-        let mut verdict = verdict;
+        let paired = baseline.is_some();
         let timed = match self
-            .timed_cases(tasks, prepared, manifested, mode, &made[0], &timing)
+            .timed_cases(tasks, prepared, manifested, paired, &made[0], &timing)
             .await
         {
             Ok((timed, sizes)) => {
@@ -182,15 +185,13 @@ impl Judge {
             Err(e) => return fail(verdict, Status::HarnessError, e.to_string()),
         };
         judge_outcome(&mut verdict, &read, &outcome, mode);
-        match &timed {
-            Timed::AgainstNumpy(sets) => {
-                let reference_ns: Vec<u64> = sets
-                    .iter()
-                    .flat_map(|set| set.reference_ns.iter().copied())
-                    .collect();
-                against_numpy(&mut verdict, &reference_ns);
-            }
-            _ => verdict.denominator = "baselines overlay".into(),
+        verdict.denominator = denominator.word().into();
+        if let Timed::AgainstNumpy(sets) = &timed {
+            let reference_ns: Vec<u64> = sets
+                .iter()
+                .flat_map(|set| set.reference_ns.iter().copied())
+                .collect();
+            against_numpy(&mut verdict, &reference_ns);
         }
         verdict
     }
@@ -228,13 +229,12 @@ impl Judge {
         tasks: &HabTasks,
         prepared: &Prepared<'_>,
         manifested: &Kernel,
-        mode: Mode,
+        paired: bool,
         public: &HabCase,
         secret: &[u8; 32],
     ) -> Result<(Timed, Sizes), String> {
         let (kernel, preset) = (prepared.kernel, prepared.preset);
-        let paired = tasks.baseline(manifested).is_some();
-        let draws = timed_draws(manifested, preset, mode, secret).map_err(|e| e.to_string())?;
+        let draws = timed_draws(manifested, preset, secret).map_err(|e| e.to_string())?;
         let bytes = manifested.bytes_at(&draws[0]).ok();
         let count = match paired {
             // A warm-up and the 6 pairs that can tell a change, and more
@@ -362,33 +362,59 @@ impl Judge {
         Ok((planner, marks))
     }
 
-    /// The overlay's baseline for the task, built like a submission; one
-    /// HPCAgent-Bench's translator emitted (its own symbol, no workspace
-    /// pair, which the calling convention lets the caller pass anyway)
-    /// gets the task's symbol by a define.
-    async fn build_overlay_baseline(
+    /// The C the task's speedup divides, built like a submission (from
+    /// the build cache after the first time): the overlay's, or the one
+    /// HPCAgent-Bench's translator emits (made once per judge cache);
+    /// none where the denominator is NumPy. C the translator emitted (its
+    /// own symbol, no workspace pair, which the calling convention lets
+    /// the caller pass anyway) gets the task's symbol by a define.
+    async fn hab_baseline(
         &self,
+        tasks: &HabTasks,
         prepared: &Prepared<'_>,
         manifested: &Kernel,
-        file: &std::path::Path,
+        denominator: &Denominator,
         slot: &Slot,
-    ) -> Result<crate::build::Built, String> {
-        let source =
-            std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
-        let defines: Vec<String> = translator_symbol(manifested)
+    ) -> Result<Option<crate::build::Built>, String> {
+        let (source, what) = match denominator {
+            Denominator::Numpy => return Ok(None),
+            Denominator::Overlay(file) => (
+                std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?,
+                format!("the overlay's baseline {}", file.display()),
+            ),
+            Denominator::Translator => {
+                let translated = self
+                    .data
+                    .translated(&tasks.root, manifested, &prepared.kernel.fingerprint)
+                    .await
+                    .map_err(|e| {
+                        format!(
+                            "{}: HPCAgent-Bench times this task against its translator's C, \
+                             which cannot be made here: {e}",
+                            manifested.key
+                        )
+                    })?;
+                (
+                    translated.source,
+                    format!(
+                        "HPCAgent-Bench's translator's C ({})",
+                        translated.file.display()
+                    ),
+                )
+            }
+        };
+        let defines: Vec<String> = renaming(manifested, &source)
             .map(|emitted| format!("-D{emitted}={}", manifested.abi.symbol))
             .into_iter()
             .collect();
         let submission = Submission::baseline(&prepared.kernel.id, prepared.precision, source);
         match self.prepare(&submission, &defines, slot).await {
-            Ok(Ok((built, _))) => Ok(built.built),
+            Ok(Ok((built, _))) => Ok(Some(built.built)),
             Ok(Err(v)) => Err(format!(
-                "the overlay's baseline {} does not build: {} {}",
-                file.display(),
-                v.message,
-                v.build_log_tail
+                "{what} does not build: {} {}",
+                v.message, v.build_log_tail
             )),
-            Err(e) => Err(format!("the overlay's baseline: {e}")),
+            Err(e) => Err(format!("{what}: {e}")),
         }
     }
 }
@@ -430,21 +456,21 @@ pub(crate) fn case_plans(
 }
 
 /// What a grade's timed inputs are made at (the first its generator
-/// takes, [`InputPlan::fallbacks`]): the public case's symbols for
-/// `Score`; for `Submit`, and for a task whose initializer makes its
-/// values from the sizes alone, its preset's drawn from the grade's
-/// `secret`, unlike the public case's. (Such an initializer's values at
-/// the public sizes are the public case's, or a transformation of them,
-/// and some have nothing a transformation may change: integers,
-/// constants.)
+/// takes, [`InputPlan::fallbacks`]): the public case's symbols, the
+/// preset's own, which HPCAgent-Bench's judge times at, for a score and a
+/// submit alike (their values are the grade's own, from its seed); for a
+/// task whose initializer makes its values from the sizes alone, sizes of
+/// its preset drawn from the grade's `secret`, unlike the public case's.
+/// (Such an initializer's values at the public sizes are the public
+/// case's, or a transformation of them, and some have nothing a
+/// transformation may change: integers, constants.)
 pub(crate) fn timed_draws(
     manifested: &Kernel,
     preset: Preset,
-    mode: Mode,
     secret: &[u8; 32],
 ) -> Result<Vec<Symbols>, HabError> {
     let public = manifested.preset_symbols(preset.as_str())?;
-    if mode == Mode::Score && manifested.variation() != Variation::Transform {
+    if manifested.variation() != Variation::Transform {
         return Ok(vec![public]);
     }
     let mut rng = seeded_rng(&[b"hab timed sizes", secret, manifested.key.as_bytes()]);

@@ -53,17 +53,16 @@ fn variants(root: &Path, kernel: &Kernel, preset: Preset) -> (InputPlan, Vec<(St
         .enumerate()
         .map(|(i, plan)| (format!("held-out {}", i + 1), plan))
         .collect();
-    for mode in [Mode::Score, Mode::Submit] {
-        let draws = timed_draws(kernel, preset, mode, &GRADE).unwrap();
-        let count = timed_sets(kernel.bytes_at(&draws[0]).ok(), None);
-        let plans = timed_plans(root, kernel, &draws, &GRADE, count).unwrap();
-        named.extend(
-            plans
-                .into_iter()
-                .enumerate()
-                .map(|(i, plan)| (format!("{mode:?} timed set {i}"), plan)),
-        );
-    }
+    // A score's and a submit's alike.
+    let draws = timed_draws(kernel, preset, &GRADE).unwrap();
+    let count = timed_sets(kernel.bytes_at(&draws[0]).ok(), None);
+    let plans = timed_plans(root, kernel, &draws, &GRADE, count).unwrap();
+    named.extend(
+        plans
+            .into_iter()
+            .enumerate()
+            .map(|(i, plan)| (format!("timed set {i}"), plan)),
+    );
     (public, named)
 }
 
@@ -249,7 +248,9 @@ fn no_case_of_a_fixture_is_the_public_one() {
     // The fixture of a seed-less initializer is among them, and its values
     // were compared.
     assert!(walked.by_values > 0, "{walked:?}");
-    assert!(walked.by_sizes > walked.cases / 2, "{walked:?}");
+    // Held-out cases differ in their sizes too; the sets a grade times on
+    // are at the public sizes (HPCAgent-Bench's), with seeds of their own.
+    assert!(walked.by_sizes > 0 && walked.by_seed > 0, "{walked:?}");
 }
 
 /// Over HPCAgent-Bench's own 635 manifests, where a checkout is at hand
@@ -295,7 +296,7 @@ fn every_drawn_case_of_hpcagent_bench_s_corpus_can_be_made() {
             continue;
         };
         let mut plans = case_plans(&root, kernel, Preset::S, 42, SECRET, Mode::Submit).unwrap();
-        let draws = timed_draws(kernel, Preset::S, Mode::Submit, &GRADE).unwrap();
+        let draws = timed_draws(kernel, Preset::S, &GRADE).unwrap();
         plans.extend(timed_plans(&root, kernel, &draws, &GRADE, 1).unwrap());
         let make =
             |plans: &[InputPlan]| runtime.block_on(data.hab_cases(&graded, plans, Need::Reference));
