@@ -3,12 +3,10 @@
 //! supervisor and runners).
 
 use std::path::PathBuf;
-use std::sync::Arc;
 
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
 use hpcagent_judge::corpus::{Corpus, Preset, hab};
-use hpcagent_judge::service::Service;
 use hpcagent_judge::verdict::Verdict;
 use hpcagent_judge::{Judge, JudgeConfig, Language, build, oracle};
 use hpcagent_proto::v1 as pb;
@@ -288,28 +286,6 @@ pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     crate::commands::init_logging();
     let judge = args.setup.judge()?;
-    let caps = judge.capabilities();
-    for c in &caps.compilers {
-        tracing::info!(language = %c.language, command = %c.command, version = %c.version, "compiler");
-    }
-    for m in &caps.missing {
-        tracing::warn!("missing: {m}");
-    }
-    tracing::info!(
-        kernels = caps.kernels.len(),
-        slots = caps.slots,
-        profilers = %caps.profilers.join(","),
-        cache = %caps.cache_dir,
-        rank = %caps.rank,
-        isolation = %caps.isolation,
-        "judge ready"
-    );
-    let listener = tokio::net::TcpListener::bind(args.listen)
-        .await
-        .with_context(|| format!("cannot listen on {}", args.listen))?;
-    // The bound address (the port may have been 0) for scripts and tests.
-    println!("listening on {}", listener.local_addr()?);
-    let judge = Arc::new(judge);
     let preset = args.setup.preset;
     let warm = args
         .warm
@@ -320,14 +296,8 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             preset,
         })
         .collect();
-    hpcagent_judge::warm::spawn(judge.clone(), warm, args.warm_budget << 20);
-    tonic::transport::Server::builder()
-        .add_service(Service::new(judge, None))
-        .serve_with_incoming_shutdown(hpcagent_orchestrator::control::incoming(listener), async {
-            let _ = tokio::signal::ctrl_c().await;
-        })
-        .await
-        .context("the judge server failed")
+    hpcagent_judge::standalone::serve(judge, args.listen, warm, args.warm_budget << 20).await?;
+    Ok(())
 }
 
 async fn connect(url: &str) -> anyhow::Result<JudgeClient<tonic::transport::Channel>> {

@@ -27,6 +27,7 @@ pub mod runner;
 pub mod sandbox_dir;
 pub mod service;
 pub mod slots;
+pub mod standalone;
 pub mod timing;
 pub mod verdict;
 pub mod verify;

@@ -171,7 +171,8 @@ pub async fn run(run_dir: &Path, instance: &str) -> anyhow::Result<()> {
 }
 
 /// TERM or INT: stop serving.
-async fn stop_signal() {
+/// SIGTERM (Slurm's, at a step's end) or SIGINT.
+pub(crate) async fn stop_signal() {
     use tokio::signal::unix::{SignalKind, signal};
     let mut term = signal(SignalKind::terminate()).expect("TERM handler");
     let mut int = signal(SignalKind::interrupt()).expect("INT handler");
