@@ -393,3 +393,56 @@ fn a_loop_task_of_hpcagent_bench_is_timed_against_its_translator_s_c() {
         );
     }
 }
+
+/// The judge's processes whose parent is `pid`, by command line.
+fn children(pid: u32) -> Vec<(u32, String)> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().filter_map(Result::ok) {
+        let Ok(child) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{child}/stat")) else {
+            continue;
+        };
+        // The parent is the second field after the command's parentheses.
+        let parent = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+            .and_then(|p| p.parse::<u32>().ok());
+        if parent == Some(pid) {
+            let cmdline = std::fs::read(format!("/proc/{child}/cmdline")).unwrap_or_default();
+            found.push((child, String::from_utf8_lossy(&cmdline).replace('\0', " ")));
+        }
+    }
+    found
+}
+
+/// A judge makes HPCAgent-Bench's cases, grade after grade and task after
+/// task, in one Python of its own, started before the first grade: not a
+/// process per grade or per case.
+#[test]
+fn one_python_worker_makes_every_grade_s_cases() {
+    let judge = JudgeServer::start(&corpus_args(false), &[], None);
+    let workers = || -> Vec<u32> {
+        children(judge.pid())
+            .into_iter()
+            .filter(|(_, cmd)| cmd.contains("hab_inputs.py --serve"))
+            .map(|(pid, _)| pid)
+            .collect()
+    };
+    let started = std::time::Instant::now();
+    while workers().is_empty() && started.elapsed() < std::time::Duration::from_secs(30) {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let first = workers();
+    assert_eq!(first.len(), 1, "{:?}", children(judge.pid()));
+    for (verb, task, file) in [
+        ("submit", "product", "hab/product_ok.c"),
+        ("score", "formula", "hab/formula_ok.c"),
+        ("submit", "spprod", "hab/spprod_ok.c"),
+    ] {
+        let v = judge.grade(verb, task, "c", file, &[]);
+        assert_eq!(v["status"], "ok", "{task}: {}", summary(&v));
+        assert_eq!(workers(), first, "{:?}", children(judge.pid()));
+    }
+}

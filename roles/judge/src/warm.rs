@@ -164,7 +164,7 @@ impl Judge {
     ) -> Result<u64, WarmError> {
         let manifested = hab.find(id)?;
         let kernel = hab.graded(&self.corpus, id)?;
-        self.can_grade(hab, manifested, preset)?;
+        self.can_grade(hab, manifested, preset).await?;
         if hab.denominator(manifested) == Denominator::Translator {
             // The C a grade builds as its baseline: seconds of Python.
             self.grades_first().await;
@@ -220,8 +220,13 @@ pub(crate) async fn node_quiet() -> Result<Flock<std::fs::File>, WarmError> {
 }
 
 /// Warms `tasks` in the background, within `budget` bytes, and logs what
-/// it made.
+/// it made; for an HPCAgent-Bench corpus, starts the judge's Python worker
+/// first (a Python start and NumPy's import, which a first grade would
+/// otherwise wait for).
 pub fn spawn(judge: std::sync::Arc<Judge>, tasks: Vec<ToWarm>, budget: u64) {
+    if judge.hab.is_some() {
+        judge.data.start_worker();
+    }
     if tasks.is_empty() {
         return;
     }

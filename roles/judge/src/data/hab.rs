@@ -4,7 +4,8 @@
 //! its NumPy reference's outputs for them, called as HPCAgent-Bench calls it.
 //!
 //! For a grade, a case is made once per judge cache ([`DataCache::hab_cases`],
-//! the cases a grade asks for made by one Python process): the arguments in
+//! the cases a grade asks for made in one request to the judge's Python
+//! worker, [`super::worker`]): the arguments in
 //! ABI order, each array's bytes as the submission takes them (beside the
 //! kernel's own cases, in the judge's private inputs), and the reference's
 //! outputs and, for an input set a grade times against NumPy, the time of
@@ -298,16 +299,35 @@ struct Timed {
 
 impl DataCache {
     /// Those of `modules` this cache's Python cannot import, checked once
-    /// per judge.
-    pub fn missing_modules(
+    /// per judge (by its worker).
+    pub async fn missing_modules(
         &self,
         checkout: &Path,
         modules: &BTreeSet<String>,
     ) -> Result<BTreeSet<String>, HabDataError> {
+        if modules.is_empty() {
+            return Ok(BTreeSet::new());
+        }
         if let Some(known) = self.missing.lock().expect("module table").get(modules) {
             return Ok(known.clone());
         }
-        let missing = missing_modules(&self.python, checkout, modules)?;
+        let check = |stderr: String| HabDataError::ModuleCheck {
+            python: self.python.clone(),
+            stderr,
+        };
+        let worker = self.worker().map_err(|e| check(e.to_string()))?;
+        let request = serde_json::json!({"op": "modules", "checkout": checkout, "names": modules});
+        let answer = worker
+            .call(request, self.reference_timeout)
+            .await
+            .map_err(|e| check(e.to_string()))?;
+        let missing: BTreeSet<String> =
+            serde_json::from_value(answer["missing"].clone()).map_err(|error| {
+                HabDataError::ModuleAnswer {
+                    python: self.python.clone(),
+                    error,
+                }
+            })?;
         self.missing
             .lock()
             .expect("module table")
@@ -317,8 +337,9 @@ impl DataCache {
 
     /// The cases `plans` describe for `kernel` (the task as the judge
     /// grades it), in order, each made on first use with what `need` says;
-    /// those missing are made by one Python process (its start and NumPy's
-    /// import cost more than a small case).
+    /// those missing are made in one request to the judge's Python worker
+    /// ([`super::worker`]: a Python start and NumPy's import cost more
+    /// than a small case).
     pub async fn hab_cases(
         &self,
         kernel: &corpus::Kernel,
@@ -368,10 +389,7 @@ impl DataCache {
             })
             .collect();
         if !missing.is_empty() {
-            let (python, root) = (self.python.clone(), self.root.clone());
-            tokio::task::spawn_blocking(move || make_cases(&python, &missing, need, &root))
-                .await
-                .map_err(|e| DataError::Case(format!("making the cases panicked: {e}")))??;
+            self.make_cases(&missing, need).await?;
             self.trim().await;
         }
         drop(held);
@@ -395,27 +413,53 @@ impl DataCache {
     }
 }
 
-/// Makes the cases of `missing` (plan, its inputs' and its reference's
-/// directories) in one private directory, then publishes each one's
-/// arrays under its inputs directory (read by the run's supervisor) and
-/// the rest under its reference directory.
-fn make_cases(
-    python: &str,
-    missing: &[(InputPlan, PathBuf, PathBuf)],
-    need: Need,
+impl DataCache {
+    /// Makes the cases of `missing` (plan, its inputs' and its reference's
+    /// directories) in one private directory, by the worker, then
+    /// publishes each one's arrays under its inputs directory (read by the
+    /// run's supervisor) and the rest under its reference directory.
+    async fn make_cases(
+        &self,
+        missing: &[(InputPlan, PathBuf, PathBuf)],
+        need: Need,
+    ) -> Result<(), DataError> {
+        let private = self.root.join("reference");
+        create_private_dir(&private)?;
+        let made = tempfile::Builder::new()
+            .prefix(".tmp-")
+            .tempdir_in(&private)
+            .map_err(io(&private))?;
+        let plans: Vec<&InputPlan> = missing.iter().map(|(plan, ..)| plan).collect();
+        let request = serde_json::json!({
+            "op": "cases", "plans": plans, "out": made.path(), "flags": need.flags(),
+        });
+        let worker = self.worker()?;
+        worker
+            .call(request, self.reference_timeout)
+            .await
+            .map_err(|e| DataError::Reference(format!("making the inputs failed:\n{e}")))?;
+        let (root, missing, dir) = (
+            self.root.clone(),
+            missing.to_vec(),
+            made.path().to_path_buf(),
+        );
+        // Renames, off the runtime; the temporary directory goes after.
+        let published = tokio::task::spawn_blocking(move || publish_cases(&root, &missing, &dir))
+            .await
+            .map_err(|e| DataError::Case(format!("publishing the cases panicked: {e}")))?;
+        drop(made);
+        published
+    }
+}
+
+/// Publishes the cases made under `made` (one directory each, in order).
+fn publish_cases(
     root: &Path,
+    missing: &[(InputPlan, PathBuf, PathBuf)],
+    made: &Path,
 ) -> Result<(), DataError> {
-    let private = root.join("reference");
-    create_private_dir(&private)?;
-    let made = tempfile::Builder::new()
-        .prefix(".tmp-")
-        .tempdir_in(&private)
-        .map_err(io(&private))?;
-    let plans: Vec<&InputPlan> = missing.iter().map(|(plan, ..)| plan).collect();
-    run_script(python, &plans, made.path(), need.flags())
-        .map_err(|e| DataError::Reference(e.to_string()))?;
     for (index, (_, inputs, reference)) in missing.iter().enumerate() {
-        let case = made.path().join(index.to_string());
+        let case = made.join(index.to_string());
         let arrays = private_tempdir(&root.join("inputs"))?;
         for arg in case_args(&case)?.iter().filter(|a| a.pointer) {
             let file = format!("{}.bin", arg.name);

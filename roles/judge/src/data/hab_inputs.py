@@ -51,7 +51,12 @@ it has not seen.
     python3 hab_inputs.py --translate CHECKOUT KEY OUT_FILE
 
 writes the C HPCAgent-Bench's translator emits for the task KEY (see
-translate()) to OUT_FILE.
+translate()) to OUT_FILE; and
+
+    python3 hab_inputs.py --serve
+
+does all of this for one judge, a request at a time, for as long as the
+judge lives (see serve()).
 
 A rotation (a held-out case) replaces the distribution of every float
 array the declarative path draws by its own and scales it, except that an
@@ -65,7 +70,9 @@ import json
 import os
 import shutil
 import sys
+import tempfile
 import time
+import traceback
 import types
 
 import numpy as np
@@ -297,9 +304,10 @@ LOADED = {}
 
 
 def reference_function(plan, run_type):
-    """The reference's entry, its module loaded once per process."""
+    """The reference's entry, its module loaded once per process (again
+    where its file changed)."""
     call = plan["reference"]
-    key = (call["path"], call["function"], plan["precision"])
+    key = (call["path"], os.stat(call["path"]).st_mtime_ns, call["function"], plan["precision"])
     if key not in LOADED:
         LOADED[key] = load_reference(call, run_type)
     return LOADED[key]
@@ -354,10 +362,10 @@ def take_apart(plan, made):
             made[buffer] = np.asarray(getattr(converted, role))
 
 
-def save(out, values, names, listing):
+def save(out, values, names, listing, case):
     listed = []
     for name in names:
-        if is_sparse_matrix(values[name]) and "--case" in sys.argv:
+        if is_sparse_matrix(values[name]) and case:
             continue  # Passed as its buffers (take_apart).
         value = np.asarray(values[name])
         if value.dtype == object:
@@ -443,7 +451,7 @@ def attempt(plan, out, flags, warm):
     if "--case" in flags:
         take_apart(plan, made)
         as_declared(plan, made)
-    save(out, made, plan["outputs"], os.path.join(out, "inputs.json"))
+    save(out, made, plan["outputs"], os.path.join(out, "inputs.json"), "--case" in flags)
     outputs = None
     if "--reference" in flags:
         function = reference_function(plan, run_type)
@@ -456,11 +464,21 @@ def attempt(plan, out, flags, warm):
         outputs = bind_outputs(plan, args, result)
         expected = os.path.join(out, "expected")
         os.makedirs(expected, exist_ok=True)
-        save(expected, outputs, plan["reference"]["outputs"], os.path.join(out, "expected.json"))
+        save(expected, outputs, plan["reference"]["outputs"], os.path.join(out, "expected.json"), "--case" in flags)
         json.dump({"ns": [elapsed]}, open(os.path.join(out, "timing.json"), "w"))
     if "--case" in flags:
         write_case(out, plan, made, outputs)
     json.dump(plan["symbols"], open(os.path.join(out, "symbols.json"), "w"))
+
+
+def drop_stand_ins():
+    """Forgets the modules shim_float_types made up where HPCAgent-Bench's
+    package could not be imported: a later import of the package (the
+    translator's, a module check's) finds the real one, or fails as it
+    would have in a Python of its own."""
+    for name in [n for n in sys.modules if n == "hpcagent_bench" or n.startswith("hpcagent_bench.")]:
+        if getattr(sys.modules[name], "__file__", None) is None and not hasattr(sys.modules[name], "__path__"):
+            del sys.modules[name]
 
 
 def translate(checkout, key):
@@ -474,30 +492,117 @@ def translate(checkout, key):
     sys.path[:0] = [p for p in paths if p not in sys.path]
     inherited = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p not in paths]
     os.environ["PYTHONPATH"] = os.pathsep.join(paths + inherited)
-    # shim_float_types stands in for the package where it cannot be
-    # imported: the real one is wanted here.
-    for name in [n for n in sys.modules if n == "hpcagent_bench" or n.startswith("hpcagent_bench.")]:
-        if getattr(sys.modules[name], "__file__", None) is None and not hasattr(sys.modules[name], "__path__"):
-            del sys.modules[name]
+    drop_stand_ins()  # the real package is wanted here
     from hpcagent_bench.harness.agent import emit_reference_source
     emit_reference_source.cache_clear()  # its memo: the judge keeps what it emitted
-    return emit_reference_source(key, "c")
+    # What its emitter's Python says on failing (a module it lacks) is
+    # said with the failure.
+    with tempfile.TemporaryFile(mode="w+") as said:
+        sys.stderr.flush()
+        kept = os.dup(2)
+        os.dup2(said.fileno(), 2)
+        try:
+            return emit_reference_source(key, "c")
+        except Exception as e:
+            sys.stderr.flush()
+            said.seek(0)
+            lines = [line for line in said.read().splitlines() if line.strip()]
+            raise RuntimeError("\n".join([str(e)] + lines[-6:])) from None
+        finally:
+            sys.stderr.flush()
+            os.dup2(kept, 2)
+            os.close(kept)
+
+
+def make_all(plans, out, flags):
+    """Each of `plans` into OUT/<its index>/ (one plan: into OUT)."""
+    if isinstance(plans, dict):
+        return make(plans, out, flags, "--warm" in flags)
+    for i, plan in enumerate(plans):
+        make(plan, os.path.join(out, str(i)), flags, i == 0 and "--warm" in flags)
+
+
+def missing(checkout, names):
+    """Those of `names` this Python cannot import, the checkout on its path."""
+    if checkout not in sys.path:
+        sys.path.insert(0, checkout)
+    lacking = []
+    for name in names:
+        try:
+            importlib.import_module(name)
+        except Exception:
+            lacking.append(name)
+    return lacking
+
+
+def handle(request):
+    op = request["op"]
+    if op == "cases":
+        make_all(request["plans"], request["out"], request["flags"])
+        return {}
+    if op == "modules":
+        return {"missing": missing(request["checkout"], request["names"])}
+    if op == "translate":
+        return {"source": translate(request["checkout"], request["key"])}
+    if op == "ping":
+        return {}
+    raise ValueError(f"no operation {op!r}")
+
+
+def forget(path, modules, dirs):
+    """What a request left behind that another must not see: the entries
+    it put on the import path, modules it imported from a kernel's own
+    directory (two kernels may each have a helper of one name), and the
+    stand-ins for HPCAgent-Bench's package (drop_stand_ins). NumPy,
+    SciPy and HPCAgent-Bench's package stay imported: the worker is there
+    to import them once."""
+    sys.path[:] = path
+    drop_stand_ins()
+    for name in set(sys.modules) - modules:
+        file = getattr(sys.modules[name], "__file__", None)
+        if file and any(os.path.realpath(file).startswith(d + os.sep) for d in dirs):
+            del sys.modules[name]
+
+
+def serve():
+    """The judge's long-lived worker: a JSON request a line on stdin
+    ({"id", "op", ...}: "cases" {plans, out, flags}, "modules" {checkout,
+    names}, "translate" {checkout, key}, "ping"), a JSON answer a line
+    ({"id", "ok", ...} or {"id", "ok": false, "error"}) on the descriptor
+    stdout was at the start. Whatever the code it runs prints, and the
+    translator's emitter, goes to stderr; none of it reads stdin."""
+    answers = os.fdopen(os.dup(1), "w", buffering=1)
+    requests = os.fdopen(os.dup(0), "r")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+    for line in requests:
+        request = json.loads(line)
+        path, modules = list(sys.path), set(sys.modules)
+        plans = request.get("plans")
+        plans = [plans] if isinstance(plans, dict) else plans or []
+        dirs = {os.path.realpath(p["dir"]) for p in plans if p.get("dir")}
+        answer = {"id": request.get("id"), "ok": True}
+        try:
+            answer.update(handle(request))
+        except BaseException:  # sys.exit(message) is a failed request too
+            lines = traceback.format_exc().rstrip().splitlines()
+            answer = {"id": request.get("id"), "ok": False, "error": "\n".join(lines[-12:])}
+        finally:
+            forget(path, modules, dirs)
+        answers.write(json.dumps(answer) + "\n")
 
 
 def main():
+    if sys.argv[1] == "--serve":
+        return serve()
     if sys.argv[1] == "--translate":
         checkout, key, out = sys.argv[2:5]
         source = translate(checkout, key)
         with open(out, "w") as f:
             f.write(source)
         return None
-    plans = json.load(open(sys.argv[1]))
-    out = sys.argv[2]
-    flags = sys.argv[3:]
-    if isinstance(plans, dict):
-        return make(plans, out, flags, "--warm" in flags)
-    for i, plan in enumerate(plans):
-        make(plan, os.path.join(out, str(i)), flags, i == 0 and "--warm" in flags)
+    make_all(json.load(open(sys.argv[1])), sys.argv[2], sys.argv[3:])
 
 
 if __name__ == "__main__":

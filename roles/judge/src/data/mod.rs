@@ -15,6 +15,7 @@ pub mod bound;
 mod generate;
 pub mod hab;
 pub mod translated;
+pub mod worker;
 
 pub use generate::{Draw, seeded_rng};
 
@@ -130,6 +131,9 @@ pub struct DataCache {
     /// HPCAgent-Bench's translator's versions, and the translations that
     /// failed ([`translated`]).
     translations: translated::Translations,
+    /// The one Python that makes HPCAgent-Bench's cases and runs its
+    /// translator, started on first use ([`worker`]).
+    worker: Arc<Mutex<Option<Arc<worker::Worker>>>>,
 }
 
 impl DataCache {
@@ -145,6 +149,7 @@ impl DataCache {
             locks: Arc::default(),
             missing: Arc::default(),
             translations: translated::Translations::default(),
+            worker: Arc::default(),
         }
     }
 
@@ -161,6 +166,36 @@ impl DataCache {
 
     pub fn python(&self) -> &str {
         &self.python
+    }
+
+    /// The judge's Python worker (made, not started, on first use; its
+    /// script in `<cache>/worker/`).
+    pub(crate) fn worker(&self) -> Result<Arc<worker::Worker>, DataError> {
+        let mut slot = self.worker.lock().expect("worker");
+        if let Some(worker) = &*slot {
+            return Ok(worker.clone());
+        }
+        let home = self.root.join("worker");
+        create_private_dir(&home)?;
+        let made = worker::Worker::new(&self.python, &home, hab::SCRIPT, self.python_env())
+            .map_err(io(&home))?;
+        let made = Arc::new(made);
+        *slot = Some(made.clone());
+        Ok(made)
+    }
+
+    /// Starts the worker ahead of the first request (a Python start and
+    /// NumPy's import), in the background.
+    pub fn start_worker(&self) {
+        let Ok(worker) = self.worker() else {
+            return;
+        };
+        let limit = self.reference_timeout;
+        tokio::spawn(async move {
+            if let Err(e) = worker.call(json!({"op": "ping"}), limit).await {
+                tracing::warn!("starting the judge's Python worker: {e}");
+            }
+        });
     }
 
     /// Holds `key`'s case in the cache until the pin is dropped.

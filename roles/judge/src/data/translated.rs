@@ -2,7 +2,8 @@
 //! HPCAgent-Bench times its loop-level track against
 //! ([`crate::hab_tasks::Denominator::Translator`]), made by its own code,
 //! run in place from the checkout the judge reads its manifests from
-//! (`hab_inputs.py`'s `translate`, in the judge's Python), never copied.
+//! (`hab_inputs.py`'s `translate`, in the judge's Python worker,
+//! [`super::worker`]), never copied.
 //!
 //! A task's C is emitted once per judge cache and kept in
 //! `<cache>/translated/`, beside the builds, under a key of the task's
@@ -15,7 +16,8 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use super::{DataCache, hab::SCRIPT, write_atomic};
+use super::worker::WorkerError;
+use super::{DataCache, write_atomic};
 use crate::corpus::fingerprint;
 use crate::corpus::hab::{self, Kernel as Manifested};
 
@@ -218,29 +220,20 @@ impl DataCache {
             .clone()
     }
 
-    /// Runs the translator on the task `key` of `checkout`.
+    /// Runs the translator on the task `key` of `checkout`, in the
+    /// judge's Python worker.
     async fn translate(&self, checkout: &Path, key: &str) -> Result<String, TranslateError> {
-        let io = |e: std::io::Error| TranslateError::Io(e.to_string());
-        let work = tempfile::tempdir().map_err(io)?;
-        let script = work.path().join("hab_inputs.py");
-        let out = work.path().join("translated.c");
-        std::fs::write(&script, SCRIPT).map_err(io)?;
-        let ran = tokio::process::Command::new(&self.python)
-            .arg(&script)
-            .arg("--translate")
-            .arg(checkout)
-            .arg(key)
-            .arg(&out)
-            .envs(self.python_env())
-            .env_remove("PYTHONDONTWRITEBYTECODE")
-            .kill_on_drop(true)
-            .output()
-            .await
-            .map_err(|e| TranslateError::Io(format!("cannot run {}: {e}", self.python)))?;
-        let stderr = String::from_utf8_lossy(&ran.stderr);
-        match std::fs::read_to_string(&out) {
-            Ok(source) if ran.status.success() && !source.trim().is_empty() => Ok(source),
-            _ => Err(classify(&self.python, key, &stderr)),
+        let worker = self
+            .worker()
+            .map_err(|e| TranslateError::Io(e.to_string()))?;
+        let request = serde_json::json!({"op": "translate", "checkout": checkout, "key": key});
+        match worker.call(request, self.reference_timeout).await {
+            Ok(answer) => match answer["source"].as_str() {
+                Some(source) if !source.trim().is_empty() => Ok(source.to_string()),
+                _ => Err(classify(&self.python, key, "")),
+            },
+            Err(WorkerError::Failed(traceback)) => Err(classify(&self.python, key, &traceback)),
+            Err(e) => Err(TranslateError::Io(e.to_string())),
         }
     }
 

@@ -120,7 +120,7 @@ impl Judge {
             Ok(m) => m,
             Err(e) => return fail(verdict, Status::HarnessError, e.to_string()),
         };
-        if let Err(why) = self.can_grade(tasks, manifested, prepared.preset) {
+        if let Err(why) = self.can_grade(tasks, manifested, prepared.preset).await {
             return fail(verdict, Status::HarnessError, why.to_string());
         }
         let denominator = tasks.denominator(manifested);
@@ -303,14 +303,17 @@ impl Judge {
 
     /// Why this judge cannot grade the task at `preset`, if it cannot: a
     /// module its Python lacks, or inputs larger than the node's memory.
-    pub(crate) fn can_grade(
+    pub(crate) async fn can_grade(
         &self,
         tasks: &HabTasks,
         manifested: &Kernel,
         preset: Preset,
     ) -> Result<(), HabDataError> {
         let checkout = crate::corpus::hab::checkout(&tasks.root);
-        let missing = self.data.missing_modules(&checkout, &manifested.needs())?;
+        let missing = self
+            .data
+            .missing_modules(&checkout, &manifested.needs())
+            .await?;
         if !missing.is_empty() {
             let names: Vec<&str> = missing.iter().map(String::as_str).collect();
             return Err(HabDataError::MissingModules {

@@ -1,0 +1,476 @@
+//! The judge's one long-lived Python for HPCAgent-Bench's tasks
+//! (`hab_inputs.py --serve`): it makes their cases, checks the modules
+//! their references need and runs HPCAgent-Bench's translator, a request
+//! at a time, so that a grade pays for neither a Python start nor NumPy's
+//! import (nor the translator's package's, seconds) per case.
+//!
+//! The protocol is JSON lines: a request `{"id", "op", ...}` a line on its
+//! stdin, an answer `{"id", "ok", ...}` (or `"ok": false` with `"error"`,
+//! the traceback's last lines) a line on its stdout; what the code it runs
+//! prints goes to its stderr, whose last lines are kept for when it dies.
+//! An answer of another id (a request whose grade went away) is passed
+//! over. A worker that died, or outlived a request's time limit, is gone:
+//! the request fails saying why, and the next one starts another worker.
+//! A request whose caller went away before its answer came kills the
+//! worker too (its answer would still be on the way).
+//!
+//! It runs as the judge, outside every submission's sandbox, so nothing
+//! of a submission ever reaches it: its requests are plans the judge makes
+//! from manifests, its output directories the judge's private ones, and it
+//! answers the judge alone. Its script lies in a directory of its own in
+//! the judge's cache (the directory Python puts first on the import path),
+//! its temporary files in another, and HPCAgent-Bench's modules it imports
+//! are compiled once into the cache ([`super::DataCache::python_env`]).
+
+use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+
+/// Lines of the worker's stderr kept for when it dies.
+const STDERR_LINES: usize = 40;
+
+/// Why a request got no answer, or a failed one.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum WorkerError {
+    #[error("cannot start {python} for the judge's worker: {why}")]
+    Start { python: String, why: String },
+    #[error("the judge's Python worker died ({status}){stderr}")]
+    Died { status: String, stderr: String },
+    #[error("the judge's Python worker gave no answer within {0:?}, and was stopped")]
+    TimedOut(Duration),
+    #[error("the judge's Python worker answered what is not JSON: {0}")]
+    Garbled(String),
+    /// The request failed in Python: the traceback's last lines.
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// The worker, started on the first request.
+pub struct Worker {
+    python: String,
+    script: PathBuf,
+    /// The script's directory in the judge's cache (its temporary files
+    /// below it).
+    home: PathBuf,
+    env: Vec<(&'static str, PathBuf)>,
+    running: tokio::sync::Mutex<Option<Running>>,
+    next_id: AtomicU64,
+    /// Workers started, the first included.
+    starts: AtomicU64,
+}
+
+impl std::fmt::Debug for Worker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Worker")
+            .field("python", &self.python)
+            .field("script", &self.script)
+            .finish_non_exhaustive()
+    }
+}
+
+struct Running {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+    stderr: Arc<Mutex<VecDeque<String>>>,
+}
+
+/// The worker slot while a request is in flight: unless the request got
+/// its answer, the worker is stopped when this goes (its caller went away,
+/// it died, it timed out).
+struct Busy<'a> {
+    slot: tokio::sync::MutexGuard<'a, Option<Running>>,
+    answered: bool,
+}
+
+impl Drop for Busy<'_> {
+    fn drop(&mut self) {
+        if !self.answered
+            && let Some(mut running) = self.slot.take()
+        {
+            let _ = running.child.start_kill();
+        }
+    }
+}
+
+impl Worker {
+    /// A worker running `script` (its text) with `python`, from `home`, a
+    /// directory of the judge's own; `env` added to the judge's.
+    pub fn new(
+        python: &str,
+        home: &Path,
+        script: &str,
+        env: Vec<(&'static str, PathBuf)>,
+    ) -> std::io::Result<Worker> {
+        let file = home.join("hab_inputs.py");
+        if std::fs::read_to_string(&file).ok().as_deref() != Some(script) {
+            super::write_atomic(&file, script.as_bytes()).map_err(std::io::Error::other)?;
+        }
+        Ok(Worker {
+            python: python.to_string(),
+            script: file,
+            home: home.to_path_buf(),
+            env,
+            running: tokio::sync::Mutex::new(None),
+            next_id: AtomicU64::new(1),
+            starts: AtomicU64::new(0),
+        })
+    }
+
+    /// How many workers were started.
+    pub fn starts(&self) -> u64 {
+        self.starts.load(Ordering::Relaxed)
+    }
+
+    fn start(&self) -> Result<Running, WorkerError> {
+        let failed = |why: String| WorkerError::Start {
+            python: self.python.clone(),
+            why,
+        };
+        let tmp = self.home.join("tmp");
+        super::create_private_dir(&tmp).map_err(|e| failed(e.to_string()))?;
+        let mut child = Command::new(&self.python)
+            .arg(&self.script)
+            .arg("--serve")
+            .current_dir(&self.home)
+            .envs(self.env.iter().map(|(k, v)| (*k, v)))
+            .env("TMPDIR", &tmp)
+            // The prefix is where its modules compile to.
+            .env_remove("PYTHONDONTWRITEBYTECODE")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| failed(e.to_string()))?;
+        self.starts.fetch_add(1, Ordering::Relaxed);
+        let stderr = Arc::new(Mutex::new(VecDeque::new()));
+        if let Some(pipe) = child.stderr.take() {
+            let kept = stderr.clone();
+            tokio::spawn(async move {
+                let mut lines = BufReader::new(pipe).lines();
+                while let Ok(Some(line)) = lines.next_line().await {
+                    tracing::debug!(target: "hab_worker", "{line}");
+                    let mut kept = kept.lock().expect("stderr lines");
+                    if kept.len() == STDERR_LINES {
+                        kept.pop_front();
+                    }
+                    kept.push_back(line);
+                }
+            });
+        }
+        Ok(Running {
+            stdin: child.stdin.take().expect("piped"),
+            stdout: BufReader::new(child.stdout.take().expect("piped")),
+            child,
+            stderr,
+        })
+    }
+
+    /// Sends `request` (an object; its `id` is set here) and returns the
+    /// answer, within `limit`.
+    pub async fn call(&self, mut request: Value, limit: Duration) -> Result<Value, WorkerError> {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        request["id"] = id.into();
+        let mut line = request.to_string();
+        line.push('\n');
+        let mut busy = Busy {
+            slot: self.running.lock().await,
+            answered: false,
+        };
+        // One that died between requests is started again, and so is one
+        // whose pipe is found broken before anything of this request went.
+        for attempt in 0..2 {
+            let gone = match busy.slot.as_mut() {
+                None => true,
+                Some(running) => running.child.try_wait().ok().flatten().is_some(),
+            };
+            if gone {
+                *busy.slot = Some(self.start()?);
+            }
+            let running = busy.slot.as_mut().expect("started");
+            let sent = running.stdin.write_all(line.as_bytes()).await;
+            let sent = match sent {
+                Ok(()) => running.stdin.flush().await,
+                Err(e) => Err(e),
+            };
+            match sent {
+                Ok(()) => break,
+                Err(_) if attempt == 0 && !gone => {
+                    if let Some(mut dead) = busy.slot.take() {
+                        let _ = dead.child.start_kill();
+                    }
+                }
+                Err(e) => {
+                    return Err(died(busy.slot.as_mut().expect("started"), e.to_string()).await);
+                }
+            }
+        }
+        let running = busy.slot.as_mut().expect("started");
+        let answer = match tokio::time::timeout(limit, answer(running, id)).await {
+            Ok(Ok(answer)) => answer,
+            Ok(Err(e)) => return Err(e),
+            Err(_) => return Err(WorkerError::TimedOut(limit)),
+        };
+        busy.answered = true;
+        if answer["ok"].as_bool() == Some(true) {
+            Ok(answer)
+        } else {
+            Err(WorkerError::Failed(
+                answer["error"]
+                    .as_str()
+                    .unwrap_or("it failed and did not say why")
+                    .to_string(),
+            ))
+        }
+    }
+}
+
+/// The worker's answer to request `id`, those of others passed over.
+async fn answer(running: &mut Running, id: u64) -> Result<Value, WorkerError> {
+    loop {
+        let mut line = String::new();
+        match running.stdout.read_line(&mut line).await {
+            Ok(0) => return Err(died(running, "its output ended".into()).await),
+            Ok(_) => {}
+            Err(e) => return Err(died(running, e.to_string()).await),
+        }
+        let answer: Value = serde_json::from_str(&line)
+            .map_err(|e| WorkerError::Garbled(format!("{e}: {}", super::tail(&line, 200))))?;
+        if answer["id"].as_u64() == Some(id) {
+            return Ok(answer);
+        }
+    }
+}
+
+/// What is known of a worker that died: its end, and its stderr's last
+/// lines.
+async fn died(running: &mut Running, why: String) -> WorkerError {
+    let status = tokio::time::timeout(Duration::from_secs(2), running.child.wait())
+        .await
+        .ok()
+        .and_then(Result::ok)
+        .map(|s| s.to_string())
+        .unwrap_or(why);
+    // Its stderr's reader may still be reading the last lines.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let lines: Vec<String> = running
+        .stderr
+        .lock()
+        .expect("stderr lines")
+        .iter()
+        .cloned()
+        .collect();
+    let stderr = lines[lines.len().saturating_sub(12)..].join("\n");
+    WorkerError::Died {
+        status,
+        stderr: if stderr.is_empty() {
+            String::new()
+        } else {
+            format!(":\n{stderr}")
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LIMIT: Duration = Duration::from_secs(60);
+
+    /// A worker of the judge's own script, in a cache of its own.
+    fn worker(home: &Path) -> Worker {
+        let python = std::env::var("HPCAGENT_PYTHON").unwrap_or_else(|_| "python3".into());
+        Worker::new(&python, home, super::super::hab::SCRIPT, Vec::new()).unwrap()
+    }
+
+    fn runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+    }
+
+    #[test]
+    fn one_worker_answers_request_after_request_and_a_failure_is_said() {
+        let home = tempfile::tempdir().unwrap();
+        let w = worker(home.path());
+        runtime().block_on(async {
+            for _ in 0..3 {
+                w.call(serde_json::json!({"op": "ping"}), LIMIT)
+                    .await
+                    .unwrap();
+            }
+            let missing = w
+                .call(
+                    serde_json::json!({"op": "modules", "checkout": "/nonexistent",
+                                       "names": ["json", "hpcagent_no_such_module"]}),
+                    LIMIT,
+                )
+                .await
+                .unwrap();
+            assert_eq!(
+                missing["missing"],
+                serde_json::json!(["hpcagent_no_such_module"])
+            );
+            match w.call(serde_json::json!({"op": "nothing"}), LIMIT).await {
+                Err(WorkerError::Failed(why)) => assert!(why.contains("no operation"), "{why}"),
+                other => panic!("{other:?}"),
+            }
+            // A failed request leaves the worker in place.
+            w.call(serde_json::json!({"op": "ping"}), LIMIT)
+                .await
+                .unwrap();
+        });
+        assert_eq!(w.starts(), 1);
+    }
+
+    #[test]
+    fn a_worker_that_died_is_started_again_and_its_death_is_said() {
+        let home = tempfile::tempdir().unwrap();
+        let w = worker(home.path());
+        runtime().block_on(async {
+            w.call(serde_json::json!({"op": "ping"}), LIMIT)
+                .await
+                .unwrap();
+            // Killed from outside between requests: the next starts another.
+            let pid = {
+                let running = w.running.lock().await;
+                running.as_ref().unwrap().child.id().unwrap()
+            };
+            nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid as i32),
+                nix::sys::signal::Signal::SIGKILL,
+            )
+            .unwrap();
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            w.call(serde_json::json!({"op": "ping"}), LIMIT)
+                .await
+                .unwrap();
+            assert_eq!(w.starts(), 2);
+            // A request it dies of: said, with what it printed last; the
+            // next request gets another worker.
+            let root = tempfile::tempdir().unwrap();
+            let dir = root.path().join("t/k");
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(
+                dir.join("k.yaml"),
+                "name: k\nparameters:\n  S: {N: 8}\ninit:\n  func_name: initialize\n\
+                 \x20 input_args: [N]\n  output_args: [x]\n  arrays:\n    x: (N,)\n\
+                 output_args: [x]\n",
+            )
+            .unwrap();
+            std::fs::write(dir.join("k_numpy.py"), "def k(x, N):\n    x[:] = 1\n").unwrap();
+            std::fs::write(
+                dir.join("k.py"),
+                "import os, sys\n\ndef initialize(N, datatype=None):\n\
+                 \x20   print('the initializer gives up', file=sys.stderr, flush=True)\n\
+                 \x20   os._exit(3)\n",
+            )
+            .unwrap();
+            let (kernels, refused) = crate::corpus::hab::load(root.path()).unwrap();
+            assert!(refused.is_empty(), "{refused:?}");
+            let symbols = kernels[0].preset_symbols("S").unwrap();
+            let plan = kernels[0]
+                .input_plan(root.path(), symbols, 42, "fp64")
+                .unwrap();
+            let out = tempfile::tempdir().unwrap();
+            let request = serde_json::json!({"op": "cases", "plans": [plan],
+                                             "out": out.path(), "flags": ["--case"]});
+            match w.call(request, LIMIT).await {
+                Err(WorkerError::Died { status, stderr }) => {
+                    assert!(status.contains('3'), "{status}");
+                    assert!(stderr.contains("the initializer gives up"), "{stderr}");
+                }
+                other => panic!("{other:?}"),
+            }
+            w.call(serde_json::json!({"op": "ping"}), LIMIT)
+                .await
+                .unwrap();
+            assert_eq!(w.starts(), 3);
+        });
+    }
+
+    #[test]
+    fn a_request_past_its_limit_stops_the_worker_and_the_next_gets_another() {
+        let home = tempfile::tempdir().unwrap();
+        let w = worker(home.path());
+        runtime().block_on(async {
+            w.call(serde_json::json!({"op": "ping"}), LIMIT)
+                .await
+                .unwrap();
+            // A module that takes 30 s to import, asked for with 1 s to
+            // answer: stopped.
+            let slow = tempfile::tempdir().unwrap();
+            std::fs::write(slow.path().join("slow.py"), "import time\ntime.sleep(30)\n").unwrap();
+            let request = serde_json::json!({"op": "modules", "checkout": slow.path(),
+                                             "names": ["slow"]});
+            let started = std::time::Instant::now();
+            let late = w.call(request, Duration::from_secs(1)).await;
+            assert!(matches!(late, Err(WorkerError::TimedOut(_))), "{late:?}");
+            assert!(started.elapsed() < Duration::from_secs(10));
+            w.call(serde_json::json!({"op": "ping"}), LIMIT)
+                .await
+                .unwrap();
+            assert_eq!(w.starts(), 2);
+        });
+    }
+
+    #[test]
+    fn a_kernel_s_own_helper_module_is_not_another_kernel_s() {
+        // Two kernels, each with a helper module `helper` beside it, whose
+        // initializers fill x with its VALUE: each case gets its own.
+        let root = tempfile::tempdir().unwrap();
+        for (name, value) in [("a", 1), ("b", 2)] {
+            let dir = root.path().join("t").join(name);
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(
+                dir.join(format!("{name}.yaml")),
+                "name: k\nparameters:\n  S: {N: 4}\ninit:\n  func_name: initialize\n\
+                 \x20 input_args: [N]\n  output_args: [x]\n  arrays:\n    x: (N,)\n\
+                 output_args: [x]\n",
+            )
+            .unwrap();
+            std::fs::write(
+                dir.join(format!("{name}_numpy.py")),
+                format!("def {name}(x, N):\n    x[:] = 0\n"),
+            )
+            .unwrap();
+            std::fs::write(dir.join("helper.py"), format!("VALUE = {value}\n")).unwrap();
+            std::fs::write(
+                dir.join(format!("{name}.py")),
+                "import numpy as np\nfrom helper import VALUE\n\n\
+                 def initialize(N, datatype=np.float64):\n\
+                 \x20   return np.full(N, VALUE, dtype=datatype)\n",
+            )
+            .unwrap();
+        }
+        let (kernels, refused) = crate::corpus::hab::load(root.path()).unwrap();
+        assert!(refused.is_empty(), "{refused:?}");
+        let home = tempfile::tempdir().unwrap();
+        let w = worker(home.path());
+        let out = tempfile::tempdir().unwrap();
+        runtime().block_on(async {
+            for kernel in kernels.iter().chain(&kernels) {
+                let symbols = kernel.preset_symbols("S").unwrap();
+                let plan = kernel.input_plan(root.path(), symbols, 42, "fp64").unwrap();
+                let to = out.path().join(&kernel.stem);
+                let request = serde_json::json!({"op": "cases", "plans": [plan], "out": to,
+                                                 "flags": ["--case"]});
+                w.call(request, LIMIT).await.unwrap();
+                let bytes = std::fs::read(to.join("0/x.bin")).unwrap();
+                let first = f64::from_le_bytes(bytes[..8].try_into().unwrap());
+                let expected = if kernel.stem == "a" { 1.0 } else { 2.0 };
+                assert_eq!(first, expected, "{}", kernel.stem);
+            }
+        });
+        assert_eq!(w.starts(), 1);
+    }
+}
