@@ -59,7 +59,8 @@ fi
 # slot users can run it (a root judge builds as them, and $HOME is not
 # theirs to read); a GH200's architecture, since `native` needs a device.
 CUDA_VENV=${HPCAGENT_CUDA_VENV:-/opt/hpcagent-cuda}
-find_nvcc() { find "$CUDA_VENV" -path '*/cu13/bin/nvcc' -type f 2>/dev/null | head -n 1; }
+# (A fresh machine has no $CUDA_VENV yet: find's failure is not the script's.)
+find_nvcc() { { find "$CUDA_VENV" -path '*/cu13/bin/nvcc' -type f 2>/dev/null || true; } | head -n 1; }
 nvcc=$(find_nvcc)
 if [ -z "$nvcc" ] || ! "$nvcc" --version 2>/dev/null | grep -q 'release 13.5'; then
   echo "[test] installing nvcc (nvidia-cuda-nvcc 13.5.37) into $CUDA_VENV"
