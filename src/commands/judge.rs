@@ -42,9 +42,10 @@ pub struct JudgeSetup {
     /// The task corpus (default: HPCAGENT_BENCHMARKS or ./benchmarks).
     #[arg(long, value_name = "DIR")]
     corpus: Option<PathBuf>,
-    /// C baselines of an HPCAgent-Bench corpus's tasks, `<path key>/baseline.c`
-    /// (e.g. emitted once by HPCAgent-Bench's translator); a task without one
-    /// is timed against its NumPy reference.
+    /// C baselines of an HPCAgent-Bench corpus's tasks, `<path key>/baseline.c`,
+    /// timed against instead of what HPCAgent-Bench times a task against
+    /// (its translator's C on the loop-level track, made by the judge from
+    /// the checkout; its NumPy reference elsewhere).
     #[arg(long, value_name = "DIR")]
     baselines: Option<PathBuf>,
     /// Cache base directory; the rank suffix is added (default: ~/.cache/hpcagent).

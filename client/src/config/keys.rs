@@ -200,10 +200,13 @@ config_keys! {
     /// checkout's `hpcagent_bench/benchmarks`, whose task ids are the
     /// manifests' path keys.
     ["Campaign"] corpus / CORPUS: Option<AbsPath> = "";
-    /// For an HPCAgent-Bench corpus: C baselines, `<path key>/baseline.c`
-    /// (e.g. emitted once by its translator). A task with one is timed
-    /// against it, one without against its NumPy reference; the baseline
-    /// policy skips a task without one.
+    /// For an HPCAgent-Bench corpus: C baselines, `<path key>/baseline.c`,
+    /// that a task with one is timed against instead of what
+    /// HPCAgent-Bench times it against (its translator's C on the
+    /// loop-level track, which the judges make from the checkout; its NumPy
+    /// reference elsewhere). Not needed for HPCAgent-Bench's own numbers.
+    /// The baseline policy submits a task's C baseline and skips a task
+    /// without one.
     ["Campaign"] baselines / BASELINES: Option<AbsPath> = "";
     /// Kernels to run (names from the corpus). Empty with no
     /// `PROBLEMS_FILE`: the whole corpus.
