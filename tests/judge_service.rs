@@ -73,7 +73,9 @@ fn correct_gemm_in_c_cpp_and_fortran_is_ok_against_the_baseline() {
         } else if stopped.starts_with("clear of 1") {
             low > 1.025 || high < 0.975
         } else {
+            // At its 30 s or its 1,000 pairs (short calls on a busy node).
             stopped.starts_with("not decided in its 30 s")
+                || stopped.starts_with("not decided at its 1000 pairs")
         };
         assert!(decided, "{language}: {stopped}: {v}");
         assert!(v["max_rel_error"].as_f64().unwrap() < 1e-9);

@@ -142,6 +142,9 @@ pub struct Verdict {
     pub denominator: String,
     /// How the timed pairs ended (see the proto's `stopped`).
     pub stopped: String,
+    /// The runner's per-call floor the pairs' times are net of (see the
+    /// proto's `floor_ns`); 0 without pairs.
+    pub floor_ns: u64,
     /// How the submission's run was isolated: `full`, or what was missing.
     pub isolation: String,
     /// A submit whose speedup was above its task's plausible bound: how it
@@ -182,6 +185,7 @@ impl Verdict {
             timed_sizes: BTreeMap::new(),
             denominator: String::new(),
             stopped: String::new(),
+            floor_ns: 0,
             isolation: String::new(),
             plausibility: String::new(),
             hidden_passed: 0,
@@ -294,6 +298,7 @@ impl From<&Verdict> for pb::Verdict {
             plausibility: v.plausibility.clone(),
             denominator: v.denominator.clone(),
             stopped: v.stopped.clone(),
+            floor_ns: v.floor_ns,
             hidden_passed: v.hidden_passed,
             hidden_total: v.hidden_total,
             deterministic: v.deterministic.unwrap_or(false),
@@ -339,6 +344,7 @@ impl From<pb::Verdict> for Verdict {
             plausibility: v.plausibility,
             denominator: v.denominator,
             stopped: v.stopped,
+            floor_ns: v.floor_ns,
             hidden_passed: v.hidden_passed,
             hidden_total: v.hidden_total,
             deterministic: (v.hidden_total > 0 || v.deterministic).then_some(v.deterministic),

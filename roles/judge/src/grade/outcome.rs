@@ -186,6 +186,15 @@ fn timings(verdict: &mut Verdict, outcome: &RunOutcome, read: &Read<'_>) -> Opti
         Event::DeviceTimes { ns } => Timing::from_samples(ns),
         _ => None,
     });
+    // The pairs' times are net of the runner's floor, which the verdict says.
+    verdict.floor_ns = outcome
+        .events
+        .iter()
+        .find_map(|e| match e {
+            Event::Floor(floor) => Some(floor.ns),
+            _ => None,
+        })
+        .unwrap_or(0);
     Speedup::of(&pairs)
 }
 

@@ -14,6 +14,7 @@ mod buffers;
 pub mod canary;
 mod child;
 pub(crate) mod device;
+pub mod floor;
 mod papi;
 pub mod process;
 pub mod protocol;

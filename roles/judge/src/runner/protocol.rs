@@ -18,6 +18,7 @@ use hpcagent_sandbox::landlock::Enforcement;
 use hpcagent_sandbox::limits::Limits;
 use serde::{Deserialize, Serialize};
 
+use super::floor::Floor;
 use crate::corpus::{DType, Init, Role, Tolerance};
 use crate::language::Language;
 use crate::timing::StopRule;
@@ -194,7 +195,11 @@ pub enum Event {
     },
     /// One of the submission's calls in a check or profile step.
     Call { step: usize, ns: u64 },
-    /// One timed pair (not the warm-up).
+    /// The runner's per-call floor, measured on the baseline's runner
+    /// after the warm-up pair ([`super::floor`]); sent before the first
+    /// pair, whose times and every later pair's are net of it.
+    Floor(Floor),
+    /// One timed pair (not the warm-up): each call's time net of the floor.
     Pair { baseline_ns: u64, candidate_ns: u64 },
     /// A timed pair's outputs differ beyond twice the tolerance: the pairs
     /// end, the later steps still run.

@@ -36,7 +36,7 @@ mod arrays;
 mod cpus;
 mod timing_lock;
 
-use arrays::{Values, region_sizes};
+use arrays::{Bytes, Values, region_sizes};
 use cpus::Cpus;
 use timing_lock::TimingLock;
 
@@ -44,6 +44,8 @@ use super::buffers::{Layout, Mapping};
 use hpcagent_sandbox::hold::ChildSignals;
 
 use super::child::{Child, Gone, Start};
+use super::floor::{FLOOR_CALLS, Floor};
+use super::process::FLOOR;
 use super::protocol::{
     CallBudget, Event, Isolation, Report, Request, RunnerSetup, Side, Step, write_frame,
 };
@@ -113,11 +115,15 @@ struct Run<'a> {
     /// The node's timing lock, opened by this process alone (close-on-exec):
     /// its lock goes with this process, and no runner holds a copy.
     lock: Option<TimingLock>,
-    /// The baseline's call times so far (the candidate's budget follows them).
+    /// The baseline's call times so far, sorted (the candidate's budget
+    /// follows their median).
     baseline_ns: Vec<u64>,
-    /// Input files read once, by path.
-    files: HashMap<PathBuf, Rc<Vec<u8>>>,
+    /// Input files mapped once, by path.
+    files: HashMap<PathBuf, Rc<Bytes>>,
     cpus: Cpus,
+    /// The CPUs a pair's inputs are drawn on: every one of the run's, idle
+    /// between calls.
+    draw_cpus: Vec<usize>,
     over: bool,
     /// The submission's calls so far, and which of them were timed pairs'
     /// (by their place in that order): on a device, its runner reports
@@ -256,6 +262,8 @@ impl<'a> Run<'a> {
             return Err(());
         }
         send(channel, &Event::Loaded, &[]);
+        let cpus = Cpus::new(&request.limits.cpus);
+        cpus.beside_held();
         Ok(Run {
             channel,
             candidate,
@@ -266,11 +274,8 @@ impl<'a> Run<'a> {
             lock,
             baseline_ns: Vec::new(),
             files: HashMap::new(),
-            cpus: {
-                let cpus = Cpus::new(&request.limits.cpus);
-                cpus.beside_held();
-                cpus
-            },
+            draw_cpus: cpus.between_calls(&request.limits.cpus),
+            cpus,
             over: false,
             candidate_calls: 0,
             timed_calls: Vec::new(),
@@ -451,6 +456,7 @@ impl<'a> Run<'a> {
         // time cost their page faults on every pair.
         let mut values = Vec::new();
         let mut saved = Vec::new();
+        let mut floor = None;
         for n in 0u32.. {
             if n > 0 && stop.enough(&pairs, started.elapsed().as_millis() as u64) {
                 return;
@@ -495,8 +501,16 @@ impl<'a> Run<'a> {
                 send(self.channel, &Event::Mismatch { message }, &[]);
                 return;
             }
-            // The first pair warms both up.
-            if n > 0 {
+            // The first pair warms both up; the floor is measured after it,
+            // with both runners warm, and taken out of every pair's times.
+            if n == 0 {
+                let Some(measured) = self.floor() else {
+                    return;
+                };
+                send(self.channel, &Event::Floor(measured), &[]);
+                floor = Some(measured);
+            } else if let Some(floor) = floor {
+                let (baseline_ns, candidate_ns) = (floor.net(baseline_ns), floor.net(candidate_ns));
                 // Both calls of the pair are made: the submission's is the
                 // last, or the one before the baseline's last.
                 self.timed_calls.push(self.candidate_calls - 1);
@@ -575,23 +589,40 @@ impl<'a> Run<'a> {
 
     /// Calls `side`'s runner; `None` (and the run is over) when it is gone.
     fn time(&mut self, side: Side, call: usize) -> Option<u64> {
+        let ns = self.round_trip(side, call as u32)?;
+        match side {
+            Side::Baseline => {
+                let at = self.baseline_ns.partition_point(|&t| t <= ns);
+                self.baseline_ns.insert(at, ns);
+            }
+            Side::Candidate => self.candidate_calls += 1,
+        }
+        Some(ns)
+    }
+
+    /// The runner's floor: [`FLOOR_CALLS`] calls that call nothing, made
+    /// on the baseline's runner as its timed calls are ([`super::floor`]).
+    fn floor(&mut self) -> Option<Floor> {
+        let mut times = Vec::with_capacity(FLOOR_CALLS);
+        for _ in 0..FLOOR_CALLS {
+            times.push(self.round_trip(Side::Baseline, FLOOR)?);
+        }
+        Some(Floor::of(&mut times))
+    }
+
+    /// Makes call `index` on `side`'s runner and times it; `None` (and
+    /// the run is over) when the runner is gone.
+    fn round_trip(&mut self, side: Side, index: u32) -> Option<u64> {
         let budget = self.budget(side);
         let child = match side {
             Side::Baseline => self.baseline.as_mut()?,
             Side::Candidate => &mut self.candidate,
         };
         self.cpus.apart();
-        let called = child.call(call as u32, budget);
+        let called = child.call(index, budget);
         self.cpus.beside_held();
         match called {
-            Ok(elapsed) => {
-                let ns = elapsed.as_nanos() as u64;
-                match side {
-                    Side::Baseline => self.baseline_ns.push(ns),
-                    Side::Candidate => self.candidate_calls += 1,
-                }
-                Some(ns)
-            }
+            Ok(elapsed) => Some(elapsed.as_nanos() as u64),
             Err(gone) => {
                 self.over = true;
                 report_gone(self.channel, side, gone);
@@ -607,11 +638,10 @@ impl<'a> Run<'a> {
             factor,
             floor_ms,
         } = self.request.budget;
-        let mut times = self.baseline_ns.clone();
+        let times = &self.baseline_ns;
         if side == Side::Baseline || times.is_empty() {
             return Duration::from_millis(first_ms);
         }
-        times.sort_unstable();
         let median = times[times.len() / 2] as f64;
         Duration::from_nanos((factor * median) as u64).max(Duration::from_millis(floor_ms))
     }
