@@ -142,8 +142,8 @@ pub struct Verdict {
     pub denominator: String,
     /// How the timed pairs ended (see the proto's `stopped`).
     pub stopped: String,
-    /// The runner's per-call floor the pairs' times are net of (see the
-    /// proto's `floor_ns`); 0 without pairs.
+    /// The runner's per-call floor the timed calls are net of (see the
+    /// proto's `floor_ns`); 0 when the run measured none.
     pub floor_ns: u64,
     /// How the submission's run was isolated: `full`, or what was missing.
     pub isolation: String,

@@ -150,8 +150,15 @@ fn judge_answers(verdict: &mut Verdict, read: &Read<'_>, outcome: &RunOutcome, m
 
 /// The submission's and the baseline's times, and the speedup with its
 /// interval, from the timed pairs; without pairs, the calls of the timed
-/// checks (timed against NumPy), else of the public step (a profile's).
+/// checks (timed against NumPy: each as it would be timed inside its
+/// runner, where the run measured the runner's floor), else of the public
+/// step (a profile's). Either way net of the floor the verdict names.
 fn timings(verdict: &mut Verdict, outcome: &RunOutcome, read: &Read<'_>) -> Option<Speedup> {
+    let floor = outcome.events.iter().find_map(|e| match e {
+        Event::Floor(floor) => Some(*floor),
+        _ => None,
+    });
+    verdict.floor_ns = floor.map_or(0, |floor| floor.ns);
     let pairs: Vec<(u64, u64)> = outcome
         .events
         .iter()
@@ -172,7 +179,9 @@ fn timings(verdict: &mut Verdict, outcome: &RunOutcome, read: &Read<'_>) -> Opti
             .events
             .iter()
             .filter_map(|e| match e {
-                Event::Call { step, ns } if timed.contains(step) => Some(*ns),
+                Event::Call { step, ns } if timed.contains(step) => {
+                    Some(floor.map_or(*ns, |floor| floor.inside(*ns)))
+                }
                 _ => None,
             })
             .collect();
@@ -186,15 +195,6 @@ fn timings(verdict: &mut Verdict, outcome: &RunOutcome, read: &Read<'_>) -> Opti
         Event::DeviceTimes { ns } => Timing::from_samples(ns),
         _ => None,
     });
-    // The pairs' times are net of the runner's floor, which the verdict says.
-    verdict.floor_ns = outcome
-        .events
-        .iter()
-        .find_map(|e| match e {
-            Event::Floor(floor) => Some(floor.ns),
-            _ => None,
-        })
-        .unwrap_or(0);
     Speedup::of(&pairs)
 }
 

@@ -191,6 +191,12 @@ impl<'a> Planner<'a> {
         Ok(self.steps.len() - 1)
     }
 
+    /// The runner's per-call floor, measured on the run's baseline (an
+    /// empty kernel where nothing is timed in pairs).
+    pub fn floor(&mut self) {
+        self.steps.push(Step::Floor);
+    }
+
     /// Profiled calls of the submission on `case`, for `seconds` (between
     /// `fewest` and `most` calls).
     pub fn profile(

@@ -20,6 +20,11 @@
 //!
 //! Its median is taken out of both sides' times of every pair, but a call
 //! never counts as less than two thirds of its time ([`Floor::net`]).
+//! Against a reference timed inside its own process (NumPy), the
+//! submission's fastest call is counted as it would be timed inside its
+//! runner: the fastest empty call off it ([`Floor::inside`]). There is no
+//! baseline runner then: the grade starts one for the floor alone, with an
+//! empty kernel the judge builds (the request's `Step::Floor`).
 //! Timing from outside has noise of its own: the same tiny kernel against
 //! itself measured 0.989x to 1.002x from grade to grade here (calls of
 //! 21 µs, a floor of about 18 µs), a few tenths of a microsecond between
@@ -45,6 +50,8 @@ pub struct Floor {
     pub ns: u64,
     /// Its interquartile range: the jitter of timing from outside.
     pub spread_ns: u64,
+    /// The fastest empty call.
+    pub fastest_ns: u64,
 }
 
 impl Floor {
@@ -56,6 +63,7 @@ impl Floor {
         Floor {
             ns: at(0.5),
             spread_ns: at(0.75) - at(0.25),
+            fastest_ns: times[0],
         }
     }
 
@@ -64,6 +72,16 @@ impl Floor {
     /// shorter one a third of its time (see the module's doc).
     pub fn net(&self, ns: u64) -> u64 {
         ns.saturating_sub(self.ns).max(ns / 3 * 2)
+    }
+
+    /// A fastest call as it would be timed inside its own process, to set
+    /// beside a reference timed so: the fastest empty call off it, fastest
+    /// against fastest. At least a tenth of its time: a call within the
+    /// floor's jitter of the floor is not made infinitely fast.
+    pub fn inside(&self, fastest_ns: u64) -> u64 {
+        fastest_ns
+            .saturating_sub(self.fastest_ns)
+            .max(fastest_ns / 10)
     }
 }
 
@@ -80,11 +98,13 @@ mod tests {
         // Sorted: 14500 14800 15000 15200 15500 16000 90000; quartiles at
         // 1.5 -> 2 and 4.5 -> 5 (rounded half away from zero).
         assert_eq!(floor.spread_ns, 16_000 - 15_000);
+        assert_eq!(floor.fastest_ns, 14_500);
         assert_eq!(
             Floor::of(&mut [7]),
             Floor {
                 ns: 7,
-                spread_ns: 0
+                spread_ns: 0,
+                fastest_ns: 7,
             }
         );
     }
@@ -94,6 +114,7 @@ mod tests {
         let floor = Floor {
             ns: 15_000,
             spread_ns: 800,
+            fastest_ns: 14_000,
         };
         assert_eq!(floor.net(1_015_000), 1_000_000);
         assert_eq!(floor.net(45_000), 30_000, "three floors: the floor off");
@@ -107,6 +128,7 @@ mod tests {
         let floor = Floor {
             ns: 18_000,
             spread_ns: 500,
+            fastest_ns: 17_000,
         };
         let ratio = |b: u64, c: u64| floor.net(b) as f64 / floor.net(c) as f64;
         // Identical tiny kernels with 0.2 µs between the runners: the
@@ -123,5 +145,20 @@ mod tests {
         // A 100 µs kernel against a 10 µs one, 18 µs of round trip each:
         // 118/28 = 4.2x measured raw, 100/18.7 = 5.4x net.
         assert!((ratio(118_000, 28_000) - 100_000.0 / 18_666.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_fastest_call_set_beside_numpy_loses_the_fastest_empty_call() {
+        let floor = Floor {
+            ns: 18_000,
+            spread_ns: 500,
+            fastest_ns: 16_000,
+        };
+        // A 5 us kernel timed through the runner: 21 us; inside, 5 us.
+        assert_eq!(floor.inside(21_000), 5_000);
+        assert_eq!(floor.inside(1_016_000), 1_000_000);
+        // Within the jitter of the floor: a tenth of the call, never 0.
+        assert_eq!(floor.inside(16_500), 1_650);
+        assert_eq!(floor.inside(15_000), 1_500);
     }
 }

@@ -140,6 +140,11 @@ pub enum Step {
         #[serde(default)]
         sets: Vec<Vec<Option<PathBuf>>>,
     },
+    /// The runner's per-call floor ([`super::floor`]), measured on the
+    /// baseline's runner, for a run whose submission is timed against a
+    /// reference timed inside its own process (no pairs: the baseline is
+    /// then an empty kernel of the judge's, there for this step alone).
+    Floor,
     /// Profile: the submission on known inputs, as many calls as fit in
     /// `seconds` (between `fewest` and `most`).
     Profile {
@@ -197,7 +202,8 @@ pub enum Event {
     Call { step: usize, ns: u64 },
     /// The runner's per-call floor, measured on the baseline's runner
     /// after the warm-up pair ([`super::floor`]); sent before the first
-    /// pair, whose times and every later pair's are net of it.
+    /// pair, whose times and every later pair's are net of it. Or of a
+    /// [`Step::Floor`]: the submission's calls are as timed.
     Floor(Floor),
     /// One timed pair (not the warm-up): each call's time net of the floor.
     Pair { baseline_ns: u64, candidate_ns: u64 },

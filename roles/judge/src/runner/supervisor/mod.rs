@@ -310,6 +310,11 @@ impl<'a> Run<'a> {
                     fewest,
                     most,
                 } => self.profile(index, *call, inputs, *seconds, *fewest, *most),
+                Step::Floor => {
+                    if let Some(floor) = self.floor() {
+                        send(self.channel, &Event::Floor(floor), &[]);
+                    }
+                }
             }
         }
         if !self.over {
