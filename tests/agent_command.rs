@@ -307,6 +307,26 @@ fn agents_that_crash_or_leave_broken_code_are_recorded_as_they_ended() {
         "{}",
         stdout(&out)
     );
+    // `status` says how the agents ended, not only what was graded.
+    let status = hpcagent().arg("status").arg(&run_dir).output().unwrap();
+    assert!(
+        stdout(&status).contains("agents' attempts: 2 crashed")
+            && stdout(&status).contains("2 settled (0 by their agents)"),
+        "{}",
+        stdout(&status)
+    );
+    let status = hpcagent()
+        .args(["status", "--json"])
+        .arg(&run_dir)
+        .output()
+        .unwrap();
+    let status: Value = serde_json::from_slice(&status.stdout).unwrap();
+    assert_eq!(
+        status["attempts"],
+        serde_json::json!({"crashed": 2}),
+        "{status}"
+    );
+    assert_eq!(status["tasks"]["agents_failed"], 2, "{status}");
 
     let root = tempfile::tempdir().unwrap();
     let broken = "sh -c 'for f in *.c; do echo \"this is not C\" > $f; done'";

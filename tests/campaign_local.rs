@@ -47,6 +47,23 @@ fn a_local_campaign_settles_every_task_and_reports_them() {
         std::thread::sleep(std::time::Duration::from_millis(200));
     };
     assert_eq!(live["roles"].as_array().unwrap().len(), 4, "{live}");
+    // How the agents' attempts ended so far, each counted once.
+    let ends: u64 = live["attempts"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|n| n.as_u64().unwrap())
+        .sum();
+    let unknown = live["attempts"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .find(|end| !["running", "submitted"].contains(&end.as_str()));
+    assert_eq!(unknown, None, "{live}");
+    assert!(
+        ends <= live["tasks"]["total"].as_u64().unwrap() * 3,
+        "{live}"
+    );
     assert!(live["tasks"]["total"].as_u64().unwrap() >= 10, "{live}");
 
     let out = up.wait_with_output().unwrap();

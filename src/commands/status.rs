@@ -1,6 +1,7 @@
 //! `hpcagent status`: a campaign now, from its running orchestrator, or from
 //! its store once it has ended.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
@@ -68,6 +69,12 @@ async fn live(endpoint: &std::path::Path) -> anyhow::Result<pb::StatusSnapshot> 
 
 fn print_live(s: &pb::StatusSnapshot, run_dir: &Path, json: bool) -> anyhow::Result<()> {
     let jobs = jobs(run_dir);
+    // The store is on disk beside the orchestrator, which writes each
+    // attempt's end as it comes: read, it says how agents ended so far.
+    let ends = Reader::open(run_dir)
+        .ok()
+        .and_then(|reader| attempt_ends(&reader).ok())
+        .unwrap_or_default();
     if json {
         let roles: Vec<serde_json::Value> = s
             .roles
@@ -79,7 +86,7 @@ fn print_live(s: &pb::StatusSnapshot, run_dir: &Path, json: bool) -> anyhow::Res
             "tasks": {"total": s.tasks_total, "settled": s.tasks_settled, "running": s.tasks_running,
                       "failed": s.tasks_failed, "pending": s.tasks_pending},
             "grades_per_minute": s.grades_per_minute, "draining": s.draining, "elapsed_s": s.elapsed_s,
-            "roles": roles, "jobs": jobs_json(&jobs),
+            "attempts": ends, "roles": roles, "jobs": jobs_json(&jobs),
         });
         println!("{}", serde_json::to_string_pretty(&value)?);
         return Ok(());
@@ -95,6 +102,7 @@ fn print_live(s: &pb::StatusSnapshot, run_dir: &Path, json: bool) -> anyhow::Res
         if s.draining { " (draining)" } else { "" }
     );
     println!("grades per minute: {:.1}", s.grades_per_minute);
+    print_ends(&ends);
     print_jobs(&jobs);
     for r in &s.roles {
         println!(
@@ -122,13 +130,14 @@ fn stored(run_dir: &Path, json: bool) -> anyhow::Result<()> {
     let count = |s: &str| tasks.iter().filter(|t| t.state == s).count();
     let by_agents = tasks.iter().filter(|t| t.by_agent()).count();
     let agents_failed = tasks.iter().filter(|t| t.agent_failed()).count();
+    let ends = attempt_ends(&reader)?;
     if json {
         let value = serde_json::json!({
             "campaign": id, "run_dir": run_dir, "running": false, "state": state,
             "tasks": {"total": tasks.len(), "settled": count("settled"), "running": count("leased"),
                       "failed": count("failed"), "pending": count("pending"),
                       "settled_by_agents": by_agents, "agents_failed": agents_failed},
-            "elapsed_s": ended.map(|e| e - started), "jobs": jobs_json(&jobs),
+            "attempts": ends, "elapsed_s": ended.map(|e| e - started), "jobs": jobs_json(&jobs),
         });
         println!("{}", serde_json::to_string_pretty(&value)?);
         return Ok(());
@@ -142,8 +151,33 @@ fn stored(run_dir: &Path, json: bool) -> anyhow::Result<()> {
         count("failed"),
         count("pending") + count("leased")
     );
+    print_ends(&ends);
     print_jobs(&jobs);
     Ok(())
+}
+
+/// How the agents' attempts ended, by the end's word (`running` for one
+/// that has not): the ends `results` and the report give per task,
+/// counted, so that a campaign whose agents never ran does not read as
+/// one whose agents found nothing.
+fn attempt_ends(reader: &Reader) -> anyhow::Result<BTreeMap<String, usize>> {
+    let mut ends = BTreeMap::new();
+    for attempt in reader.attempts()? {
+        let end = match (attempt.ended_at, attempt.outcome.as_str()) {
+            (None, _) | (_, "") => "running".to_string(),
+            (Some(_), word) => word.to_string(),
+        };
+        *ends.entry(end).or_insert(0) += 1;
+    }
+    Ok(ends)
+}
+
+fn print_ends(ends: &BTreeMap<String, usize>) {
+    if ends.is_empty() {
+        return;
+    }
+    let counts: Vec<String> = ends.iter().map(|(end, n)| format!("{n} {end}")).collect();
+    println!("agents' attempts: {}", counts.join(", "));
 }
 
 /// A submitted run whose campaign has no store: its job is queued or

@@ -113,10 +113,7 @@ pub fn run(args: UpArgs) -> anyhow::Result<ExitCode> {
             print_table(&results);
             let failed = results.iter().filter(|r| r.state == "failed").count();
             let agents_failed = results.iter().filter(|r| r.agent_failed()).count();
-            if agents_failed > 0
-                && (agents_failed == results.len()
-                    || agents_failed as f64 > limit / 100.0 * results.len() as f64)
-            {
+            if agents_failed_beyond(agents_failed, results.len(), limit) {
                 eprintln!(
                     "the agents of {agents_failed} of {} tasks failed (AGENT_FAILURE_LIMIT={limit}%; \
                      how each ended: {})",
@@ -260,4 +257,29 @@ fn find_oracle() -> anyhow::Result<String> {
 /// `local-<YYYYmmdd-HHMMSS>` in UTC.
 fn local_name() -> String {
     chrono::Utc::now().format("local-%Y%m%d-%H%M%S").to_string()
+}
+
+/// Whether the agents of `failed` of `tasks` tasks failed beyond what the
+/// campaign allows: all of them, or more than `limit` percent.
+fn agents_failed_beyond(failed: usize, tasks: usize, limit: f64) -> bool {
+    failed > 0 && (failed == tasks || failed as f64 > limit / 100.0 * tasks as f64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::agents_failed_beyond;
+
+    #[test]
+    fn agents_fail_a_campaign_when_all_fail_or_more_than_the_limit() {
+        // The default, 100%: only when every agent failed.
+        assert!(agents_failed_beyond(42, 42, 100.0));
+        assert!(!agents_failed_beyond(41, 42, 100.0));
+        // A limit of 10%: 5 of 42 is over it, 4 is not; none never is.
+        assert!(agents_failed_beyond(5, 42, 10.0));
+        assert!(!agents_failed_beyond(4, 42, 10.0));
+        assert!(!agents_failed_beyond(0, 42, 0.0));
+        assert!(agents_failed_beyond(1, 42, 0.0));
+        // All of them, whatever the limit.
+        assert!(agents_failed_beyond(3, 3, 100.0));
+    }
 }

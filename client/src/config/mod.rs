@@ -461,8 +461,9 @@ fn validate(config: &Config) -> Vec<Diagnostic> {
                 "AGENT_COMMAND",
                 format!(
                     "needs {file}, in {}, which the agent sandbox hides from CLIs (with /tmp, \
-                     /var/tmp, /dev/shm and /run); install the CLI and its files elsewhere \
-                     (e.g. under $HOME)",
+                     /var/tmp, /dev/shm and /run); install the CLI and its files where \
+                     the roles' containers mount them and the sandbox does not hide them \
+                     (on Alps and Beverin, under $SCRATCH: docs/operator-guide.md)",
                     dir.display()
                 ),
             );
