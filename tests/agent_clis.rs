@@ -483,6 +483,32 @@ fn cli_against_vllm(cli: &Cli) {
         "no {route} answered 200 in vLLM's log:\n{log}\n{context}"
     );
 
+    // Its requests offered the model every tool of ours, as the meter in
+    // front of the model saw them (Claude Code names them
+    // mcp__hpcagent__<tool>; Codex sends a namespace mcp__hpcagent of them).
+    let requests = std::fs::read_to_string(dir.join("model.jsonl")).unwrap_or_default();
+    let offered: Vec<Value> = requests
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let offered_ours = offered.iter().any(|r| {
+        let names: Vec<&str> = r["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(Value::as_str)
+            .collect();
+        r["status"] == 200
+            && TOOLS.iter().all(|t| {
+                names.contains(&format!("mcp__hpcagent__{t}").as_str())
+                    || names.contains(&format!("mcp__hpcagent.{t}").as_str())
+            })
+    });
+    assert!(
+        offered_ours,
+        "no request answered 200 offered all of {TOOLS:?}: {requests}\n{context}"
+    );
+
     // It had its tools: Claude Code says so at its start; Codex, told the
     // server is required, would have exited 1 without them.
     let (submitted, ended_well) = how_it_ended(cli, &transcript);

@@ -307,6 +307,14 @@ fn agents_that_crash_or_leave_broken_code_are_recorded_as_they_ended() {
         "{}",
         stdout(&out)
     );
+    // The attempts' log says how each CLI ended, its exit code included.
+    for line in common::attempt_log(&run_dir) {
+        assert_eq!(line["outcome"], "crashed", "{line}");
+        assert!(
+            line["message"].as_str().unwrap_or("").contains("exited 3"),
+            "{line}"
+        );
+    }
     // `status` says how the agents ended, not only what was graded.
     let status = hpcagent().arg("status").arg(&run_dir).output().unwrap();
     assert!(

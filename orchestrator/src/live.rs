@@ -194,13 +194,15 @@ impl Campaign {
     }
 
     /// Records in the store how an attempt ended and what became of its
-    /// task. Called under the scheduler lock, so the store sees ends in the
-    /// order the scheduler decided them.
+    /// task (`said`: the agent's words on it, where its report comes after).
+    /// Called under the scheduler lock, so the store sees ends in the order
+    /// the scheduler decided them.
     pub fn record_end(
         &self,
         end: &AttemptEnd,
         agent: Option<AgentReport>,
         verdict: Option<VerdictRecord>,
+        said: Option<String>,
     ) {
         let (status, speedup) = match &end.state {
             TaskState::Settled(status, speedup) => (Some(status.clone()), *speedup),
@@ -222,6 +224,7 @@ impl Campaign {
             speedup,
             agent,
             verdict,
+            said,
         });
     }
 

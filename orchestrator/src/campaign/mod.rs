@@ -465,7 +465,7 @@ fn expire_leases(campaign: &Campaign) {
                     .into(),
                 ..AgentReport::default()
             };
-            campaign.record_end(end, Some(report), None);
+            campaign.record_end(end, Some(report), None, None);
         }
         ended
     };

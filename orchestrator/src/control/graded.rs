@@ -19,6 +19,8 @@ pub(super) struct Graded {
     pub record: VerdictRecord,
     /// Who submitted: the agent, or its worker for it.
     pub submitter: Submitter,
+    /// What the agent said of how it ended, as its worker passed it on.
+    pub agent_said: Option<String>,
 }
 
 impl Graded {
@@ -27,6 +29,11 @@ impl Graded {
             .verdict
             .ok_or_else(|| Status::invalid_argument("no verdict"))?;
         let kind = pb::GradeKind::try_from(r.kind).unwrap_or(pb::GradeKind::Unspecified);
+        let agent_said = r
+            .on_behalf
+            .as_ref()
+            .map(|b| b.message.clone())
+            .filter(|m| !m.is_empty());
         let submitter = match r.on_behalf {
             None => Submitter::Agent,
             Some(b) => Submitter::Worker {
@@ -56,6 +63,7 @@ impl Graded {
             verdict,
             record,
             submitter,
+            agent_said,
         })
     }
 }

@@ -207,7 +207,7 @@ impl Control {
         };
         Ok(match completion {
             Completion::Ended(end) => {
-                self.campaign.record_end(&end, Some(report), None);
+                self.campaign.record_end(&end, Some(report), None, None);
                 false
             }
             Completion::Settled { task, attempt } => {
@@ -257,7 +257,11 @@ impl Control {
         };
         graded.record.settled = end.is_some();
         match &end {
-            Some(end) => self.campaign.record_end(end, None, Some(graded.record)),
+            Some(end) => {
+                let said = graded.agent_said.take();
+                self.campaign
+                    .record_end(end, None, Some(graded.record), said)
+            }
             None => self.campaign.store.verdict(graded.record),
         }
         Ok(end)

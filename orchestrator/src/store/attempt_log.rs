@@ -35,6 +35,10 @@ pub(super) struct Line {
     /// left it), graded for an agent that did not submit.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub submitted_by: Option<&'static str>,
+    /// The agent's words on how it ended, when it said any ("claude exited
+    /// 3", what the sandbox could not start and why).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
     /// The task after it: pending (to be tried again), settled or failed.
     pub task_state: String,
     pub attempts: u32,
@@ -125,6 +129,7 @@ mod tests {
             attempt,
             outcome: "submitted".into(),
             submitted_by: Some("agent"),
+            message: None,
             task_state: state.into(),
             attempts: attempt,
             budget_used_s: 1.5,

@@ -440,6 +440,7 @@ mod tests {
             attempt: 1,
             outcome: "submitted".into(),
             submitted_by: Some("agent"),
+            message: None,
             task_state: "settled".into(),
             attempts: 1,
             budget_used_s: 0.0,

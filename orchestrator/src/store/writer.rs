@@ -270,6 +270,12 @@ impl Store {
             outcome: end.outcome.clone(),
             task_state: end.state.clone(),
             submitted_by: end.submitted_by,
+            message: end
+                .agent
+                .as_ref()
+                .map(|a| a.message.clone())
+                .filter(|m| !m.is_empty())
+                .or_else(|| end.said.clone()),
             attempts: end.attempts,
             budget_used_s: end.budget_used_s,
             at: 0.0,
@@ -363,6 +369,9 @@ pub struct AttemptRecord {
     pub speedup: Option<f64>,
     /// What the agent said of the attempt, when it said something.
     pub agent: Option<AgentReport>,
+    /// The agent's words on how it ended, passed on by its worker with a
+    /// Submit for it, where the agent's report comes after this end.
+    pub said: Option<String>,
     /// The verdict that settled the task.
     pub verdict: Option<VerdictRecord>,
 }

@@ -315,7 +315,9 @@ impl Toolbox {
         if self.submitted.is_some() {
             return message;
         }
-        let reply = self.grade("submit", &json!({}), Some(ended)).await;
+        let reply = self
+            .grade("submit", &json!({}), Some((ended, message.clone())))
+            .await;
         if reply.ends.as_deref() == Some("submitted") {
             let status = self.submitted().unwrap_or("unknown");
             format!("{message}; the worker submitted the solution file for it: {status}")
@@ -328,12 +330,13 @@ impl Toolbox {
     }
 
     /// A grade of the file `args` name (the solution file by default);
-    /// `behalf`: a Submit the worker makes for an agent that ended so.
+    /// `behalf`: a Submit the worker makes for an agent that ended so, and
+    /// said this of how.
     async fn grade(
         &mut self,
         kind: &str,
         args: &Value,
-        behalf: Option<AttemptOutcome>,
+        behalf: Option<(AttemptOutcome, String)>,
     ) -> ToolReply {
         let path = args
             .get("path")
@@ -348,9 +351,10 @@ impl Toolbox {
             Ok(flags) => flags,
             Err(why) => return ToolReply::error(why),
         };
-        let on_behalf = behalf.map(|ended| pb::OnBehalf {
+        let on_behalf = behalf.map(|(ended, message)| pb::OnBehalf {
             agent_ended: ended.to_wire(),
             starter: self.is_starter(&source),
+            message,
         });
         let request = crate::judge_link::grade_request(
             &self.lease,

@@ -63,7 +63,7 @@ impl Service {
         kind: pb::GradeKind,
     ) -> Result<pb::Verdict, Status> {
         let lease = request.lease_id.clone();
-        let on_behalf = request.on_behalf;
+        let on_behalf = request.on_behalf.clone();
         let submission = Submission::try_from(request)?;
         let judge = self.judge.clone();
         let verdict = tokio::spawn(async move {

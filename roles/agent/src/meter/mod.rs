@@ -16,13 +16,19 @@
 //! a client's behalf and takes the chunk it added out of the stream, so
 //! the client sees what it asked for.
 //!
+//! Each request's route, answer status and the tools it offered the model
+//! go to the attempt's `model.jsonl` ([`offered`]).
+//!
 //! Owns no policy: what the CLI may do is its sandbox's; the meter neither
 //! refuses nor rewrites what it forwards beyond that one field.
 
+mod offered;
 mod tally;
 
 use std::convert::Infallible;
+use std::io::Write;
 use std::net::SocketAddr;
+use std::path::Path;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -58,12 +64,15 @@ struct Upstream {
     origin: reqwest::Url,
     client: reqwest::Client,
     tokens: Arc<AtomicU64>,
+    /// The attempt's `model.jsonl`: a line a request.
+    requests: Arc<std::sync::Mutex<std::fs::File>>,
 }
 
 impl Meter {
     /// A meter on a new loopback port in front of `endpoint` (the lease's
-    /// inference URL, `http://host:port/v1`).
-    pub async fn start(endpoint: &str) -> Result<Meter, String> {
+    /// inference URL, `http://host:port/v1`), keeping a line a request in
+    /// `requests` (the attempt's `model.jsonl`).
+    pub async fn start(endpoint: &str, requests: &Path) -> Result<Meter, String> {
         let url = reqwest::Url::parse(endpoint)
             .map_err(|e| format!("the model endpoint {endpoint:?} is not a URL: {e}"))?;
         let mut origin = url.clone();
@@ -77,10 +86,16 @@ impl Meter {
             .map_err(|e| format!("cannot open the meter's port: {e}"))?;
         let addr = listener.local_addr().map_err(|e| e.to_string())?;
         let tokens = Arc::new(AtomicU64::new(0));
+        let requests = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(requests)
+            .map_err(|e| format!("cannot open {}: {e}", requests.display()))?;
         let upstream = Upstream {
             origin,
             client,
             tokens: tokens.clone(),
+            requests: Arc::new(std::sync::Mutex::new(requests)),
         };
         let accept = tokio::spawn(accept(listener, upstream));
         Ok(Meter {
@@ -148,6 +163,7 @@ async fn forward(upstream: &Upstream, request: Request<Incoming>) -> Response<Bo
         Err(e) => return refusal(StatusCode::BAD_REQUEST, format!("reading the request: {e}")),
     };
     let path = parts.uri.path();
+    let offered = offered::tools(&body);
     let (body, strip) = tally::ask_for_usage(path, body);
     let mut url = upstream.origin.clone();
     url.set_path(path);
@@ -159,6 +175,11 @@ async fn forward(upstream: &Upstream, request: Request<Incoming>) -> Response<Bo
         .body(body)
         .send()
         .await;
+    upstream.keep(
+        path,
+        sent.as_ref().ok().map(|a| a.status().as_u16()),
+        &offered,
+    );
     let answer = match sent {
         Ok(answer) => answer,
         Err(e) => {
@@ -187,6 +208,18 @@ async fn forward(upstream: &Upstream, request: Request<Incoming>) -> Response<Bo
     response
         .body(BodyExt::boxed_unsync(StreamBody::new(tapped)))
         .unwrap_or_else(|e| refusal(StatusCode::BAD_GATEWAY, e.to_string()))
+}
+
+impl Upstream {
+    /// One request's line in `model.jsonl`: its route, the answer's status
+    /// (none when the server did not answer) and the tools it offered.
+    fn keep(&self, path: &str, status: Option<u16>, tools: &[String]) {
+        let line = serde_json::json!({"path": path, "status": status, "tools": tools});
+        let mut file = self.requests.lock().unwrap_or_else(|e| e.into_inner());
+        if let Err(e) = writeln!(file, "{line}") {
+            tracing::warn!("the model meter cannot keep its request log: {e}");
+        }
+    }
 }
 
 /// The headers that go on past the meter: not the connection's own, and

@@ -151,7 +151,7 @@ async fn run(
     // The CLI's model is the lease's, through the attempt's own meter.
     let meter = match lease.inference_url.as_str() {
         "" => None,
-        url => Some(Meter::start(url).await?),
+        url => Some(Meter::start(url, &dir.join("model.jsonl")).await?),
     };
     let endpoint = meter
         .as_ref()
