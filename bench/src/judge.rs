@@ -253,12 +253,28 @@ impl Client {
         source: &Path,
         submit: bool,
     ) -> anyhow::Result<(f64, bool, u32)> {
+        let (seconds, verdict) = self.verdict(task, &std::fs::read_to_string(source)?, submit)?;
+        anyhow::ensure!(
+            verdict.status() == pb::Status::Ok,
+            "the grade was not ok: {:?}: {}",
+            verdict.status(),
+            verdict.message
+        );
+        Ok((seconds, verdict.cached_build, verdict.pairs))
+    }
+
+    /// One Score (or Submit) of C `source` to `task`: seconds, and the
+    /// verdict whatever its status.
+    pub(crate) fn verdict(
+        &mut self,
+        task: &str,
+        source: &str,
+        submit: bool,
+    ) -> anyhow::Result<(f64, pb::Verdict)> {
         let request = pb::GradeRequest {
             task_id: task.into(),
             language: "c".into(),
-            code: Some(pb::grade_request::Code::Source(std::fs::read_to_string(
-                source,
-            )?)),
+            code: Some(pb::grade_request::Code::Source(source.to_string())),
             client: "hpcagent bench judge".into(),
             ..Default::default()
         };
@@ -270,14 +286,7 @@ impl Client {
         }
         .context("the grade")?
         .into_inner();
-        let seconds = start.elapsed().as_secs_f64();
-        anyhow::ensure!(
-            verdict.status() == pb::Status::Ok,
-            "the grade was not ok: {:?}: {}",
-            verdict.status(),
-            verdict.message
-        );
-        Ok((seconds, verdict.cached_build, verdict.pairs))
+        Ok((start.elapsed().as_secs_f64(), verdict))
     }
 }
 

@@ -213,7 +213,7 @@ fn own_size(options: &Options) -> anyhow::Result<Work> {
 
 /// The directory of the `hpcagent_bench` package the peer's venv imports
 /// (with `path` ahead of its own when given).
-fn imported_package(peer: &Path, path: Option<&Path>) -> anyhow::Result<PathBuf> {
+pub(crate) fn imported_package(peer: &Path, path: Option<&Path>) -> anyhow::Result<PathBuf> {
     let python = peer.with_file_name("python");
     let mut command = Command::new(&python);
     if let Some(path) = path {
@@ -252,7 +252,7 @@ fn measure(options: &Options, work: &Work) -> anyhow::Result<Outcome> {
     };
 
     let peer_cache = dir.join("peer-shared");
-    let mut peer = Peer::start(&options.peer, &peer_cache, work)?;
+    let mut peer = Peer::start(&options.peer, &peer_cache, work.package.as_deref())?;
     peer.grade(&variants.next()?, false)?;
     let kept = dir.join("cache-kept");
     let judge = start_judge_with(&options.exe, &options.repo, &kept, &corpus_args(work))?;
@@ -356,13 +356,14 @@ impl Bench<'_> {
             warm: warm.grade(&self.variants.next()?, false)?,
             ..Grades::default()
         };
-        g.fresh_kept = Peer::start(exe, kept, self.work)?.grade(&self.variants.next()?, false)?;
+        let package = self.work.package.as_deref();
+        g.fresh_kept = Peer::start(exe, kept, package)?.grade(&self.variants.next()?, false)?;
         let cost = (g.fresh_kept - g.warm).max(0.0);
         let at_once = self.dir.join(format!("peer-at-once-{}", self.round));
         g.fresh_at_once =
-            Peer::start(exe, &at_once, self.work)?.grade(&self.variants.next()?, false)?;
+            Peer::start(exe, &at_once, package)?.grade(&self.variants.next()?, false)?;
         let empty = self.dir.join(format!("peer-empty-{}", self.round));
-        let mut fresh = Peer::start(exe, &empty, self.work)?;
+        let mut fresh = Peer::start(exe, &empty, package)?;
         std::thread::sleep(Duration::from_secs_f64(idle.unwrap_or(cost)));
         g.fresh_empty = fresh.grade(&self.variants.next()?, false)?;
         g.submit = warm.grade(&self.variants.next()?, true)?;
@@ -472,7 +473,7 @@ pub fn render(o: &Outcome) -> String {
 }
 
 /// HPCAgent-Bench's judge, served natively as its PEER.md says.
-struct Peer {
+pub(crate) struct Peer {
     process: Child,
     url: String,
     runtime: tokio::runtime::Runtime,
@@ -487,13 +488,14 @@ impl Drop for Peer {
 }
 
 impl Peer {
-    /// Serves `work` at S with `shared` as its shared directory; returns
-    /// once it accepts connections.
-    fn start(exe: &Path, shared: &Path, work: &Work) -> anyhow::Result<Peer> {
+    /// Serves at S with `shared` as its shared directory, importing its
+    /// package from `package` when given; returns once it accepts
+    /// connections.
+    pub(crate) fn start(exe: &Path, shared: &Path, package: Option<&Path>) -> anyhow::Result<Peer> {
         std::fs::create_dir_all(shared)?;
         let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
         let mut command = Command::new(exe);
-        if let Some(package) = &work.package {
+        if let Some(package) = package {
             // Ahead of the venv's editable install, whose finder Python
             // consults after the path.
             command.env("PYTHONPATH", package);
@@ -528,9 +530,31 @@ impl Peer {
 
     /// One `/score` (or `/submit`) of `source`: seconds; fails unless correct.
     fn grade(&mut self, source: &Path, submit: bool) -> anyhow::Result<f64> {
+        let source = std::fs::read_to_string(source)?;
+        let (seconds, answer) = self.post("gemm", &source, submit)?;
+        anyhow::ensure!(
+            answer["correct"] == true,
+            "HPCAgent-Bench's judge did not grade it correct: {answer}"
+        );
+        if submit {
+            anyhow::ensure!(
+                answer["hidden_total"] == 5,
+                "its submit ran other than 5 hidden cases: {answer}"
+            );
+        }
+        Ok(seconds)
+    }
+
+    /// One `/score` (or `/submit`) of C `source` to `kernel`: seconds, and
+    /// the answer whatever it says.
+    pub(crate) fn post(
+        &mut self,
+        kernel: &str,
+        source: &str,
+        submit: bool,
+    ) -> anyhow::Result<(f64, serde_json::Value)> {
         let body = serde_json::json!({
-            "kernel": "gemm", "language": "c", "rank": 0,
-            "source": std::fs::read_to_string(source)?,
+            "kernel": kernel, "language": "c", "rank": 0, "source": source,
             "build": [], "workspace_bytes": null,
         });
         let url = format!("{}/{}", self.url, if submit { "submit" } else { "score" });
@@ -545,17 +569,6 @@ impl Peer {
                 .json()
                 .await
         })?;
-        let seconds = started.elapsed().as_secs_f64();
-        anyhow::ensure!(
-            answer["correct"] == true,
-            "HPCAgent-Bench's judge did not grade it correct: {answer}"
-        );
-        if submit {
-            anyhow::ensure!(
-                answer["hidden_total"] == 5,
-                "its submit ran other than 5 hidden cases: {answer}"
-            );
-        }
-        Ok(seconds)
+        Ok((started.elapsed().as_secs_f64(), answer))
     }
 }

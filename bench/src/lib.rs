@@ -17,6 +17,7 @@
 //! It owns the simulations and the measuring; the code measured is the
 //! other crates' own, unchanged. Errors are `anyhow`: a bench is an edge.
 
+pub mod agreement;
 pub mod campaign;
 pub mod dispatch;
 pub mod judge;

@@ -5,7 +5,9 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
-use hpcagent_bench::{campaign, dispatch, judge, judge_peer, peers, scale, startup, stats};
+use hpcagent_bench::{
+    agreement, campaign, dispatch, judge, judge_peer, peers, scale, startup, stats,
+};
 
 use super::judge::runtime;
 
@@ -25,6 +27,8 @@ enum Bench {
     Judge(JudgeArgs),
     /// The judge's busy time over a baseline-policy campaign, against the same work by hand.
     Campaign(CampaignArgs),
+    /// Speedups on HPCAgent-Bench's tasks against its own judge's, on the C its translator emits.
+    Agreement(AgreementArgs),
     /// The orchestrator's CPU and memory for a simulated 1,000-node allocation.
     Scale(ScaleArgs),
     /// The simulated instances of `bench scale` (started by it).
@@ -95,6 +99,30 @@ struct JudgeArgs {
 }
 
 #[derive(Debug, Args)]
+struct AgreementArgs {
+    /// HPCAgent-Bench's `hpcagent-bench` executable (scripts/bench-peers.sh
+    /// installs it from a checkout).
+    #[arg(long, value_name = "EXE")]
+    peer_hab: PathBuf,
+    /// The HPCAgent-Bench corpus both judges grade from
+    /// (`<checkout>/hpcagent_bench/benchmarks`).
+    #[arg(long, value_name = "DIR")]
+    hab_corpus: PathBuf,
+    /// Kernels to draw, across the tracks.
+    #[arg(long, default_value_t = 10)]
+    kernels: usize,
+    /// The draw's seed: the same seed, the same kernels.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Grades of each kernel by each judge; each judge's median is compared.
+    #[arg(long, default_value_t = 3)]
+    rounds: usize,
+    /// Print the rows as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
 struct CampaignArgs {
     /// The campaign's preset: where the corpus's calls take 0.1–1 s.
     #[arg(long, default_value = "M")]
@@ -138,6 +166,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         Bench::Startup(a) => startup_bench(a),
         Bench::Judge(a) => judge_bench(a),
         Bench::Campaign(a) => campaign_bench(a),
+        Bench::Agreement(a) => agreement_bench(a),
         Bench::Scale(a) => scale_bench(a),
         Bench::ScaleAgents(a) => {
             runtime()?.block_on(scale::agents(&a.url, &a.tokens, a.workers, a.seconds))
@@ -277,6 +306,28 @@ fn judge_bench(a: JudgeArgs) -> anyhow::Result<()> {
         for outcome in judge_peer::run_bench(&options)? {
             println!("{}", judge_peer::render(&outcome));
         }
+    }
+    Ok(())
+}
+
+fn agreement_bench(a: AgreementArgs) -> anyhow::Result<()> {
+    let scratch = scratch("agreement")?;
+    let options = agreement::Options {
+        exe: exe()?,
+        repo: std::env::current_dir()?,
+        corpus: std::path::absolute(a.hab_corpus)?,
+        peer: a.peer_hab,
+        kernels: a.kernels,
+        seed: a.seed,
+        rounds: a.rounds,
+        work_dir: scratch.path().to_path_buf(),
+    };
+    let outcome = agreement::run_bench(&options)?;
+    super::end_quietly_when_stdout_closes();
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&outcome)?);
+    } else {
+        println!("{}", agreement::render(&outcome));
     }
     Ok(())
 }

@@ -63,7 +63,7 @@ pub struct JudgeSetup {
     pub preset: Preset,
     /// Timed pairs (a baseline call and a submission call) a grade makes at
     /// least, after one pair to warm up.
-    #[arg(long, default_value_t = 10)]
+    #[arg(long, default_value_t = 6)]
     reps: u32,
     /// How narrow a grade measures the speedup's 95% interval: its half
     /// width as a fraction of the speedup (0.01: within ±1%).

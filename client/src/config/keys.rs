@@ -170,7 +170,7 @@ config_keys! {
     /// More follow until the verdict is decided (docs/judge-contract.md,
     /// Pairs): the interval `JUDGE_INTERVAL` narrow, inside 1 ± 2.5%, or
     /// clear of that as precisely as its distance from 1 needs.
-    ["Roles"] judge_reps / JUDGE_REPS: u32 = "10";
+    ["Roles"] judge_reps / JUDGE_REPS: u32 = "6";
     /// How narrow a grade measures the speedup's 95% interval at the
     /// finest: its half width, in percent of the speedup. A speedup inside
     /// 1 ± 2.5%, or far from 1, stops before it.

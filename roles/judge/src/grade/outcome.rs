@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use crate::corpus::{DType, Tolerance};
 use crate::data::{CaseInputs, Reference};
+use crate::runner::floor::Floor;
 use crate::runner::protocol::{Event, Side};
 use crate::runner::{RunOutcome, Verifier};
 use crate::timing::{Speedup, StopRule};
@@ -154,10 +155,22 @@ fn judge_answers(verdict: &mut Verdict, read: &Read<'_>, outcome: &RunOutcome, m
 /// runner, where the run measured the runner's floor), else of the public
 /// step (a profile's). Either way net of the floor the verdict names.
 fn timings(verdict: &mut Verdict, outcome: &RunOutcome, read: &Read<'_>) -> Option<Speedup> {
-    let floor = outcome.events.iter().find_map(|e| match e {
-        Event::Floor(floor) => Some(*floor),
-        _ => None,
-    });
+    let floors: Vec<Floor> = outcome
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Floor(floor) => Some(*floor),
+            _ => None,
+        })
+        .collect();
+    // One measure of many calls (pairs), or one call's beside each timed call.
+    let floor = match floors.as_slice() {
+        [] => None,
+        [one] => Some(*one),
+        many => Some(Floor::of(
+            &mut many.iter().map(|f| f.ns).collect::<Vec<_>>(),
+        )),
+    };
     verdict.floor_ns = floor.map_or(0, |floor| floor.ns);
     let pairs: Vec<(u64, u64)> = outcome
         .events

@@ -191,10 +191,10 @@ impl<'a> Planner<'a> {
         Ok(self.steps.len() - 1)
     }
 
-    /// The runner's per-call floor, measured on the run's baseline (an
-    /// empty kernel where nothing is timed in pairs).
-    pub fn floor(&mut self) {
-        self.steps.push(Step::Floor);
+    /// `calls` empty calls on the run's baseline (an empty kernel where
+    /// nothing is timed in pairs): the runner's per-call floor.
+    pub fn floor(&mut self, calls: u32) {
+        self.steps.push(Step::Floor { calls });
     }
 
     /// Profiled calls of the submission on `case`, for `seconds` (between

@@ -43,6 +43,12 @@ use serde::{Deserialize, Serialize};
 /// Empty calls a grade measures the floor from.
 pub const FLOOR_CALLS: usize = 31;
 
+/// The least a call timed from outside is counted as, set beside one timed
+/// inside its process: a microsecond, about what calling C through a
+/// foreign-function interface costs in-process (HPCAgent-Bench's judge
+/// calls it through ctypes).
+pub const RESOLUTION_NS: u64 = 1_000;
+
 /// What an empty call costs through the runner, from [`FLOOR_CALLS`] calls.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Floor {
@@ -76,12 +82,13 @@ impl Floor {
 
     /// A fastest call as it would be timed inside its own process, to set
     /// beside a reference timed so: the fastest empty call off it, fastest
-    /// against fastest. At least a tenth of its time: a call within the
-    /// floor's jitter of the floor is not made infinitely fast.
+    /// against fastest (both the least the round trip took, each made
+    /// beside the other), and at least [`RESOLUTION_NS`]: a kernel of a few
+    /// nanoseconds is not made infinitely fast by the noise.
     pub fn inside(&self, fastest_ns: u64) -> u64 {
         fastest_ns
             .saturating_sub(self.fastest_ns)
-            .max(fastest_ns / 10)
+            .max(RESOLUTION_NS)
     }
 }
 
@@ -157,8 +164,8 @@ mod tests {
         // A 5 us kernel timed through the runner: 21 us; inside, 5 us.
         assert_eq!(floor.inside(21_000), 5_000);
         assert_eq!(floor.inside(1_016_000), 1_000_000);
-        // Within the jitter of the floor: a tenth of the call, never 0.
-        assert_eq!(floor.inside(16_500), 1_650);
-        assert_eq!(floor.inside(15_000), 1_500);
+        // Within the jitter of the floor: known to a microsecond, never 0.
+        assert_eq!(floor.inside(16_500), 1_000);
+        assert_eq!(floor.inside(15_000), 1_000);
     }
 }

@@ -140,11 +140,12 @@ pub enum Step {
         #[serde(default)]
         sets: Vec<Vec<Option<PathBuf>>>,
     },
-    /// The runner's per-call floor ([`super::floor`]), measured on the
-    /// baseline's runner, for a run whose submission is timed against a
-    /// reference timed inside its own process (no pairs: the baseline is
-    /// then an empty kernel of the judge's, there for this step alone).
-    Floor,
+    /// `calls` empty calls on the baseline's runner: the runner's per-call
+    /// floor ([`super::floor`]), for a run whose submission is timed
+    /// against a reference timed inside its own process (no pairs: the
+    /// baseline is then an empty kernel of the judge's, there for these
+    /// steps alone), one beside each of its timed calls.
+    Floor { calls: u32 },
     /// Profile: the submission on known inputs, as many calls as fit in
     /// `seconds` (between `fewest` and `most`).
     Profile {

@@ -310,8 +310,8 @@ impl<'a> Run<'a> {
                     fewest,
                     most,
                 } => self.profile(index, *call, inputs, *seconds, *fewest, *most),
-                Step::Floor => {
-                    if let Some(floor) = self.floor() {
+                Step::Floor { calls } => {
+                    if let Some(floor) = self.floor(*calls as usize) {
                         send(self.channel, &Event::Floor(floor), &[]);
                     }
                 }
@@ -509,7 +509,7 @@ impl<'a> Run<'a> {
             // The first pair warms both up; the floor is measured after it,
             // with both runners warm, and taken out of every pair's times.
             if n == 0 {
-                let Some(measured) = self.floor() else {
+                let Some(measured) = self.floor(FLOOR_CALLS) else {
                     return;
                 };
                 send(self.channel, &Event::Floor(measured), &[]);
@@ -605,11 +605,12 @@ impl<'a> Run<'a> {
         Some(ns)
     }
 
-    /// The runner's floor: [`FLOOR_CALLS`] calls that call nothing, made
-    /// on the baseline's runner as its timed calls are ([`super::floor`]).
-    fn floor(&mut self) -> Option<Floor> {
-        let mut times = Vec::with_capacity(FLOOR_CALLS);
-        for _ in 0..FLOOR_CALLS {
+    /// The runner's floor: `calls` calls (at least one) that call nothing,
+    /// made on the baseline's runner as its timed calls are
+    /// ([`super::floor`]).
+    fn floor(&mut self, calls: usize) -> Option<Floor> {
+        let mut times = Vec::with_capacity(calls.max(1));
+        for _ in 0..calls.max(1) {
             times.push(self.round_trip(Side::Baseline, FLOOR)?);
         }
         Some(Floor::of(&mut times))

@@ -1,0 +1,342 @@
+//! `hpcagent bench agreement`: hpcagent's speedups on HPCAgent-Bench's
+//! tasks against the ones HPCAgent-Bench's own judge gives, on the same C.
+//!
+//! A sample of the checkout's manifests, drawn by the project across its
+//! tracks (each track's keys in the order of a hash of the seed and the
+//! key, taken a track at a time), is translated to C by HPCAgent-Bench's
+//! own translator, run from the peer's venv as its judge runs it, never
+//! copied. Both judges grade that C `rounds` times (`Score`, at S; the
+//! median of each judge's speedups, as one grade of a microsecond call is
+//! noisy on either): hpcagent's from
+//! `--corpus` alone, with no `BASELINES`, so each divides by what it finds
+//! (the translator's C on the loop-level track, NumPy elsewhere), and
+//! HPCAgent-Bench's as its server answers. A kernel the translator cannot
+//! translate is left out and the next drawn instead: the sample is of
+//! kernels it translates. The raw speedups are compared (HPCAgent-Bench's
+//! `speedups`, before its significance test credits 1.0), for the kernels
+//! both grade correct: agreement is within a factor 1.5.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use anyhow::Context;
+use hpcagent_judge::corpus::hab::{self, Kernel};
+use hpcagent_proto::v1 as pb;
+
+use crate::judge::{Client, start_judge_with};
+use crate::judge_peer::{Peer, imported_package};
+
+/// The factor within which two judges' speedups agree.
+pub const FACTOR: f64 = 1.5;
+
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub exe: PathBuf,
+    pub repo: PathBuf,
+    /// `hpcagent_bench/benchmarks` of an HPCAgent-Bench checkout.
+    pub corpus: PathBuf,
+    /// HPCAgent-Bench's `hpcagent-bench` executable (in its venv).
+    pub peer: PathBuf,
+    pub kernels: usize,
+    pub seed: u64,
+    /// Grades of each kernel by each judge.
+    pub rounds: usize,
+    pub work_dir: PathBuf,
+}
+
+/// One kernel, as both judges graded it.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Row {
+    pub key: String,
+    pub track: String,
+    /// What hpcagent's speedup divides (`translator C`, `numpy`).
+    pub denominator: String,
+    /// hpcagent's status (its first grade's) and raw speedup (the median).
+    pub ours: String,
+    pub ours_speedup: Option<f64>,
+    /// Whether HPCAgent-Bench's judge graded it correct (every time), and
+    /// its raw speedup (the median).
+    pub peer_correct: bool,
+    pub peer_speedup: Option<f64>,
+    /// Why either did not grade it, in words.
+    pub note: String,
+}
+
+impl Row {
+    /// hpcagent's speedup over HPCAgent-Bench's, where both graded it correct.
+    pub fn ratio(&self) -> Option<f64> {
+        match (self.ours.as_str(), self.ours_speedup, self.peer_speedup) {
+            ("ok", Some(ours), Some(peer)) if self.peer_correct && peer > 0.0 => Some(ours / peer),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Outcome {
+    pub seed: u64,
+    pub rounds: usize,
+    pub rows: Vec<Row>,
+    /// Drawn kernels the translator did not translate (left out).
+    pub untranslated: Vec<String>,
+}
+
+pub fn run_bench(options: &Options) -> anyhow::Result<Outcome> {
+    anyhow::ensure!(options.kernels > 0, "the bench needs at least one kernel");
+    anyhow::ensure!(options.rounds > 0, "the bench needs at least one round");
+    std::fs::create_dir_all(&options.work_dir)?;
+    let (kernels, _) = hab::load(&options.corpus)
+        .with_context(|| format!("cannot read {}", options.corpus.display()))?;
+    let drawn = draw(&kernels, options.seed);
+    let judge = start_judge_with(
+        &options.exe,
+        &options.repo,
+        &options.work_dir.join("cache"),
+        &["--corpus".into(), options.corpus.display().to_string()],
+    )?;
+    let mut ours = Client::connect(&judge)?;
+    let mut peer = Peer::start(&options.peer, &options.work_dir.join("peer-shared"), None)?;
+    let mut outcome = Outcome {
+        seed: options.seed,
+        rounds: options.rounds,
+        rows: Vec::new(),
+        untranslated: Vec::new(),
+    };
+    // Translated a few at a time: the translator's Python starts once per batch.
+    for batch in drawn.chunks(options.kernels.max(4)) {
+        let sources = translate(&options.peer, batch)?;
+        for kernel in batch {
+            if outcome.rows.len() == options.kernels {
+                return Ok(outcome);
+            }
+            let Some(source) = sources.get(&kernel.key) else {
+                outcome.untranslated.push(kernel.key.clone());
+                continue;
+            };
+            let row = grade(&mut ours, &mut peer, kernel, source, options.rounds)?;
+            eprintln!(
+                "{}: hpcagent {} {:?} ({}), HPCAgent-Bench correct {} {:?} {}",
+                row.key,
+                row.ours,
+                row.ours_speedup,
+                row.denominator,
+                row.peer_correct,
+                row.peer_speedup,
+                row.note
+            );
+            outcome.rows.push(row);
+        }
+    }
+    Ok(outcome)
+}
+
+/// Every kernel in the order the sample takes them: each track's in the
+/// order of a hash of `seed` and its key, a track at a time.
+fn draw(kernels: &[Kernel], seed: u64) -> Vec<&Kernel> {
+    let mut tracks: BTreeMap<&str, Vec<&Kernel>> = BTreeMap::new();
+    for kernel in kernels {
+        tracks.entry(&kernel.track).or_default().push(kernel);
+    }
+    for keys in tracks.values_mut() {
+        keys.sort_by_key(|k| fnv1a(seed, &k.key));
+    }
+    let longest = tracks.values().map(Vec::len).max().unwrap_or(0);
+    (0..longest)
+        .flat_map(|i| tracks.values().filter_map(move |keys| keys.get(i).copied()))
+        .collect()
+}
+
+/// FNV-1a over the seed's bytes and the key's: an order that is the same
+/// on every machine and Rust release.
+fn fnv1a(seed: u64, key: &str) -> u64 {
+    let mut hash = 0xcbf2_9ce4_8422_2325u64;
+    for byte in seed.to_le_bytes().iter().chain(key.as_bytes()) {
+        hash ^= u64::from(*byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    hash
+}
+
+/// The C HPCAgent-Bench's translator emits for each kernel it translates,
+/// by key, from the peer's venv.
+fn translate(peer: &Path, kernels: &[&Kernel]) -> anyhow::Result<BTreeMap<String, String>> {
+    let package = imported_package(peer, None)?;
+    let translators = package.join("numpy_translators").join("src");
+    // Its emitter (and what it starts) prints what it wrote on descriptor
+    // 1: the answer goes to a copy of it, and 1 to stderr meanwhile.
+    const EMIT: &str = r#"
+import json, os, sys
+answer = os.fdopen(os.dup(1), "w")
+os.dup2(2, 1)
+from hpcagent_bench.harness.agent import emit_reference_source
+keys = json.load(sys.stdin)
+out = {}
+for key in keys:
+    try:
+        out[key] = emit_reference_source(key, "c")
+    except Exception as e:
+        print(f"{key}: {type(e).__name__}: {e}", file=sys.stderr)
+    sys.stdout.flush()
+json.dump(out, answer)
+answer.close()
+"#;
+    let keys: Vec<&str> = kernels.iter().map(|k| k.key.as_str()).collect();
+    let mut child = Command::new(peer.with_file_name("python"))
+        .args(["-c", EMIT])
+        .env("PYTHONPATH", &translators)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .context("cannot start the peer's Python")?;
+    serde_json::to_writer(child.stdin.take().expect("piped"), &keys)?;
+    let out = child.wait_with_output()?;
+    anyhow::ensure!(
+        out.status.success(),
+        "HPCAgent-Bench's translator failed ({})",
+        out.status
+    );
+    Ok(serde_json::from_slice(&out.stdout)?)
+}
+
+/// One kernel's C graded `rounds` times by each judge.
+fn grade(
+    ours: &mut Client,
+    peer: &mut Peer,
+    kernel: &Kernel,
+    source: &str,
+    rounds: usize,
+) -> anyhow::Result<Row> {
+    // The translator names its function for the module and precision;
+    // the task's symbol is what both judges call.
+    let ours_source = match hpcagent_judge::hab_tasks::renaming(kernel, source) {
+        Some(emitted) => format!("#define {emitted} {}\n{source}", kernel.abi.symbol),
+        None => source.to_string(),
+    };
+    let mut row = Row {
+        key: kernel.key.clone(),
+        track: kernel.track.clone(),
+        denominator: String::new(),
+        ours: String::new(),
+        ours_speedup: None,
+        peer_correct: true,
+        peer_speedup: None,
+        note: String::new(),
+    };
+    let (mut our_speedups, mut peer_speedups) = (Vec::new(), Vec::new());
+    for round in 0..rounds {
+        let (_, verdict) = ours.verdict(&kernel.key, &ours_source, false)?;
+        if round == 0 {
+            row.denominator = verdict.denominator.clone();
+            row.ours = pb::Status::word_of(verdict.status).to_string();
+            if verdict.status() != pb::Status::Ok {
+                row.note = format!("hpcagent: {}; ", verdict.message);
+            }
+        }
+        if verdict.status() == pb::Status::Ok && row.ours == "ok" {
+            our_speedups.push(verdict.speedup);
+        }
+        let (_, answer) = peer.post(&kernel.stem, source, false)?;
+        if answer["correct"] != true {
+            if row.peer_correct {
+                let why = answer["error"]
+                    .as_str()
+                    .or(answer["detail"].as_str())
+                    .unwrap_or("");
+                let why = why.lines().next().unwrap_or("");
+                row.note.push_str(&format!("HPCAgent-Bench: {why}"));
+            }
+            row.peer_correct = false;
+        }
+        peer_speedups.extend(
+            answer["speedups"]
+                .as_object()
+                .and_then(|s| s.values().find_map(serde_json::Value::as_f64)),
+        );
+    }
+    let median = |v: &mut Vec<f64>| (!v.is_empty()).then(|| crate::stats::median(v));
+    row.ours_speedup = median(&mut our_speedups);
+    row.peer_speedup = median(&mut peer_speedups);
+    Ok(row)
+}
+
+pub fn render(o: &Outcome) -> String {
+    let mut out = format!(
+        "hpcagent vs HPCAgent-Bench's judge on the C its translator emits: {} kernels drawn \
+         across tracks (seed {}), Score at S, each judge's median raw speedup of {} grades\n",
+        o.rows.len(),
+        o.seed,
+        o.rounds
+    );
+    out.push_str(&format!(
+        "{:64} {:22} {:>14} {:>14} {:>8}\n",
+        "kernel", "track", "hpcagent", "HPCAgent-Bench", "ratio"
+    ));
+    for row in &o.rows {
+        let ours = match row.ours_speedup {
+            Some(s) => format!("{s:.2}× {}", short(&row.denominator)),
+            None => row.ours.clone(),
+        };
+        let peer = match (row.peer_correct, row.peer_speedup) {
+            (true, Some(s)) => format!("{s:.2}×"),
+            _ => "not correct".into(),
+        };
+        let ratio = row.ratio().map_or("-".into(), |r| format!("{r:.2}"));
+        out.push_str(&format!(
+            "{:64} {:22} {ours:>14} {peer:>14} {ratio:>8}\n",
+            row.key, row.track
+        ));
+        if !row.note.is_empty() {
+            out.push_str(&format!("    {}\n", row.note));
+        }
+    }
+    let both: Vec<f64> = o.rows.iter().filter_map(Row::ratio).collect();
+    let within = both
+        .iter()
+        .filter(|r| (1.0 / FACTOR..=FACTOR).contains(*r))
+        .count();
+    out.push_str(&format!(
+        "both correct: {} of {}; within {FACTOR}× of HPCAgent-Bench's: {within} of {} \
+         (target: 9 in 10); not translated, left out: {}",
+        both.len(),
+        o.rows.len(),
+        both.len(),
+        o.untranslated.len()
+    ));
+    out
+}
+
+/// A denominator's word, short enough for the table.
+fn short(denominator: &str) -> &str {
+    match denominator {
+        "translator C" => "C",
+        "numpy" => "np",
+        other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_order_is_the_seed_s_and_a_ratio_is_of_kernels_both_grade_correct() {
+        assert_eq!(fnv1a(7, "a/b"), fnv1a(7, "a/b"));
+        assert_ne!(fnv1a(1, "a"), fnv1a(2, "a"));
+        assert_ne!(fnv1a(1, "a"), fnv1a(1, "b"));
+        let row = |ours: &str, o: Option<f64>, correct: bool, p: Option<f64>| Row {
+            key: String::new(),
+            track: String::new(),
+            denominator: String::new(),
+            ours: ours.into(),
+            ours_speedup: o,
+            peer_correct: correct,
+            peer_speedup: p,
+            note: String::new(),
+        };
+        assert_eq!(row("ok", Some(3.0), true, Some(2.0)).ratio(), Some(1.5));
+        assert_eq!(row("ok", Some(3.0), false, Some(2.0)).ratio(), None);
+        assert_eq!(row("incorrect", None, true, Some(2.0)).ratio(), None);
+    }
+}
