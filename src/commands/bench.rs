@@ -291,7 +291,6 @@ fn judge_bench(a: JudgeArgs) -> anyhow::Result<()> {
         work_dir: scratch.path().to_path_buf(),
     };
     let outcome = judge::run_bench(&options)?;
-    super::end_quietly_when_stdout_closes();
     println!("{}", judge::render(&outcome, a.repeats));
     if let (Some(peer), Some(corpus)) = (a.peer_hab, a.hab_corpus) {
         let options = judge_peer::Options {
@@ -303,7 +302,11 @@ fn judge_bench(a: JudgeArgs) -> anyhow::Result<()> {
             work_dir: scratch.path().join("peer"),
             noise: a.noise,
         };
-        for outcome in judge_peer::run_bench(&options)? {
+        // Measured whole before printing: once stdout may end the process
+        // quietly, a write to a peer that went away would end it too.
+        let outcomes = judge_peer::run_bench(&options)?;
+        super::end_quietly_when_stdout_closes();
+        for outcome in outcomes {
             println!("{}", judge_peer::render(&outcome));
         }
     }
