@@ -30,16 +30,6 @@ impl Cpus {
         Cpus { own, runner }
     }
 
-    /// Every CPU the run may use between calls, while every runner is
-    /// held: the runners' and the supervisor's own, each once.
-    pub(super) fn between_calls(&self, runner_cpus: &[usize]) -> Vec<usize> {
-        let mut cpus = runner_cpus.to_vec();
-        cpus.extend((0..CpuSet::count()).filter(|&cpu| self.own.is_set(cpu).unwrap_or(false)));
-        cpus.sort_unstable();
-        cpus.dedup();
-        cpus
-    }
-
     /// On the runner's CPU: every runner is held.
     pub(super) fn beside_held(&self) {
         if let Some(runner) = &self.runner {

@@ -121,9 +121,6 @@ struct Run<'a> {
     /// Input files mapped once, by path.
     files: HashMap<PathBuf, Rc<Bytes>>,
     cpus: Cpus,
-    /// The CPUs a pair's inputs are drawn on: every one of the run's, idle
-    /// between calls.
-    draw_cpus: Vec<usize>,
     over: bool,
     /// The submission's calls so far, and which of them were timed pairs'
     /// (by their place in that order): on a device, its runner reports
@@ -274,7 +271,6 @@ impl<'a> Run<'a> {
             lock,
             baseline_ns: Vec::new(),
             files: HashMap::new(),
-            draw_cpus: cpus.between_calls(&request.limits.cpus),
             cpus,
             over: false,
             candidate_calls: 0,
