@@ -1,4 +1,6 @@
-//! Printing argument vectors so that a person can read them and a shell can run them.
+//! Words for people: argument vectors printed so that a person can read
+//! them and a shell can run them, a "did you mean", and the tail of a text
+//! too long to show whole.
 
 use std::borrow::Cow;
 
@@ -40,6 +42,19 @@ pub fn nearest<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) ->
         .map(|(_, c)| c)
 }
 
+/// The last `max` bytes of `text`, cut at a character boundary, with a
+/// mark where it was cut.
+pub fn tail(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_string();
+    }
+    let mut start = text.len() - max;
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    format!("…{}", &text[start..])
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -61,5 +76,14 @@ mod tests {
         );
         assert_eq!(nearest("PARTITION", keys), None);
         assert_eq!(nearest("gem", ["gemm", "atax"]), Some("gemm"));
+    }
+
+    #[test]
+    fn a_tail_is_whole_characters_and_marks_its_cut() {
+        use super::tail;
+        assert_eq!(tail("short", 10), "short");
+        assert_eq!(tail("abcdef", 3), "…def");
+        // "é" is two bytes: a cut inside it moves past it.
+        assert_eq!(tail("aéb", 2), "…b");
     }
 }

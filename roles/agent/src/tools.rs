@@ -14,6 +14,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use hpcagent_client::AttemptOutcome;
 use hpcagent_client::speedup::Speedup;
+use hpcagent_client::words::tail;
 use hpcagent_proto::v1 as pb;
 use serde_json::{Value, json};
 
@@ -616,15 +617,6 @@ fn listing(files: &[(String, u64)], cut: bool) -> String {
     lines.join("\n")
 }
 
-/// The last `limit` characters of `text`.
-fn tail(text: &str, limit: usize) -> String {
-    let start = match limit.checked_sub(1) {
-        Some(n) => text.char_indices().rev().nth(n).map_or(0, |(i, _)| i),
-        None => text.len(),
-    };
-    text[start..].to_string()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -677,7 +669,7 @@ mod tests {
         assert_eq!(s["build_log"], "error: expected ';'");
         assert!(verdict_summary(&v, false).get("build_log").is_none());
         assert!(s.get("speedup").is_none() && s.get("no_change").is_none());
-        assert_eq!(tail("abcdef", 3), "def");
+        assert_eq!(tail("abcdef", 3), "…def");
     }
 
     #[test]

@@ -493,7 +493,7 @@ impl Judge {
             "{}.so",
             &crate::corpus::fingerprint(&[&bytes])[..32]
         ));
-        crate::data::write_atomic(&copy, &bytes)
+        crate::data::write_private(&copy, &bytes)
             .map_err(|e| JudgeError::Internal(e.to_string()))?;
         Ok(copy)
     }

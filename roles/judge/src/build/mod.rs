@@ -22,10 +22,11 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use crate::corpus::fingerprint;
-use crate::data::{tail, write_atomic};
+use crate::data::write_private;
 use crate::language::Language;
 use crate::sandbox_dir;
 use confined::Walls;
+use hpcagent_client::words::tail;
 use hpcagent_sandbox::limits::{Limits, close_on_exec_from};
 use toolchain::Toolchain;
 
@@ -230,7 +231,7 @@ impl Builder {
             .map_err(|e| BuildError::Harness(e.to_string()))?;
         std::fs::copy(dir.path().join("lib.so"), staging.path().join("lib.so"))
             .map_err(|e| BuildError::Harness(format!("the compiler produced no library: {e}")))?;
-        write_atomic(&staging.path().join("build.log"), log.as_bytes())
+        write_private(&staging.path().join("build.log"), log.as_bytes())
             .map_err(|e| BuildError::Harness(e.to_string()))?;
         let staged = staging.keep();
         if std::fs::rename(&staged, &entry).is_err() {

@@ -19,6 +19,7 @@ pub mod worker;
 
 pub use generate::{Draw, seeded_rng};
 
+use hpcagent_client::words::tail;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -306,7 +307,7 @@ impl DataCache {
         create_private_dir(&parent)?;
         let script = self.root.join("refrun.py");
         if std::fs::read_to_string(&script).ok().as_deref() != Some(REFRUN) {
-            write_atomic(&script, REFRUN.as_bytes())?;
+            write_private(&script, REFRUN.as_bytes()).map_err(io(&script))?;
         }
         let tmp = tempfile::Builder::new()
             .prefix(".tmp-")
@@ -421,27 +422,7 @@ pub fn create_private_dir(dir: &Path) -> Result<(), DataError> {
     std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).map_err(io(dir))
 }
 
-/// Writes `bytes` to `path` through a temporary file and a rename.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), DataError> {
-    let parent = path.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(parent).map_err(io(parent))?;
-    let tmp = tempfile::NamedTempFile::new_in(parent).map_err(io(parent))?;
-    std::fs::write(tmp.path(), bytes).map_err(io(tmp.path()))?;
-    tmp.persist(path).map_err(|e| DataError::Io {
-        path: path.to_path_buf(),
-        source: e.error,
-    })?;
-    Ok(())
-}
-
-/// The last `max` bytes of `text`, cut at a character boundary.
-pub fn tail(text: &str, max: usize) -> String {
-    if text.len() <= max {
-        return text.to_string();
-    }
-    let mut start = text.len() - max;
-    while !text.is_char_boundary(start) {
-        start += 1;
-    }
-    format!("…{}", &text[start..])
+/// Writes one of the judge's own files whole, readable by the judge alone.
+pub(crate) fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    hpcagent_client::files::write_atomic(path, bytes, 0o600)
 }

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use super::worker::WorkerError;
-use super::{DataCache, write_atomic};
+use super::{DataCache, write_private};
 use crate::corpus::fingerprint;
 use crate::corpus::hab::{self, Kernel as Manifested};
 
@@ -207,7 +207,7 @@ impl DataCache {
                 return Err(e);
             }
         };
-        write_atomic(&file, source.as_bytes()).map_err(|e| TranslateError::Io(e.to_string()))?;
+        write_private(&file, source.as_bytes()).map_err(|e| TranslateError::Io(e.to_string()))?;
         Ok(Translated { source, file })
     }
 

@@ -111,7 +111,7 @@ impl Worker {
     ) -> std::io::Result<Worker> {
         let file = home.join("hab_inputs.py");
         if std::fs::read_to_string(&file).ok().as_deref() != Some(script) {
-            super::write_atomic(&file, script.as_bytes()).map_err(std::io::Error::other)?;
+            super::write_private(&file, script.as_bytes())?;
         }
         Ok(Worker {
             python: python.to_string(),
@@ -242,8 +242,9 @@ async fn answer(running: &mut Running, id: u64) -> Result<Value, WorkerError> {
             Ok(_) => {}
             Err(e) => return Err(died(running, e.to_string()).await),
         }
-        let answer: Value = serde_json::from_str(&line)
-            .map_err(|e| WorkerError::Garbled(format!("{e}: {}", super::tail(&line, 200))))?;
+        let answer: Value = serde_json::from_str(&line).map_err(|e| {
+            WorkerError::Garbled(format!("{e}: {}", hpcagent_client::words::tail(&line, 200)))
+        })?;
         if answer["id"].as_u64() == Some(id) {
             return Ok(answer);
         }

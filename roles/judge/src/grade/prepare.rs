@@ -5,11 +5,11 @@
 
 use crate::build::{BuildError, Built, Source, flags};
 use crate::corpus::{Kernel, Precision, Preset};
-use crate::data::tail;
 use crate::judge::{Code, Judge, JudgeError, Submission};
 use crate::language::Language;
 use crate::slots::Slot;
 use crate::verdict::{Status, Verdict};
+use hpcagent_client::words::tail;
 
 use super::fail;
 

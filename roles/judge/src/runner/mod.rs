@@ -30,8 +30,8 @@ use std::time::{Duration, Instant};
 
 use tokio::io::AsyncWriteExt;
 
-use crate::data::tail;
 use crate::verify::Comparison;
+use hpcagent_client::words::tail;
 use protocol::{Event, Request, read_frame_into};
 
 /// What `hpcagent` is asked to be, from its arguments (without the program's
