@@ -334,12 +334,7 @@ fn scripted_campaign(cli: &Cli) {
     let mut answers = Vec::new();
     for request in &requests {
         assert_eq!(request["path"], api, "{}", request["path"]);
-        let offered: Vec<&str> = request["tools"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter_map(Value::as_str)
-            .collect();
+        let offered = tool_names(request);
         for tool in TOOLS {
             let named = offered
                 .iter()
@@ -362,6 +357,17 @@ fn scripted_campaign(cli: &Cli) {
         let first: Vec<&Value> = requests[0]["tools"].as_array().unwrap().iter().collect();
         assert_eq!(first.len(), TOOLS.len(), "{first:?}");
     }
+}
+
+/// The names of the tools a model request offered, as the scripted
+/// server and the meter's `model.jsonl` both record them.
+fn tool_names(request: &Value) -> Vec<&str> {
+    request["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect()
 }
 
 #[test]
@@ -492,12 +498,7 @@ fn cli_against_vllm(cli: &Cli) {
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
     let offered_ours = offered.iter().any(|r| {
-        let names: Vec<&str> = r["tools"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter_map(Value::as_str)
-            .collect();
+        let names = tool_names(r);
         r["status"] == 200
             && TOOLS.iter().all(|t| {
                 names.contains(&format!("mcp__hpcagent__{t}").as_str())

@@ -234,8 +234,17 @@ fn grade(
                 row.note = format!("hpcagent: {}; ", verdict.message);
             }
         }
-        if verdict.status() == pb::Status::Ok && row.ours == "ok" {
-            our_speedups.push(verdict.speedup);
+        match verdict.status() {
+            pb::Status::Ok if row.ours == "ok" => our_speedups.push(verdict.speedup),
+            // A later grade that did not end ok is said, not left out quietly.
+            _ if round > 0 && row.ours == "ok" => {
+                row.note.push_str(&format!(
+                    "hpcagent's grade {}: {}; ",
+                    round + 1,
+                    verdict.message
+                ));
+            }
+            _ => {}
         }
         let (_, answer) = peer.post(&kernel.stem, source, false)?;
         if answer["correct"] != true {

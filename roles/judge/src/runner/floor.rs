@@ -54,8 +54,6 @@ pub const RESOLUTION_NS: u64 = 1_000;
 pub struct Floor {
     /// The median empty call.
     pub ns: u64,
-    /// Its interquartile range: the jitter of timing from outside.
-    pub spread_ns: u64,
     /// The fastest empty call.
     pub fastest_ns: u64,
 }
@@ -65,10 +63,8 @@ impl Floor {
     pub fn of(times: &mut [u64]) -> Floor {
         assert!(!times.is_empty(), "a floor of no calls");
         times.sort_unstable();
-        let at = |q: f64| times[((times.len() - 1) as f64 * q).round() as usize];
         Floor {
-            ns: at(0.5),
-            spread_ns: at(0.75) - at(0.25),
+            ns: times[times.len() / 2],
             fastest_ns: times[0],
         }
     }
@@ -97,20 +93,16 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_floor_is_the_median_empty_call_and_its_spread_the_iqr() {
+    fn the_floor_is_the_median_empty_call_and_the_fastest() {
         // Jitter of a microsecond, one call held up by the scheduler.
         let mut times = vec![15_000, 14_500, 16_000, 15_200, 90_000, 14_800, 15_500];
         let floor = Floor::of(&mut times);
         assert_eq!(floor.ns, 15_200, "the slow call does not move it");
-        // Sorted: 14500 14800 15000 15200 15500 16000 90000; quartiles at
-        // 1.5 -> 2 and 4.5 -> 5 (rounded half away from zero).
-        assert_eq!(floor.spread_ns, 16_000 - 15_000);
         assert_eq!(floor.fastest_ns, 14_500);
         assert_eq!(
             Floor::of(&mut [7]),
             Floor {
                 ns: 7,
-                spread_ns: 0,
                 fastest_ns: 7,
             }
         );
@@ -120,7 +112,6 @@ mod tests {
     fn a_call_loses_its_floor_but_never_more_than_a_third_of_its_time() {
         let floor = Floor {
             ns: 15_000,
-            spread_ns: 800,
             fastest_ns: 14_000,
         };
         assert_eq!(floor.net(1_015_000), 1_000_000);
@@ -134,7 +125,6 @@ mod tests {
     fn calls_near_the_floor_keep_their_ratio_and_a_slow_side_loses_its_floor() {
         let floor = Floor {
             ns: 18_000,
-            spread_ns: 500,
             fastest_ns: 17_000,
         };
         let ratio = |b: u64, c: u64| floor.net(b) as f64 / floor.net(c) as f64;
@@ -158,7 +148,6 @@ mod tests {
     fn a_fastest_call_set_beside_numpy_loses_the_fastest_empty_call() {
         let floor = Floor {
             ns: 18_000,
-            spread_ns: 500,
             fastest_ns: 16_000,
         };
         // A 5 us kernel timed through the runner: 21 us; inside, 5 us.

@@ -184,12 +184,9 @@ impl Run<'_> {
             }
             let rng = seeded_rng(&[b"timed pair", seed, &n.to_le_bytes(), spec.name.as_bytes()]);
             let shared = values[*index].get_or_insert_with(|| Rc::new(Bytes::Drawn(Vec::new())));
-            let drawn = Rc::get_mut(shared).expect("a pair's inputs are its own");
-            if !matches!(drawn, Bytes::Drawn(_)) {
-                *drawn = Bytes::Drawn(Vec::new());
-            }
-            let Bytes::Drawn(bytes) = drawn else {
-                unreachable!("made drawn above")
+            // A step's pairs are drawn or read from sets, never both.
+            let Some(Bytes::Drawn(bytes)) = Rc::get_mut(shared) else {
+                unreachable!("a pair's drawn inputs are its own and drawn")
             };
             bytes.resize(RunArg::elements(shape) * spec.dtype.size(), 0);
             draw_on(&self.request.limits.cpus, spec.init, spec.dtype, rng, bytes);
@@ -267,28 +264,22 @@ fn same_and_written(dtype: DType, ours: &[u8], theirs: &[u8]) -> bool {
         return false;
     }
     match dtype {
-        DType::F64 => {
-            let word = |b: &[u8]| u64::from_le_bytes(b.try_into().expect("8 bytes"));
-            let (ours, theirs) = (ours.chunks_exact(8), theirs.chunks_exact(8));
-            ours.remainder().is_empty()
-                && ours
-                    .map(word)
-                    .zip(theirs.map(word))
-                    .fold(true, |same, (o, t)| same & (o == t) & (t != canary::F64))
-        }
-        DType::F32 => {
-            let word = |b: &[u8]| u32::from_le_bytes(b.try_into().expect("4 bytes"));
-            let (ours, theirs) = (ours.chunks_exact(4), theirs.chunks_exact(4));
-            ours.remainder().is_empty()
-                && ours
-                    .map(word)
-                    .zip(theirs.map(word))
-                    .fold(true, |same, (o, t)| same & (o == t) & (t != canary::F32))
-        }
+        DType::F64 => same_words(ours, theirs, canary::F64.to_le_bytes()),
+        DType::F32 => same_words(ours, theirs, canary::F32.to_le_bytes()),
         // An integer canary is a value a kernel may write, and complex
         // outputs have none.
         _ => ours == theirs,
     }
+}
+
+/// [`same_and_written`] for floats of `N` bytes whose canary is `canary`:
+/// every word the same in both, and none of `theirs` the canary.
+fn same_words<const N: usize>(ours: &[u8], theirs: &[u8], canary: [u8; N]) -> bool {
+    let (ours, theirs) = (ours.chunks_exact(N), theirs.chunks_exact(N));
+    ours.remainder().is_empty()
+        && ours
+            .zip(theirs)
+            .fold(true, |same, (o, t)| same & (o == t) & (t != canary))
 }
 
 /// [`Run::output_regions`] from the run's parts, so that a caller may
