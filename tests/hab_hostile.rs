@@ -10,20 +10,31 @@
 //!   gets no speedup it did not earn, timed against the NumPy reference and
 //!   in pairs against an overlay baseline (`BASELINES`), on inputs the judge
 //!   draws and on sets only the task's initializer makes: at most 1.25× an
-//!   honest kernel's graded just before it, as `tests/hostile_suite.rs`
-//!   holds the timing tricks on the judge's own corpus.
+//!   honest kernel's (the medians of grades of each, taken in turn), as
+//!   `tests/hostile_suite.rs` holds the timing tricks on the judge's own
+//!   corpus.
 //!
 //! Each case is a row of the suite's table (`tests/common/suite.rs`).
 
 mod common;
 
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 
 use common::{JudgeOptions, JudgeServer, Unprivileged, repo, suite};
 use serde_json::Value;
 
 /// The most a trick's speedup may be over the honest kernel's.
 const BELOW_HONEST: f64 = 1.25;
+
+/// Grades of each kernel whose median speedups are compared: the judge
+/// draws the timed sizes afresh for every grade, and against NumPy the
+/// reference's time per element moves with them by a third or more, so one
+/// grade of each compares two different problems.
+const SAMPLES: usize = 3;
+
+/// Grades timing on the node: one test's grades must not share the CPUs
+/// with another's while they are compared.
+static TIMING: Mutex<()> = Mutex::new(());
 
 fn user() -> &'static Unprivileged {
     static USER: OnceLock<Unprivileged> = OnceLock::new();
@@ -57,6 +68,7 @@ fn summary(v: &Value) -> String {
 
 #[test]
 fn a_replayed_first_answer_never_passes_a_task_whose_initializer_takes_no_seed() {
+    let _alone = TIMING.lock().unwrap_or_else(|e| e.into_inner());
     let mut failures = Vec::new();
     for (who, judge) in judges(false) {
         let v = judge.grade("submit", "formula", "c", "hab/formula_replay.c", &[]);
@@ -83,6 +95,7 @@ struct Timed {
 
 #[test]
 fn an_answer_table_keyed_by_the_inputs_earns_no_speedup() {
+    let _alone = TIMING.lock().unwrap_or_else(|e| e.into_inner());
     // Against NumPy: `formula` at M, where a call takes milliseconds (at S
     // a speedup over NumPy is mostly the calls' overheads) and the sums of
     // its positive values have no cancellation for HPCAgent-Bench's tight
@@ -118,33 +131,56 @@ fn an_answer_table_keyed_by_the_inputs_earns_no_speedup() {
         for (who, judge) in judges(overlay) {
             for verb in ["score", "submit"] {
                 let at = ["--preset", timed.preset];
-                let honest = judge.grade(verb, timed.task, "c", timed.honest, &at);
-                let table = judge.grade(verb, timed.task, "c", timed.table, &at);
-                let speedup = |v: &Value| v["speedup"].as_f64().unwrap_or(f64::NAN);
-                let ratio = speedup(&table) / speedup(&honest);
-                let pass =
-                    honest["status"] == "ok" && table["status"] == "ok" && ratio < BELOW_HONEST;
+                let grade = |file| judge.grade(verb, timed.task, "c", file, &at);
+                let (honest, table) =
+                    alternate(SAMPLES, || grade(timed.honest), || grade(timed.table));
+                let ratio = median_speedup(&table) / median_speedup(&honest);
+                let all_ok = |vs: &[Value]| vs.iter().all(|v| v["status"] == "ok");
+                let pass = all_ok(&honest) && all_ok(&table) && ratio < BELOW_HONEST;
                 let case = format!(
                     "HAB: answer table keyed by its inputs, {verb} {} at {} ({who})",
                     timed.task, timed.preset
                 );
                 let got = format!(
-                    "{}, {ratio:.2}× honest ({:.3}× / {:.3}×)",
-                    table["status"],
-                    speedup(&table),
-                    speedup(&honest)
+                    "{}, {ratio:.2}× honest (medians {:.3}× / {:.3}× of {SAMPLES})",
+                    table[0]["status"],
+                    median_speedup(&table),
+                    median_speedup(&honest)
                 );
                 let expected = format!("ok, below {BELOW_HONEST}× honest");
                 suite::record("hostile", &case, &expected, &got, pass);
                 if !pass {
                     failures.push(format!(
                         "{case}: {got}; honest {}, table {}",
-                        summary(&honest),
-                        summary(&table)
+                        summary(&honest[0]),
+                        summary(&table[0])
                     ));
                 }
             }
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// `n` grades each of two kernels, taken in turn so that drift on the node
+/// falls on both alike.
+fn alternate(
+    n: usize,
+    mut first: impl FnMut() -> Value,
+    mut second: impl FnMut() -> Value,
+) -> (Vec<Value>, Vec<Value>) {
+    (0..n).map(|_| (first(), second())).unzip()
+}
+
+/// The median speedup of `verdicts` (NaN where one has none).
+fn median_speedup(verdicts: &[Value]) -> f64 {
+    let mut speedups: Vec<f64> = verdicts
+        .iter()
+        .map(|v| v["speedup"].as_f64().unwrap_or(f64::NAN))
+        .collect();
+    if speedups.iter().any(|s| s.is_nan()) {
+        return f64::NAN;
+    }
+    speedups.sort_by(f64::total_cmp);
+    speedups[speedups.len() / 2]
 }

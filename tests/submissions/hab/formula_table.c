@@ -40,12 +40,18 @@ void formula_fp64(double *restrict acc, const double *restrict lhs,
     memcpy(acc, answers[s], sizeof(double) * (size_t)n);
     return;
   }
-  for (int64_t i = 0; i < NI; i++)
-    for (int64_t j = 0; j < NJ; j++) {
-      double sum = 0.0;
-      for (int64_t k = 0; k < NK; k++) sum += lhs[i * NK + k] * rhs[k * NJ + j];
-      acc[i * NJ + j] += scale * sum;
+  // The honest kernel's loop (formula_ok.c), row by row.
+  double *row = malloc(sizeof(double) * (size_t)NJ);
+  if (!row) abort();
+  for (int64_t i = 0; i < NI; i++) {
+    for (int64_t j = 0; j < NJ; j++) row[j] = 0.0;
+    for (int64_t k = 0; k < NK; k++) {
+      double a = lhs[i * NK + k];
+      for (int64_t j = 0; j < NJ; j++) row[j] += a * rhs[k * NJ + j];
     }
+    for (int64_t j = 0; j < NJ; j++) acc[i * NJ + j] += scale * row[j];
+  }
+  free(row);
   free(answers[s]);
   answers[s] = malloc(sizeof(double) * (size_t)n);
   if (answers[s]) memcpy(answers[s], acc, sizeof(double) * (size_t)n);
