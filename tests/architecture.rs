@@ -112,10 +112,7 @@ struct Untangle {
 }
 
 const STILL_TO_UNTANGLE: Untangle = Untangle {
-    cycles: &[
-        "roles/judge: build, runner, verdict, verify name each other",
-        "roles/judge: grade, judge, profile, warm name each other",
-    ],
+    cycles: &["roles/judge: grade, judge, profile, warm name each other"],
     spread: &["roles/judge: impl judge::Judge in 9 files"],
 };
 

@@ -13,7 +13,6 @@
 
 use std::collections::{HashMap, HashSet};
 
-/// Makes this process the reaper of its orphaned descendants.
 /// Asks the kernel to send `signal` to this process when its parent dies,
 /// so that nothing outlives the process that started it, however that one
 /// ends. A raw system call: safe between fork and exec, and in a clone's
@@ -23,9 +22,17 @@ pub fn die_with_parent(signal: libc::c_int) {
     unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, signal) };
 }
 
+/// Makes this process the reaper of its orphaned descendants.
 pub fn become_subreaper() {
     // SAFETY: prctl with integer arguments.
     unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
+}
+
+/// SIGKILL to the process group `leader` leads (a session a supervisor or
+/// a compiler was started in).
+pub fn kill_group(leader: u32) {
+    // SAFETY: plain kill(2) on a group id.
+    unsafe { libc::kill(-(leader as i32), libc::SIGKILL) };
 }
 
 /// Stops and kills every process below `root`, and `root` too unless it is

@@ -16,6 +16,7 @@ pub mod build;
 pub mod cases;
 pub mod data;
 pub mod discrimination;
+pub mod finite;
 pub mod grade;
 pub mod hab_tasks;
 pub mod judge;

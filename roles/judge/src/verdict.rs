@@ -12,6 +12,7 @@ use std::str::FromStr;
 use hpcagent_proto::v1 as pb;
 use serde::{Deserialize, Serialize, Serializer};
 
+use crate::finite::finite_or_string;
 use crate::verify::Mismatch;
 
 /// How a grade ended, ordered from best to worst.
@@ -198,19 +199,6 @@ impl Verdict {
             stdout_tail: String::new(),
             stderr_tail: String::new(),
         }
-    }
-}
-
-/// Writes a float as a JSON number when finite, else as "inf", "-inf" or "nan".
-pub fn finite_or_string<S: Serializer>(value: &f64, s: S) -> Result<S::Ok, S::Error> {
-    if value.is_finite() {
-        s.serialize_f64(*value)
-    } else if value.is_nan() {
-        s.serialize_str("nan")
-    } else if *value > 0.0 {
-        s.serialize_str("inf")
-    } else {
-        s.serialize_str("-inf")
     }
 }
 

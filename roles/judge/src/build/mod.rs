@@ -370,7 +370,7 @@ impl Builder {
             Ok(done) => done,
             Err(_) => {
                 if let Some(pid) = pid {
-                    crate::runner::kill_group(pid);
+                    hpcagent_sandbox::reap::kill_group(pid);
                 }
                 return Err(BuildError::TimedOut(self.timeout));
             }

@@ -11,7 +11,6 @@
 //! it, and collects what the supervisor reported.
 
 mod buffers;
-pub mod canary;
 mod child;
 pub(crate) mod device;
 pub mod floor;
@@ -279,7 +278,7 @@ pub async fn launch(launch: Launch<'_>) -> Result<RunOutcome, LaunchError> {
     };
     let wall = started.elapsed();
     hpcagent_sandbox::reap::kill_tree(pid);
-    kill_group(pid);
+    hpcagent_sandbox::reap::kill_group(pid);
     let status = match status {
         Some(status) => Some(status),
         None => {
@@ -399,14 +398,8 @@ impl KillOnDrop {
 impl Drop for KillOnDrop {
     fn drop(&mut self) {
         hpcagent_sandbox::reap::kill_tree(self.0);
-        kill_group(self.0);
+        hpcagent_sandbox::reap::kill_group(self.0);
     }
-}
-
-/// SIGKILL to a process group (the supervisor's session).
-pub fn kill_group(pid: u32) {
-    // SAFETY: plain kill(2) on a group id.
-    unsafe { libc::kill(-(pid as i32), libc::SIGKILL) };
 }
 
 fn file_tail(mut file: std::fs::File) -> String {

@@ -12,16 +12,18 @@
 use serde::Serialize;
 
 use crate::corpus::{DType, Tolerance};
-use crate::runner::canary;
+use crate::finite::finite_or_string;
+
+pub mod canary;
 
 /// The first element out of tolerance.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Mismatch {
     pub output: String,
     pub index: Vec<i64>,
-    #[serde(serialize_with = "crate::verdict::finite_or_string")]
+    #[serde(serialize_with = "finite_or_string")]
     pub expected: f64,
-    #[serde(serialize_with = "crate::verdict::finite_or_string")]
+    #[serde(serialize_with = "finite_or_string")]
     pub actual: f64,
 }
 
