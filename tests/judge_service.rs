@@ -92,16 +92,47 @@ fn a_wrong_answer_is_incorrect_with_the_first_mismatch() {
 }
 
 #[test]
-fn a_compile_error_is_a_build_error_with_the_log_tail() {
+fn a_compile_error_is_a_build_error_with_the_log() {
     let v = judge().grade("score", "gemm", "c", "gemm_build_error.c", &[]);
     assert_eq!(status(&v), "build_error");
     assert!(
-        v["build_log_tail"]
+        v["build_log"]
             .as_str()
             .unwrap()
             .contains("'oopsalpha' undeclared"),
         "{v}"
     );
+}
+
+#[test]
+fn a_cascade_of_errors_keeps_its_first_and_its_last() {
+    // The first error, then thousands more (megabytes of diagnostics): far
+    // over what a verdict carries.
+    let dir = tempfile::tempdir().unwrap();
+    let source = dir.path().join("gemm_cascade.c");
+    let mut text =
+        std::fs::read_to_string(repo().join("tests/submissions/gemm_build_error.c")).unwrap();
+    for i in 0..4000 {
+        text.push_str(&format!(
+            "int cascade_{i}(void) {{ return undeclared_{i}; }}\n"
+        ));
+    }
+    std::fs::write(&source, text).unwrap();
+    let v = judge().grade_file_as("score", "gemm", "c", &source);
+    assert_eq!(status(&v), "build_error", "{v}");
+    let log = v["build_log"].as_str().unwrap();
+    assert!(
+        log.contains("'oopsalpha' undeclared"),
+        "the first error: {log}"
+    );
+    // gcc says the errors as it parses and the warnings after: its last
+    // words are about the last function.
+    assert!(
+        log.trim_end().ends_with("^") && log.contains("int cascade_3999(void)"),
+        "the compiler's last words: {log}"
+    );
+    assert!(log.contains(" bytes cut …]"), "the cut is said: {log}");
+    assert!(log.len() <= 66 << 10, "{} bytes", log.len());
 }
 
 /// Each hostile submission gets its own verdict, and the judge keeps serving.
@@ -503,7 +534,7 @@ fn gpu_languages_build_then_fail_cleanly_without_a_gpu() {
         .unwrap();
         let v = judge().grade_file_as("score", "gemm", language, &broken);
         assert_eq!(status(&v), "build_error", "{language}: {v}");
-        let log = v["build_log_tail"].as_str().unwrap_or_default();
+        let log = v["build_log"].as_str().unwrap_or_default();
         assert!(
             log.contains("expected expression") || log.contains("expected an expression"),
             "{language}, the compiler's own words: {v}"

@@ -232,16 +232,19 @@ fn attribute(dom: &str, tag: &str, name: &str) -> Option<String> {
 
 /// Two campaigns over the same tasks: the baseline policy, and an agent
 /// CLI that crashes on atax and ends without submitting elsewhere (over
-/// one task more, which the comparison leaves out). `compare` lines them
-/// up: both identities, each task's end in each run (the crash named,
-/// and what was graded in its place), and each run's HPCAgent-Bench
-/// Score over the common tasks; `--page` writes the same as one page.
+/// one task more, which the comparison leaves out, and where it leaves
+/// code that does not compile). `compare` lines them up: both identities,
+/// each task's end in each run (the crash named, and what was graded in
+/// its place), and each run's HPCAgent-Bench Score over the common tasks;
+/// `--page` writes the same as one page. The second run's report links
+/// the build log its broken code left, as a browser shows it.
 #[test]
 fn two_campaigns_compare_over_their_common_tasks() {
     let root = tempfile::tempdir().unwrap();
     let (a_root, b_root) = (root.path().join("a"), root.path().join("b"));
     let a = run_campaign(&a_root, "gemm,atax", "c");
-    let crashes_on_atax = "sh -c 'case {workspace} in *atax*) exit 3;; esac'";
+    let crashes_on_atax = "sh -c 'case {workspace} in *atax*) exit 3;; \
+         *dot*) for f in *.c; do echo not C > $f; done;; esac'";
     let out = common::command_campaign(hpcagent(), "gemm,atax,dot", crashes_on_atax, &b_root)
         .args(["--set", "LANGUAGES=c"])
         .output()
@@ -326,5 +329,29 @@ fn two_campaigns_compare_over_their_common_tasks() {
     assert!(
         dom.contains("<td>atax.c.fp64</td>"),
         "the table in the rendered page"
+    );
+
+    let out = hpcagent().arg("report").arg(&b).output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let dom = render_in_chromium(&b.join("report/index.html"));
+    let log = b.join("tasks/dot.c.fp64/attempt-1/build.log");
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(text.contains("error"), "{}: {text}", log.display());
+    let row = dom
+        .lines()
+        .find(|l| l.contains("<td>dot.c.fp64</td>"))
+        .unwrap_or_else(|| panic!("no dot row in the rendered page: {dom}"));
+    assert!(
+        row.contains(&format!(
+            "<a href=\"file://{}\">build log</a>",
+            log.display()
+        )),
+        "the row links its build log: {row}"
+    );
+    assert!(
+        !dom.lines()
+            .find(|l| l.contains("<td>atax.c.fp64</td>"))
+            .is_some_and(|l| l.contains("build log")),
+        "a starter that built leaves no build log to link"
     );
 }

@@ -1,6 +1,6 @@
 //! Words for people: argument vectors printed so that a person can read
-//! them and a shell can run them, a "did you mean", and the tail of a text
-//! too long to show whole.
+//! them and a shell can run them, a "did you mean", and the tail (or both
+//! ends) of a text too long to show whole.
 
 use std::borrow::Cow;
 
@@ -55,6 +55,30 @@ pub fn tail(text: &str, max: usize) -> String {
     format!("…{}", &text[start..])
 }
 
+/// At most about `max` bytes of `text`: all of it when it fits, else its
+/// first three quarters and its last quarter, with a line saying how much
+/// was cut between them. For a compiler's output, whose first error is
+/// the one to read and whose last lines say how it ended.
+pub fn ends(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_string();
+    }
+    let mut head = max / 4 * 3;
+    while !text.is_char_boundary(head) {
+        head -= 1;
+    }
+    let mut start = text.len() - (max - head);
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    format!(
+        "{}\n[… {} bytes cut …]\n{}",
+        &text[..head],
+        start - head,
+        &text[start..]
+    )
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -85,5 +109,14 @@ mod tests {
         assert_eq!(tail("abcdef", 3), "…def");
         // "é" is two bytes: a cut inside it moves past it.
         assert_eq!(tail("aéb", 2), "…b");
+    }
+
+    #[test]
+    fn both_ends_are_kept_and_the_cut_between_them_is_said() {
+        use super::ends;
+        assert_eq!(ends("short", 10), "short");
+        assert_eq!(ends("abcdefghijklmnop", 8), "abcdef\n[… 8 bytes cut …]\nop");
+        // A cut inside "é" (two bytes) grows to whole characters.
+        assert_eq!(ends("aaéaaaaaaéb", 4), "aa\n[… 10 bytes cut …]\nb");
     }
 }

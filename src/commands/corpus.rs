@@ -221,7 +221,7 @@ fn check(mut args: CheckArgs) -> anyhow::Result<()> {
                 if ok {
                     String::new()
                 } else {
-                    format!("{} {}", verdict.message, verdict.build_log_tail)
+                    format!("{} {}", verdict.message, verdict.build_log)
                 }
             );
             let degenerate = rt

@@ -663,8 +663,8 @@ pub fn print_verdict(v: &Verdict, json: bool) -> anyhow::Result<()> {
     if v.hidden_total > 0 {
         println!("held-out: {}/{} passed", v.hidden_passed, v.hidden_total);
     }
-    if !v.build_log_tail.trim().is_empty() && v.status != hpcagent_judge::verdict::Status::Ok {
-        println!("build log:\n{}", v.build_log_tail.trim_end());
+    if !v.build_log.trim().is_empty() && v.status != hpcagent_judge::verdict::Status::Ok {
+        println!("build log:\n{}", v.build_log.trim_end());
     }
     println!(
         "({:.2} s{})",

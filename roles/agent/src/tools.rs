@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use hpcagent_client::AttemptOutcome;
 use hpcagent_client::speedup::Speedup;
-use hpcagent_client::words::tail;
+use hpcagent_client::words::{ends, tail};
 use hpcagent_proto::v1 as pb;
 use serde_json::{Value, json};
 
@@ -501,11 +501,11 @@ pub fn keep_verdict(dir: &Path, verdict: &pb::Verdict) {
 /// Keeps a submit's build log beside its verdict ([`BUILD_LOG_FILE`]), where
 /// a verdict that says "see the build log" sends the operator.
 pub fn keep_build_log(attempt_dir: &Path, verdict: &pb::Verdict) {
-    if verdict.build_log_tail.trim().is_empty() {
+    if verdict.build_log.trim().is_empty() {
         return;
     }
     let path = attempt_dir.join(BUILD_LOG_FILE);
-    if let Err(e) = std::fs::write(&path, &verdict.build_log_tail) {
+    if let Err(e) = std::fs::write(&path, &verdict.build_log) {
         tracing::warn!("{}: {e}", path.display());
     }
 }
@@ -581,10 +581,13 @@ pub fn verdict_summary(v: &pb::Verdict, logs: bool) -> Value {
         out["signal"] = json!(v.signal);
     }
     if logs {
-        for (key, text) in [("build_log", &v.build_log_tail), ("stderr", &v.stderr_tail)] {
-            if !text.trim().is_empty() {
-                out[key] = json!(tail(text, 4000));
-            }
+        // A compiler's first error is the one to fix; a crash's last words
+        // are the ones that say why.
+        if !v.build_log.trim().is_empty() {
+            out["build_log"] = json!(ends(&v.build_log, 4000));
+        }
+        if !v.stderr_tail.trim().is_empty() {
+            out["stderr"] = json!(tail(&v.stderr_tail, 4000));
         }
     }
     out
@@ -661,7 +664,7 @@ mod tests {
         let v = pb::Verdict {
             status: pb::Status::BuildError as i32,
             message: "does not build".into(),
-            build_log_tail: "error: expected ';'".into(),
+            build_log: "error: expected ';'".into(),
             ..Default::default()
         };
         let s = verdict_summary(&v, true);

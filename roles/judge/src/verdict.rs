@@ -157,7 +157,7 @@ pub struct Verdict {
     pub signal: Option<String>,
     pub cached_build: bool,
     pub elapsed_s: f64,
-    pub build_log_tail: String,
+    pub build_log: String,
     pub stdout_tail: String,
     pub stderr_tail: String,
 }
@@ -195,7 +195,7 @@ impl Verdict {
             signal: None,
             cached_build: false,
             elapsed_s: 0.0,
-            build_log_tail: String::new(),
+            build_log: String::new(),
             stdout_tail: String::new(),
             stderr_tail: String::new(),
         }
@@ -264,7 +264,7 @@ impl From<&Verdict> for pb::Verdict {
             precision: v.precision.clone(),
             preset: v.preset.clone(),
             message: v.message.clone(),
-            build_log_tail: v.build_log_tail.clone(),
+            build_log: v.build_log.clone(),
             correct: v.correct,
             max_abs_error: v.max_abs_error,
             max_rel_error: v.max_rel_error,
@@ -339,7 +339,7 @@ impl From<pb::Verdict> for Verdict {
             signal: (!v.signal.is_empty()).then_some(v.signal),
             cached_build: v.cached_build,
             elapsed_s: v.elapsed_s,
-            build_log_tail: v.build_log_tail,
+            build_log: v.build_log,
             stdout_tail: v.stdout_tail,
             stderr_tail: v.stderr_tail,
         }

@@ -26,7 +26,6 @@ use crate::data::write_private;
 use crate::language::Language;
 use crate::sandbox_dir;
 use confined::Walls;
-use hpcagent_client::words::tail;
 use hpcagent_sandbox::limits::{Limits, close_on_exec_from};
 use toolchain::Toolchain;
 
@@ -108,6 +107,12 @@ pub struct Built {
     pub cached: bool,
     pub seconds: f64,
 }
+
+/// How much of each of a compiler's output streams a build keeps (and a
+/// verdict carries): whole up to this, else both ends, as
+/// [`hpcagent_client::words::ends`] cuts. A cascade of errors must not cost
+/// the first.
+pub const LOG_KEPT: usize = 64 << 10;
 
 #[derive(Debug, thiserror::Error)]
 pub enum BuildError {
@@ -362,7 +367,8 @@ impl Builder {
                 child.stdout.take().expect("piped"),
                 child.stderr.take().expect("piped"),
             );
-            let (o, e, status) = tokio::join!(read_all(&mut out), read_all(&mut err), child.wait());
+            let (o, e, status) =
+                tokio::join!(read_ends(&mut out), read_ends(&mut err), child.wait());
             (o, e, status)
         })
         .await
@@ -377,12 +383,7 @@ impl Builder {
         };
         let (stdout, stderr, status) = output;
         let status = status.map_err(|e| BuildError::Harness(e.to_string()))?;
-        let log = format!(
-            "{}{}",
-            String::from_utf8_lossy(&stdout),
-            String::from_utf8_lossy(&stderr)
-        );
-        let stderr = String::from_utf8_lossy(&stderr);
+        let log = format!("{stdout}{stderr}");
         if status.success() {
             Ok(log)
         } else if status.code() == Some(confined::CANNOT_CONFINE)
@@ -392,28 +393,42 @@ impl Builder {
             // cannot run, walls the kernel refuses.
             Err(BuildError::Harness(stderr.trim_end().to_string()))
         } else {
-            Err(BuildError::Failed {
-                log: tail(&log, 4000),
-            })
+            Err(BuildError::Failed { log })
         }
     }
 }
 
-/// Reads to the end, keeping the first 1 MiB: a compiler that writes
-/// gigabytes of errors must not block on a full pipe, nor fill the judge.
-async fn read_all(reader: &mut (impl tokio::io::AsyncRead + Unpin)) -> Vec<u8> {
+/// Reads to the end, keeping both ends ([`LOG_KEPT`]):
+/// a compiler that writes gigabytes of errors must neither block on a full
+/// pipe nor fill the judge, and its first error and its last words are the
+/// ones to read.
+async fn read_ends(reader: &mut (impl tokio::io::AsyncRead + Unpin)) -> String {
     use tokio::io::AsyncReadExt;
-    const KEEP: usize = 1 << 20;
-    let mut kept = Vec::new();
+    let head_max = LOG_KEPT / 4 * 3;
+    let tail_max = LOG_KEPT - head_max;
+    let (mut head, mut tail) = (Vec::new(), std::collections::VecDeque::new());
+    let mut cut = 0;
     let mut chunk = vec![0u8; 64 << 10];
     loop {
         match reader.read(&mut chunk).await {
-            Ok(0) | Err(_) => return kept,
+            Ok(0) | Err(_) => break,
             Ok(n) => {
-                let room = KEEP.saturating_sub(kept.len());
-                kept.extend_from_slice(&chunk[..n.min(room)]);
+                let room = head_max.saturating_sub(head.len()).min(n);
+                head.extend_from_slice(&chunk[..room]);
+                tail.extend(&chunk[room..n]);
+                let over = tail.len().saturating_sub(tail_max);
+                tail.drain(..over);
+                cut += over;
             }
         }
+    }
+    let (head, tail) = (
+        String::from_utf8_lossy(&head),
+        String::from_utf8_lossy(tail.make_contiguous()),
+    );
+    match cut {
+        0 => format!("{head}{tail}"),
+        cut => format!("{head}\n[… {cut} bytes cut …]\n{tail}"),
     }
 }
 

@@ -32,7 +32,7 @@ impl Judge {
             Ok(Ok((prepared, _))) => Ok(prepared.built),
             Ok(Err(v)) => Err(format!(
                 "the baseline does not build: {} {}",
-                v.message, v.build_log_tail
+                v.message, v.build_log
             )),
             Err(e) => Err(format!("the baseline: {e}")),
         }

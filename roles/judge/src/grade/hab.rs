@@ -441,7 +441,7 @@ impl Judge {
             Ok(Ok((built, _))) => Ok(Some(built.built)),
             Ok(Err(v)) => Err(format!(
                 "{what} does not build: {} {}",
-                v.message, v.build_log_tail
+                v.message, v.build_log
             )),
             Err(e) => Err(format!("{what}: {e}")),
         }
@@ -462,7 +462,7 @@ impl Judge {
             Ok(Ok((built, _))) => Ok(built.built),
             Ok(Err(v)) => Err(format!(
                 "the empty kernel the runner's floor is measured on does not build: {} {}",
-                v.message, v.build_log_tail
+                v.message, v.build_log
             )),
             Err(e) => Err(format!(
                 "the empty kernel the runner's floor is measured on: {e}"

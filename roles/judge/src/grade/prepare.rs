@@ -9,7 +9,6 @@ use crate::judge::{Code, Judge, JudgeError, Submission};
 use crate::language::Language;
 use crate::slots::Slot;
 use crate::verdict::{Status, Verdict};
-use hpcagent_client::words::tail;
 
 use super::fail;
 
@@ -69,7 +68,7 @@ impl Judge {
                         return Err(JudgeError::FailedPrecondition(what));
                     }
                     Err(BuildError::Failed { log }) => {
-                        verdict.build_log_tail = log;
+                        verdict.build_log = log;
                         return Ok(Err(fail(
                             verdict,
                             Status::BuildError,
@@ -77,7 +76,7 @@ impl Judge {
                         )));
                     }
                     Err(BuildError::Refused(why)) => {
-                        verdict.build_log_tail = why.clone();
+                        verdict.build_log = why.clone();
                         return Ok(Err(fail(verdict, Status::BuildError, why)));
                     }
                     Err(e @ BuildError::TimedOut(_)) => {
@@ -92,7 +91,7 @@ impl Judge {
         // Built before the device is asked for: a node without one (CI, a
         // login node) still tells code that does not compile.
         self.check_device(language)?;
-        verdict.build_log_tail = tail(&built.log, 2000);
+        verdict.build_log = built.log.clone();
         verdict.cached_build = built.cached;
         Ok(Ok((
             Prepared {
