@@ -83,7 +83,7 @@ pub struct JudgeSetup {
     /// A submit whose speedup is above this many times its task's baseline
     /// per runner CPU (a kernel's `plausible_speedup` overrides it) is
     /// graded again, and by a peer, before it is credited.
-    #[arg(long, value_name = "TIMES", default_value_t = hpcagent_judge::grade::PLAUSIBLE_PER_CPU)]
+    #[arg(long, value_name = "TIMES", default_value_t = hpcagent_judge::judge::PLAUSIBLE_PER_CPU)]
     plausible_per_cpu: f64,
     /// Another judge that confirms such a speedup (repeatable), e.g.
     /// http://node2:8800.

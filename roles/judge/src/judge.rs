@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use hpcagent_proto::v1 as pb;
+use nix::fcntl::{Flock, FlockArg};
 
 use crate::build::{self, Builder, flags, toolchain::Toolchain};
 use crate::corpus::{Corpus, Kernel, Precision, Preset, abi};
@@ -18,7 +19,7 @@ use crate::data::DataCache;
 use crate::hab_tasks::{Denominator, HabTaskError, HabTasks};
 use crate::language::Language;
 use crate::peers::Peers;
-use crate::profile::Profilers;
+use crate::profilers::Profilers;
 use crate::slots::{self, Slots};
 
 /// How a judge is set up.
@@ -56,12 +57,18 @@ pub struct JudgeConfig {
     pub hidden_cases: u32,
     /// A submit's speedup above this many times its task's baseline per
     /// runner CPU (a kernel's `plausible_speedup` overrides it) is
-    /// confirmed before it is credited ([`crate::grade`]).
+    /// confirmed before it is credited ([`PLAUSIBLE_PER_CPU`] unless set).
     pub plausible_per_cpu: f64,
     /// Other judges that confirm such a speedup (`judge serve --peer`; a
     /// campaign's judges learn theirs from the orchestrator).
     pub peers: Vec<String>,
 }
+
+/// Above this speedup per runner CPU over the task's own baseline a submit
+/// is confirmed before it is credited, unless its kernel says otherwise
+/// (`plausible_speedup`): vectorizing and blocking a naive loop nest gains
+/// up to tens per core.
+pub const PLAUSIBLE_PER_CPU: f64 = 32.0;
 
 impl JudgeConfig {
     /// Defaults for `exe` and `corpus`: public preset M, at least 10 timed
@@ -94,7 +101,7 @@ impl JudgeConfig {
                 })
                 .unwrap_or_else(random_secret),
             hidden_cases: 2,
-            plausible_per_cpu: crate::grade::PLAUSIBLE_PER_CPU,
+            plausible_per_cpu: PLAUSIBLE_PER_CPU,
             peers: Vec::new(),
         }
     }
@@ -746,6 +753,35 @@ pub fn timing_lock_path() -> PathBuf {
             let uid = nix::unistd::geteuid().as_raw();
             std::env::temp_dir().join(format!("hpcagent-timing-{uid}.lock"))
         })
+}
+
+/// Waits for the node's timing lock and holds it until dropped: Python
+/// that draws inputs or times the reference runs while no grade on the
+/// node times its calls.
+pub(crate) async fn node_quiet() -> Result<Flock<std::fs::File>, LockError> {
+    let path = timing_lock_path();
+    let held = path.clone();
+    tokio::task::spawn_blocking(move || {
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)?;
+        Flock::lock(file, FlockArg::LockExclusive).map_err(|(_, e)| e.into())
+    })
+    .await
+    .map_err(std::io::Error::other)
+    .and_then(|locked| locked)
+    .map_err(|error| LockError { path: held, error })
+}
+
+/// The node's timing lock could not be waited for.
+#[derive(Debug, thiserror::Error)]
+#[error("waiting for the node's timing lock {path}: {error}")]
+pub struct LockError {
+    pub path: PathBuf,
+    pub error: std::io::Error,
 }
 
 /// GPU indices this process may use (`CUDA_VISIBLE_DEVICES`,

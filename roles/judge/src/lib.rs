@@ -23,6 +23,7 @@ pub mod judge;
 pub mod oracle;
 pub mod peers;
 pub mod profile;
+pub mod profilers;
 pub mod role;
 pub mod runner;
 pub mod sandbox_dir;

@@ -35,13 +35,11 @@
 
 use std::time::{Duration, Instant};
 
-use nix::fcntl::{Flock, FlockArg};
-
 use crate::corpus::{Precision, Preset};
 use crate::data::hab::{HabCase, Need};
 use crate::grade::Mode;
 use crate::hab_tasks::Denominator;
-use crate::judge::{Judge, timing_lock_path};
+use crate::judge::{Judge, node_quiet};
 
 /// The most disk the cases warming goes through may take: over a
 /// corpus of hundreds of tasks, making every case ahead would fill a run
@@ -68,11 +66,8 @@ pub enum WarmError {
     Task(#[from] crate::hab_tasks::HabTaskError),
     #[error(transparent)]
     Data(#[from] crate::data::hab::HabDataError),
-    #[error("waiting for the node's timing lock {path}: {error}")]
-    Lock {
-        path: std::path::PathBuf,
-        error: std::io::Error,
-    },
+    #[error(transparent)]
+    Lock(#[from] crate::judge::LockError),
     #[error(transparent)]
     Plan(#[from] crate::corpus::hab::HabError),
     #[error(transparent)]
@@ -196,27 +191,6 @@ impl Judge {
         }
         Ok(bytes)
     }
-}
-
-/// Waits for the node's timing lock and holds it until dropped: Python
-/// that draws inputs or times the reference runs while no grade on the
-/// node times its calls.
-pub(crate) async fn node_quiet() -> Result<Flock<std::fs::File>, WarmError> {
-    let path = timing_lock_path();
-    let held = path.clone();
-    tokio::task::spawn_blocking(move || {
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&path)?;
-        Flock::lock(file, FlockArg::LockExclusive).map_err(|(_, e)| e.into())
-    })
-    .await
-    .map_err(std::io::Error::other)
-    .and_then(|locked| locked)
-    .map_err(|error| WarmError::Lock { path: held, error })
 }
 
 /// Warms `tasks` in the background, within `budget` bytes, and logs what

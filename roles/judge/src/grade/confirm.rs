@@ -20,11 +20,6 @@ use crate::corpus::Kernel;
 use crate::judge::{Code, Judge, JudgeError, Submission};
 use crate::verdict::{Status, Verdict};
 
-/// Above this speedup per runner CPU over the task's own baseline a submit
-/// is confirmed, unless its kernel says otherwise (`plausible_speedup`):
-/// vectorizing and blocking a naive loop nest gains up to tens per core.
-pub const PER_CPU: f64 = 32.0;
-
 /// Above this speedup over NumPy (an HPCAgent-Bench task without a C
 /// baseline) a submit is confirmed: a straight translation of a loop-level
 /// task already measures 10× to 1,500× there; HPCAgent-Bench's own bound.

@@ -308,7 +308,9 @@ impl Judge {
         }
         // The reference is timed as the sets are made: while no grade on
         // the node times its calls, as warming makes a case.
-        let _quiet = crate::warm::node_quiet().await.map_err(|e| e.to_string())?;
+        let _quiet = crate::judge::node_quiet()
+            .await
+            .map_err(|e| e.to_string())?;
         let sets = self
             .data
             .hab_cases(kernel, &plans, Need::TimedReference)

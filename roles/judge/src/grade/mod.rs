@@ -20,7 +20,6 @@ mod run;
 
 use std::time::Instant;
 
-pub use confirm::PER_CPU as PLAUSIBLE_PER_CPU;
 pub(crate) use hab::case_plans;
 pub(crate) use outcome::{Checked, Expected, Read, judge_outcome};
 pub(crate) use plan::Planner;

@@ -28,10 +28,9 @@ use std::path::Path;
 use hpcagent_proto::v1 as pb;
 
 mod summaries;
-mod tools;
 
+use crate::profilers::Tool;
 use summaries::{csv_text, nsys_summary, perf_report, perf_stat_summary, rocprof_summary};
-pub use tools::{Profilers, Tool};
 
 use crate::cases;
 use crate::grade::{Checked, Expected, Extras, Mode, Planner, Read, finish, judge_outcome};

@@ -126,7 +126,7 @@ impl Profilers {
     }
 
     /// Why `tool` cannot run on this node, if it cannot.
-    pub(super) fn check(&self, tool: Tool) -> Result<(), String> {
+    pub(crate) fn check(&self, tool: Tool) -> Result<(), String> {
         match self.missing.get(tool.as_str()) {
             Some(why) => Err(format!("{tool} cannot run on this node: {why}")),
             None => Ok(()),
