@@ -201,7 +201,9 @@ fn check(mut args: CheckArgs) -> anyhow::Result<()> {
         }
         for &precision in &kernel.precisions {
             let verdict = rt
-                .block_on(judge.check_baseline(kernel, precision))
+                .block_on(hpcagent_judge::grade::check_baseline(
+                    &judge, kernel, precision,
+                ))
                 .map_err(|e| anyhow::anyhow!("{}: {e}", kernel.name))?;
             let ok = verdict.status == Status::Ok;
             if !ok {

@@ -37,7 +37,7 @@ use std::time::{Duration, Instant};
 
 use crate::corpus::{Precision, Preset};
 use crate::data::hab::{HabCase, Need};
-use crate::grade::Mode;
+use crate::grade::{Mode, can_grade};
 use crate::hab_tasks::Denominator;
 use crate::judge::{Judge, node_quiet};
 
@@ -92,105 +92,104 @@ pub struct Warmed {
     pub took: Duration,
 }
 
-impl Judge {
-    /// Makes the cases a submit of each of `tasks` runs: the public case,
-    /// then the held-out ones.
-    pub async fn warm(&self, tasks: &[ToWarm], budget: u64) -> Warmed {
-        let started = Instant::now();
-        let budget = budget.min(self.data.bound() / 2);
-        let mut warmed = Warmed::default();
-        for (done, task) in tasks.iter().enumerate() {
-            if warmed.bytes >= budget {
-                warmed.left = tasks.len() - done;
-                break;
+/// Makes the cases a submit of each of `tasks` runs: the public case,
+/// then the held-out ones.
+pub async fn warm(judge: &Judge, tasks: &[ToWarm], budget: u64) -> Warmed {
+    let started = Instant::now();
+    let budget = budget.min(judge.data.bound() / 2);
+    let mut warmed = Warmed::default();
+    for (done, task) in tasks.iter().enumerate() {
+        if warmed.bytes >= budget {
+            warmed.left = tasks.len() - done;
+            break;
+        }
+        let made = match &judge.hab {
+            Some(hab) => warm_task(judge, hab, &task.kernel, task.preset).await,
+            None => warm_native(judge, task).await,
+        };
+        match made {
+            Ok(bytes) => {
+                warmed.made.push(task.kernel.clone());
+                warmed.bytes += bytes;
             }
-            let made = match &self.hab {
-                Some(hab) => self.warm_task(hab, &task.kernel, task.preset).await,
-                None => self.warm_native(task).await,
-            };
-            match made {
-                Ok(bytes) => {
-                    warmed.made.push(task.kernel.clone());
-                    warmed.bytes += bytes;
-                }
-                Err(why) => {
-                    tracing::warn!("warming {}: {why}", task.kernel);
-                    warmed.refused.push((task.kernel.clone(), why));
-                }
+            Err(why) => {
+                tracing::warn!("warming {}: {why}", task.kernel);
+                warmed.refused.push((task.kernel.clone(), why));
             }
         }
-        warmed.took = started.elapsed();
-        warmed
     }
+    warmed.took = started.elapsed();
+    warmed
+}
 
-    /// A native task's cases: inputs and reference outputs; what they take
-    /// on disk.
-    async fn warm_native(&self, task: &ToWarm) -> Result<u64, WarmError> {
-        let (kernel, precision) = self.resolve(&task.kernel, task.precision)?;
-        let plan = self.cases_of(
-            kernel,
-            precision,
-            task.preset,
-            Mode::Submit,
-            self.config.secret,
-        );
-        let mut bytes = 0;
-        for case in &plan {
-            self.grades_first().await;
-            let _quiet = node_quiet().await?;
-            self.case_data(kernel, case).await?;
-            bytes += kernel.bytes(&case.sizes, precision)?;
-        }
-        Ok(bytes)
+/// A native task's cases: inputs and reference outputs; what they take
+/// on disk.
+async fn warm_native(judge: &Judge, task: &ToWarm) -> Result<u64, WarmError> {
+    let (kernel, precision) = judge.resolve(&task.kernel, task.precision)?;
+    let plan = judge.cases_of(
+        kernel,
+        precision,
+        task.preset,
+        Mode::Submit,
+        judge.config.secret,
+    );
+    let mut bytes = 0;
+    for case in &plan {
+        grades_first(judge).await;
+        let _quiet = node_quiet().await?;
+        judge.case_data(kernel, case).await?;
+        bytes += kernel.bytes(&case.sizes, precision)?;
     }
+    Ok(bytes)
+}
 
-    /// Returns once this judge grades nothing.
-    async fn grades_first(&self) {
-        while !self.slots.all_free() {
-            tokio::time::sleep(GRADES_FIRST_POLL).await;
-        }
+/// Returns once this judge grades nothing.
+async fn grades_first(judge: &Judge) {
+    while !judge.slots.all_free() {
+        tokio::time::sleep(GRADES_FIRST_POLL).await;
     }
+}
 
-    async fn warm_task(
-        &self,
-        hab: &crate::hab_tasks::HabTasks,
-        id: &str,
-        preset: Preset,
-    ) -> Result<u64, WarmError> {
-        let manifested = hab.find(id)?;
-        let kernel = hab.graded(&self.corpus, id)?;
-        self.can_grade(hab, manifested, preset).await?;
-        if hab.denominator(manifested) == Denominator::Translator {
-            // The C a grade builds as its baseline: seconds of Python.
-            self.grades_first().await;
-            let _quiet = node_quiet().await?;
-            self.data
-                .translated(&hab.root, manifested, &kernel.fingerprint)
-                .await?;
-        }
-        let plans = crate::grade::case_plans(
-            &hab.root,
-            manifested,
-            preset,
-            self.config.public_seed,
-            self.config.secret,
-            Mode::Submit,
-        )?;
-        let mut bytes = 0;
-        for plan in &plans {
-            // Grades first: a case is made only while this judge grades
-            // nothing, and the node's lock is held for one case at a time,
-            // so another judge's grade waits for one case at most.
-            self.grades_first().await;
-            let _quiet = node_quiet().await?;
-            let case = self
-                .data
-                .hab_cases(kernel, std::slice::from_ref(plan), Need::Reference)
-                .await?;
-            bytes += case.iter().map(HabCase::bytes).sum::<u64>();
-        }
-        Ok(bytes)
+async fn warm_task(
+    judge: &Judge,
+    hab: &crate::hab_tasks::HabTasks,
+    id: &str,
+    preset: Preset,
+) -> Result<u64, WarmError> {
+    let manifested = hab.find(id)?;
+    let kernel = hab.graded(&judge.corpus, id)?;
+    can_grade(judge, hab, manifested, preset).await?;
+    if hab.denominator(manifested) == Denominator::Translator {
+        // The C a grade builds as its baseline: seconds of Python.
+        grades_first(judge).await;
+        let _quiet = node_quiet().await?;
+        judge
+            .data
+            .translated(&hab.root, manifested, &kernel.fingerprint)
+            .await?;
     }
+    let plans = crate::grade::case_plans(
+        &hab.root,
+        manifested,
+        preset,
+        judge.config.public_seed,
+        judge.config.secret,
+        Mode::Submit,
+    )?;
+    let mut bytes = 0;
+    for plan in &plans {
+        // Grades first: a case is made only while this judge grades
+        // nothing, and the node's lock is held for one case at a time,
+        // so another judge's grade waits for one case at most.
+        grades_first(judge).await;
+        let _quiet = node_quiet().await?;
+        let case = judge
+            .data
+            .hab_cases(kernel, std::slice::from_ref(plan), Need::Reference)
+            .await?;
+        bytes += case.iter().map(HabCase::bytes).sum::<u64>();
+    }
+    Ok(bytes)
 }
 
 /// Warms `tasks` in the background, within `budget` bytes, and logs what
@@ -205,7 +204,7 @@ pub fn spawn(judge: std::sync::Arc<Judge>, tasks: Vec<ToWarm>, budget: u64) {
         return;
     }
     tokio::spawn(async move {
-        let warmed = judge.warm(&tasks, budget).await;
+        let warmed = warm(&judge, &tasks, budget).await;
         tracing::info!(
             made = warmed.made.len(),
             refused = warmed.refused.len(),

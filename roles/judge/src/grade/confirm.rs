@@ -25,46 +25,44 @@ use crate::verdict::{Status, Verdict};
 /// task already measures 10× to 1,500× there; HPCAgent-Bench's own bound.
 pub const OVER_NUMPY: f64 = 1000.0;
 
-impl Judge {
-    /// The speedup above which a submit of `kernel`, measured against
-    /// `denominator`, is confirmed before it is credited.
-    pub(crate) fn plausible_speedup(&self, kernel: &Kernel, denominator: &str) -> f64 {
-        if let Some(bound) = kernel.plausible_speedup {
-            return bound;
-        }
-        if denominator == "numpy" {
-            return OVER_NUMPY;
-        }
-        self.config.plausible_per_cpu * self.slots.runner_cpus() as f64
+/// The speedup above which a submit of `kernel`, measured against
+/// `denominator`, is confirmed before it is credited.
+pub(crate) fn plausible_speedup(judge: &Judge, kernel: &Kernel, denominator: &str) -> f64 {
+    if let Some(bound) = kernel.plausible_speedup {
+        return bound;
     }
+    if denominator == "numpy" {
+        return OVER_NUMPY;
+    }
+    judge.config.plausible_per_cpu * judge.slots.runner_cpus() as f64
+}
 
-    /// `first`, an `ok` submit, once confirmed when its speedup is above
-    /// its task's plausible bound: graded again here (`again`, with
-    /// held-out cases of a secret of its own) and by a peer judge when
-    /// there is one.
-    pub(crate) async fn confirmed<F>(
-        &self,
-        submission: &Submission,
-        first: Verdict,
-        bound: f64,
-        again: F,
-    ) -> Verdict
-    where
-        F: std::future::Future<Output = Result<Verdict, JudgeError>>,
-    {
-        let above = first.speedup.is_some_and(|s| s > bound);
-        if first.status != Status::Ok || !above || submission.confirming {
-            return first;
-        }
-        let here = again.await.map_err(|e| e.to_string());
-        let mut confirmations = vec![("a grade again on fresh inputs".to_string(), here)];
-        let peer = self.peers.pick();
-        if let Some(peer) = &peer {
-            let graded = self.peers.submit(peer, request(submission)).await;
-            confirmations.push((format!("judge {peer}"), graded));
-        }
-        settle(first, bound, confirmations, peer.is_none())
+/// `first`, an `ok` submit, once confirmed when its speedup is above
+/// its task's plausible bound: graded again here (`again`, with
+/// held-out cases of a secret of its own) and by a peer judge when
+/// there is one.
+pub(crate) async fn confirmed<F>(
+    judge: &Judge,
+    submission: &Submission,
+    first: Verdict,
+    bound: f64,
+    again: F,
+) -> Verdict
+where
+    F: std::future::Future<Output = Result<Verdict, JudgeError>>,
+{
+    let above = first.speedup.is_some_and(|s| s > bound);
+    if first.status != Status::Ok || !above || submission.confirming {
+        return first;
     }
+    let here = again.await.map_err(|e| e.to_string());
+    let mut confirmations = vec![("a grade again on fresh inputs".to_string(), here)];
+    let peer = judge.peers.pick();
+    if let Some(peer) = &peer {
+        let graded = judge.peers.submit(peer, request(submission)).await;
+        confirmations.push((format!("judge {peer}"), graded));
+    }
+    settle(first, bound, confirmations, peer.is_none())
 }
 
 /// The credited verdict: the least `ok` speedup of them all, or the first

@@ -37,7 +37,7 @@ use crate::verdict::{Status, Verdict};
 
 use super::{
     Expected, Extras, Marks, Mode, PlanError, Planner, Prepared, Public, checks_after_public, fail,
-    judge_outcome,
+    judge_outcome, prepare, run,
 };
 
 /// Input sets a grade against the NumPy reference times the submission
@@ -104,372 +104,380 @@ impl Drop for Used<'_> {
     }
 }
 
-impl Judge {
-    /// Grades a built submission to an HPCAgent-Bench task.
-    pub(super) async fn grade_hab(
-        &self,
-        tasks: &HabTasks,
-        prepared: &Prepared<'_>,
-        mode: Mode,
-        secret: u64,
-        slot: &Slot,
-        verdict: Verdict,
-    ) -> Verdict {
-        let kernel = prepared.kernel;
-        let manifested = match tasks.find(&kernel.id) {
-            Ok(m) => m,
-            Err(e) => return fail(verdict, Status::HarnessError, e.to_string()),
-        };
-        if let Err(why) = self.can_grade(tasks, manifested, prepared.preset).await {
-            return fail(verdict, Status::HarnessError, why.to_string());
+/// Grades a built submission to an HPCAgent-Bench task.
+pub(super) async fn grade_hab(
+    judge: &Judge,
+    tasks: &HabTasks,
+    prepared: &Prepared<'_>,
+    mode: Mode,
+    secret: u64,
+    slot: &Slot,
+    verdict: Verdict,
+) -> Verdict {
+    let kernel = prepared.kernel;
+    let manifested = match tasks.find(&kernel.id) {
+        Ok(m) => m,
+        Err(e) => return fail(verdict, Status::HarnessError, e.to_string()),
+    };
+    if let Err(why) = can_grade(judge, tasks, manifested, prepared.preset).await {
+        return fail(verdict, Status::HarnessError, why.to_string());
+    }
+    let denominator = tasks.denominator(manifested);
+    let mut verdict = verdict;
+    verdict.denominator = denominator.word().into();
+    let baseline = match hab_baseline(judge, tasks, prepared, manifested, &denominator, slot).await
+    {
+        Ok(built) => built,
+        Err(e) => return fail(verdict, Status::HarnessError, e),
+    };
+    let made = match hab_cases(
+        judge,
+        tasks,
+        kernel,
+        manifested,
+        prepared.preset,
+        mode,
+        secret,
+    )
+    .await
+    {
+        Ok(made) => made,
+        Err(e) => return fail(verdict, Status::HarnessError, e),
+    };
+    // The grade's own secret for what it times: unknown before it began.
+    let timing: [u8; 32] = rand::random();
+    let paired = baseline.is_some();
+    let timed = match timed_cases(
+        judge, tasks, prepared, manifested, paired, &made[0], &timing,
+    )
+    .await
+    {
+        Ok((timed, sizes)) => {
+            verdict.timed_sizes = sizes;
+            timed
         }
-        let denominator = tasks.denominator(manifested);
-        let mut verdict = verdict;
-        verdict.denominator = denominator.word().into();
-        let baseline = match self
-            .hab_baseline(tasks, prepared, manifested, &denominator, slot)
-            .await
-        {
-            Ok(built) => built,
+        Err(e) => return fail(verdict, Status::HarnessError, e),
+    };
+    // Against NumPy, timed inside its process, the submission's calls
+    // are counted as they would be timed inside its runner: the runner's
+    // floor, measured on a runner of the judge's empty kernel, is taken
+    // off them (runner/floor.rs).
+    let floor_kernel = match &timed {
+        Timed::AgainstNumpy(_) => match empty_kernel(judge, prepared, manifested, slot).await {
+            Ok(built) => Some(built),
             Err(e) => return fail(verdict, Status::HarnessError, e),
-        };
-        let made = match self
-            .hab_cases(tasks, kernel, manifested, prepared.preset, mode, secret)
-            .await
-        {
-            Ok(made) => made,
-            Err(e) => return fail(verdict, Status::HarnessError, e),
-        };
-        // The grade's own secret for what it times: unknown before it began.
-        let timing: [u8; 32] = rand::random();
-        let paired = baseline.is_some();
-        let timed = match self
-            .timed_cases(tasks, prepared, manifested, paired, &made[0], &timing)
-            .await
-        {
-            Ok((timed, sizes)) => {
-                verdict.timed_sizes = sizes;
-                timed
-            }
-            Err(e) => return fail(verdict, Status::HarnessError, e),
-        };
-        // Against NumPy, timed inside its process, the submission's calls
-        // are counted as they would be timed inside its runner: the runner's
-        // floor, measured on a runner of the judge's empty kernel, is taken
-        // off them (runner/floor.rs).
-        let floor_kernel = match &timed {
-            Timed::AgainstNumpy(_) => match self.empty_kernel(prepared, manifested, slot).await {
-                Ok(built) => Some(built),
-                Err(e) => return fail(verdict, Status::HarnessError, e),
-            },
-            _ => None,
-        };
-        let _used = Used {
-            data: &self.data,
-            sets: timed.sets(),
-        };
-        let data: Vec<(CaseInputs, Reference)> = made
+        },
+        _ => None,
+    };
+    let _used = Used {
+        data: &judge.data,
+        sets: timed.sets(),
+    };
+    let data: Vec<(CaseInputs, Reference)> = made
+        .iter()
+        .map(|c| (c.inputs.clone(), c.reference.clone()))
+        .collect();
+    let sets: Vec<(CaseInputs, Reference)> = match &timed {
+        Timed::AgainstNumpy(sets) => sets
             .iter()
             .map(|c| (c.inputs.clone(), c.reference.clone()))
+            .collect(),
+        _ => Vec::new(),
+    };
+    let (planner, marks) = match hab_steps(judge, prepared, &timed, &timing, mode, &data) {
+        Ok(p) => p,
+        Err(e) => return fail(verdict, Status::HarnessError, e.to_string()),
+    };
+    let read = marks.resolve(&data, &sets);
+    let extras = Extras {
+        expected: Some(Expected::of(&read, kernel.tolerance(prepared.precision))),
+        ..Extras::default()
+    };
+    let outcome = match run(
+        judge,
+        prepared,
+        baseline.as_ref().or(floor_kernel.as_ref()),
+        planner,
+        slot,
+        extras,
+    )
+    .await
+    {
+        Ok((o, _sandbox)) => o,
+        Err(e) => return fail(verdict, Status::HarnessError, e.to_string()),
+    };
+    judge_outcome(&mut verdict, &read, &outcome, mode);
+    verdict.denominator = denominator.word().into();
+    if let Timed::AgainstNumpy(sets) = &timed {
+        let reference_ns: Vec<u64> = sets
+            .iter()
+            .flat_map(|set| set.reference_ns.iter().copied())
             .collect();
-        let sets: Vec<(CaseInputs, Reference)> = match &timed {
-            Timed::AgainstNumpy(sets) => sets
-                .iter()
-                .map(|c| (c.inputs.clone(), c.reference.clone()))
-                .collect(),
-            _ => Vec::new(),
-        };
-        let (planner, marks) = match self.hab_steps(prepared, &timed, &timing, mode, &data) {
-            Ok(p) => p,
-            Err(e) => return fail(verdict, Status::HarnessError, e.to_string()),
-        };
-        let read = marks.resolve(&data, &sets);
-        let extras = Extras {
-            expected: Some(Expected::of(&read, kernel.tolerance(prepared.precision))),
-            ..Extras::default()
-        };
-        let outcome = match self
-            .run(
-                prepared,
-                baseline.as_ref().or(floor_kernel.as_ref()),
-                planner,
-                slot,
-                extras,
-            )
-            .await
-        {
-            Ok((o, _sandbox)) => o,
-            Err(e) => return fail(verdict, Status::HarnessError, e.to_string()),
-        };
-        judge_outcome(&mut verdict, &read, &outcome, mode);
-        verdict.denominator = denominator.word().into();
-        if let Timed::AgainstNumpy(sets) = &timed {
-            let reference_ns: Vec<u64> = sets
-                .iter()
-                .flat_map(|set| set.reference_ns.iter().copied())
-                .collect();
-            against_numpy(&mut verdict, &reference_ns);
-        }
-        verdict
+        against_numpy(&mut verdict, &reference_ns);
     }
+    verdict
+}
 
-    /// The cases a grade in `mode` checks, made on first use: the public
-    /// one, then for `Submit` the held-out ones, from `secret`.
-    pub(crate) async fn hab_cases(
-        &self,
-        tasks: &HabTasks,
-        kernel: &crate::corpus::Kernel,
-        manifested: &Kernel,
-        preset: Preset,
-        mode: Mode,
-        secret: u64,
-    ) -> Result<Vec<HabCase>, String> {
-        let plans = case_plans(
-            &tasks.root,
-            manifested,
-            preset,
-            self.config.public_seed,
-            secret,
-            mode,
-        )
+/// The cases a grade in `mode` checks, made on first use: the public
+/// one, then for `Submit` the held-out ones, from `secret`.
+pub(crate) async fn hab_cases(
+    judge: &Judge,
+    tasks: &HabTasks,
+    kernel: &crate::corpus::Kernel,
+    manifested: &Kernel,
+    preset: Preset,
+    mode: Mode,
+    secret: u64,
+) -> Result<Vec<HabCase>, String> {
+    let plans = case_plans(
+        &tasks.root,
+        manifested,
+        preset,
+        judge.config.public_seed,
+        secret,
+        mode,
+    )
+    .map_err(|e| e.to_string())?;
+    judge
+        .data
+        .hab_cases(kernel, &plans, Need::Reference)
+        .await
+        .map_err(|e| e.to_string())
+}
+
+/// What the grade times, and the input sets made for it from its
+/// `secret`; the sizes they have.
+async fn timed_cases(
+    judge: &Judge,
+    tasks: &HabTasks,
+    prepared: &Prepared<'_>,
+    manifested: &Kernel,
+    paired: bool,
+    public: &HabCase,
+    secret: &[u8; 32],
+) -> Result<(Timed, Sizes), String> {
+    let (kernel, preset) = (prepared.kernel, prepared.preset);
+    let draws = timed_draws(manifested, preset, secret).map_err(|e| e.to_string())?;
+    let bytes = manifested.bytes_at(&draws[0]).ok();
+    let count = match paired {
+        // A warm-up and the 6 pairs that can tell a change, and more
+        // where they fit; the generator's sets cost Python, not calls.
+        true => timed_sets(bytes, None).max(PAIRED_SETS),
+        false => timed_sets(bytes, public.reference_ns.first().copied()),
+    };
+    let plans =
+        timed_plans(&tasks.root, manifested, &draws, secret, count).map_err(|e| e.to_string())?;
+    let shapes = |case: &CaseInputs| {
+        case.arrays
+            .iter()
+            .map(|a| (a.name.clone(), a.shape.clone()))
+            .collect()
+    };
+    if paired {
+        // At the public sizes, the public case gives the calls' shapes
+        // and scalars; other sizes need a case of their own, whose
+        // inputs a draw then replaces.
+        let public_sized =
+            manifested.preset_symbols(preset.as_str()).ok().as_ref() == draws.first();
+        if public_sized && let Some(draws) = manifested.fresh_draws(&shapes(&public.inputs)) {
+            let case = public.inputs.clone();
+            return Ok((Timed::Drawn { case, draws }, public.sizes.clone()));
+        }
+        // One set first: where the judge can draw its inputs, every
+        // pair draws its own and the others are not made.
+        let mut sets = judge
+            .data
+            .hab_cases(kernel, &plans[..1], Need::Inputs)
+            .await
+            .map_err(|e| e.to_string())?;
+        let first = sets.pop().expect("one set");
+        let sizes = first.sizes.clone();
+        if let Some(draws) = manifested.fresh_draws(&shapes(&first.inputs)) {
+            let case = first.inputs.clone();
+            judge.data.discard(&first);
+            return Ok((Timed::Drawn { case, draws }, sizes));
+        }
+        let rest = judge
+            .data
+            .hab_cases(kernel, &plans[1..], Need::Inputs)
+            .await;
+        let rest = match rest {
+            Ok(rest) => rest,
+            Err(e) => {
+                judge.data.discard(&first);
+                return Err(e.to_string());
+            }
+        };
+        // Every set at the first one's shapes: the pairs make one call.
+        let (same, other): (Vec<HabCase>, Vec<HabCase>) =
+            rest.into_iter().partition(|set| set.sizes == first.sizes);
+        other.iter().for_each(|set| judge.data.discard(set));
+        let sets = std::iter::once(first).chain(same).collect();
+        return Ok((Timed::OnSets(sets), sizes));
+    }
+    // The reference is timed as the sets are made: while no grade on
+    // the node times its calls, as warming makes a case.
+    let _quiet = crate::judge::node_quiet()
+        .await
         .map_err(|e| e.to_string())?;
-        self.data
-            .hab_cases(kernel, &plans, Need::Reference)
-            .await
-            .map_err(|e| e.to_string())
-    }
+    let sets = judge
+        .data
+        .hab_cases(kernel, &plans, Need::TimedReference)
+        .await
+        .map_err(|e| e.to_string())?;
+    let sizes = sets[0].sizes.clone();
+    Ok((Timed::AgainstNumpy(sets), sizes))
+}
 
-    /// What the grade times, and the input sets made for it from its
-    /// `secret`; the sizes they have.
-    async fn timed_cases(
-        &self,
-        tasks: &HabTasks,
-        prepared: &Prepared<'_>,
-        manifested: &Kernel,
-        paired: bool,
-        public: &HabCase,
-        secret: &[u8; 32],
-    ) -> Result<(Timed, Sizes), String> {
-        let (kernel, preset) = (prepared.kernel, prepared.preset);
-        let draws = timed_draws(manifested, preset, secret).map_err(|e| e.to_string())?;
-        let bytes = manifested.bytes_at(&draws[0]).ok();
-        let count = match paired {
-            // A warm-up and the 6 pairs that can tell a change, and more
-            // where they fit; the generator's sets cost Python, not calls.
-            true => timed_sets(bytes, None).max(PAIRED_SETS),
-            false => timed_sets(bytes, public.reference_ns.first().copied()),
-        };
-        let plans = timed_plans(&tasks.root, manifested, &draws, secret, count)
-            .map_err(|e| e.to_string())?;
-        let shapes = |case: &CaseInputs| {
-            case.arrays
-                .iter()
-                .map(|a| (a.name.clone(), a.shape.clone()))
-                .collect()
-        };
-        if paired {
-            // At the public sizes, the public case gives the calls' shapes
-            // and scalars; other sizes need a case of their own, whose
-            // inputs a draw then replaces.
-            let public_sized =
-                manifested.preset_symbols(preset.as_str()).ok().as_ref() == draws.first();
-            if public_sized && let Some(draws) = manifested.fresh_draws(&shapes(&public.inputs)) {
-                let case = public.inputs.clone();
-                return Ok((Timed::Drawn { case, draws }, public.sizes.clone()));
+/// Why this judge cannot grade the task at `preset`, if it cannot: a
+/// module its Python lacks, or inputs larger than the node's memory.
+pub(crate) async fn can_grade(
+    judge: &Judge,
+    tasks: &HabTasks,
+    manifested: &Kernel,
+    preset: Preset,
+) -> Result<(), HabDataError> {
+    let checkout = crate::corpus::hab::checkout(&tasks.root);
+    let missing = judge
+        .data
+        .missing_modules(&checkout, &manifested.needs())
+        .await?;
+    if !missing.is_empty() {
+        let names: Vec<&str> = missing.iter().map(String::as_str).collect();
+        return Err(HabDataError::MissingModules {
+            key: manifested.key.clone(),
+            python: judge.data.python().to_string(),
+            names: names.join(", "),
+        });
+    }
+    check_fits(manifested, preset.as_str())
+}
+
+/// The run's steps: the timed calls (pairs beside the overlay's
+/// baseline, or the submission once on each set timed against NumPy,
+/// after the public case has warmed it up), the public check, and for
+/// `Submit` the held-out cases and two more public calls.
+fn hab_steps<'a>(
+    judge: &Judge,
+    prepared: &Prepared<'a>,
+    timed: &Timed,
+    secret: &[u8; 32],
+    mode: Mode,
+    data: &[(CaseInputs, Reference)],
+) -> Result<(Planner<'a>, Marks), PlanError> {
+    let submit = mode == Mode::Submit;
+    let mut planner = Planner::per_case(prepared.kernel, prepared.precision);
+    match timed {
+        Timed::Drawn { case, draws } => {
+            planner.draw_as(draws.clone());
+            planner.pairs_drawn_on(case, *secret, judge.stop_rule())?;
+        }
+        Timed::OnSets(sets) => {
+            let inputs: Vec<&CaseInputs> = sets.iter().map(|set| &set.inputs).collect();
+            planner.pairs_on(&inputs, judge.stop_rule())?;
+        }
+        Timed::AgainstNumpy(_) => {}
+    }
+    let public = Public {
+        step: planner.check("public", &data[0].0, true, submit)?,
+        repeats: false,
+    };
+    let mut timed_steps = Vec::new();
+    if let Timed::AgainstNumpy(sets) = timed {
+        // An empty call beside each timed one, as the timed calls are
+        // made (after inputs are written, a runner's CPU idle or not),
+        // before and after in turn: the floor as the calls met it.
+        for (i, set) in sets.iter().enumerate() {
+            if i % 2 == 0 {
+                planner.floor(1);
             }
-            // One set first: where the judge can draw its inputs, every
-            // pair draws its own and the others are not made.
-            let mut sets = self
+            timed_steps.push(planner.check(&format!("timed {i}"), &set.inputs, true, false)?);
+            if i % 2 == 1 {
+                planner.floor(1);
+            }
+        }
+    }
+    let (planner, mut marks) = checks_after_public(planner, public, data, submit)?;
+    marks.timed = timed_steps;
+    Ok((planner, marks))
+}
+
+/// The C the task's speedup divides, built like a submission (from
+/// the build cache after the first time): the overlay's, or the one
+/// HPCAgent-Bench's translator emits (made once per judge cache);
+/// none where the denominator is NumPy. C the translator emitted (its
+/// own symbol, no workspace pair, which the calling convention lets
+/// the caller pass anyway) gets the task's symbol by a define.
+async fn hab_baseline(
+    judge: &Judge,
+    tasks: &HabTasks,
+    prepared: &Prepared<'_>,
+    manifested: &Kernel,
+    denominator: &Denominator,
+    slot: &Slot,
+) -> Result<Option<crate::build::Built>, String> {
+    let (source, what) = match denominator {
+        Denominator::Numpy => return Ok(None),
+        Denominator::Overlay(file) => (
+            std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?,
+            format!("the overlay's baseline {}", file.display()),
+        ),
+        Denominator::Translator => {
+            let translated = judge
                 .data
-                .hab_cases(kernel, &plans[..1], Need::Inputs)
+                .translated(&tasks.root, manifested, &prepared.kernel.fingerprint)
                 .await
-                .map_err(|e| e.to_string())?;
-            let first = sets.pop().expect("one set");
-            let sizes = first.sizes.clone();
-            if let Some(draws) = manifested.fresh_draws(&shapes(&first.inputs)) {
-                let case = first.inputs.clone();
-                self.data.discard(&first);
-                return Ok((Timed::Drawn { case, draws }, sizes));
-            }
-            let rest = self.data.hab_cases(kernel, &plans[1..], Need::Inputs).await;
-            let rest = match rest {
-                Ok(rest) => rest,
-                Err(e) => {
-                    self.data.discard(&first);
-                    return Err(e.to_string());
-                }
-            };
-            // Every set at the first one's shapes: the pairs make one call.
-            let (same, other): (Vec<HabCase>, Vec<HabCase>) =
-                rest.into_iter().partition(|set| set.sizes == first.sizes);
-            other.iter().for_each(|set| self.data.discard(set));
-            let sets = std::iter::once(first).chain(same).collect();
-            return Ok((Timed::OnSets(sets), sizes));
-        }
-        // The reference is timed as the sets are made: while no grade on
-        // the node times its calls, as warming makes a case.
-        let _quiet = crate::judge::node_quiet()
-            .await
-            .map_err(|e| e.to_string())?;
-        let sets = self
-            .data
-            .hab_cases(kernel, &plans, Need::TimedReference)
-            .await
-            .map_err(|e| e.to_string())?;
-        let sizes = sets[0].sizes.clone();
-        Ok((Timed::AgainstNumpy(sets), sizes))
-    }
-
-    /// Why this judge cannot grade the task at `preset`, if it cannot: a
-    /// module its Python lacks, or inputs larger than the node's memory.
-    pub(crate) async fn can_grade(
-        &self,
-        tasks: &HabTasks,
-        manifested: &Kernel,
-        preset: Preset,
-    ) -> Result<(), HabDataError> {
-        let checkout = crate::corpus::hab::checkout(&tasks.root);
-        let missing = self
-            .data
-            .missing_modules(&checkout, &manifested.needs())
-            .await?;
-        if !missing.is_empty() {
-            let names: Vec<&str> = missing.iter().map(String::as_str).collect();
-            return Err(HabDataError::MissingModules {
-                key: manifested.key.clone(),
-                python: self.data.python().to_string(),
-                names: names.join(", "),
-            });
-        }
-        check_fits(manifested, preset.as_str())
-    }
-
-    /// The run's steps: the timed calls (pairs beside the overlay's
-    /// baseline, or the submission once on each set timed against NumPy,
-    /// after the public case has warmed it up), the public check, and for
-    /// `Submit` the held-out cases and two more public calls.
-    fn hab_steps<'a>(
-        &self,
-        prepared: &Prepared<'a>,
-        timed: &Timed,
-        secret: &[u8; 32],
-        mode: Mode,
-        data: &[(CaseInputs, Reference)],
-    ) -> Result<(Planner<'a>, Marks), PlanError> {
-        let submit = mode == Mode::Submit;
-        let mut planner = Planner::per_case(prepared.kernel, prepared.precision);
-        match timed {
-            Timed::Drawn { case, draws } => {
-                planner.draw_as(draws.clone());
-                planner.pairs_drawn_on(case, *secret, self.stop_rule())?;
-            }
-            Timed::OnSets(sets) => {
-                let inputs: Vec<&CaseInputs> = sets.iter().map(|set| &set.inputs).collect();
-                planner.pairs_on(&inputs, self.stop_rule())?;
-            }
-            Timed::AgainstNumpy(_) => {}
-        }
-        let public = Public {
-            step: planner.check("public", &data[0].0, true, submit)?,
-            repeats: false,
-        };
-        let mut timed_steps = Vec::new();
-        if let Timed::AgainstNumpy(sets) = timed {
-            // An empty call beside each timed one, as the timed calls are
-            // made (after inputs are written, a runner's CPU idle or not),
-            // before and after in turn: the floor as the calls met it.
-            for (i, set) in sets.iter().enumerate() {
-                if i % 2 == 0 {
-                    planner.floor(1);
-                }
-                timed_steps.push(planner.check(&format!("timed {i}"), &set.inputs, true, false)?);
-                if i % 2 == 1 {
-                    planner.floor(1);
-                }
-            }
-        }
-        let (planner, mut marks) = checks_after_public(planner, public, data, submit)?;
-        marks.timed = timed_steps;
-        Ok((planner, marks))
-    }
-
-    /// The C the task's speedup divides, built like a submission (from
-    /// the build cache after the first time): the overlay's, or the one
-    /// HPCAgent-Bench's translator emits (made once per judge cache);
-    /// none where the denominator is NumPy. C the translator emitted (its
-    /// own symbol, no workspace pair, which the calling convention lets
-    /// the caller pass anyway) gets the task's symbol by a define.
-    async fn hab_baseline(
-        &self,
-        tasks: &HabTasks,
-        prepared: &Prepared<'_>,
-        manifested: &Kernel,
-        denominator: &Denominator,
-        slot: &Slot,
-    ) -> Result<Option<crate::build::Built>, String> {
-        let (source, what) = match denominator {
-            Denominator::Numpy => return Ok(None),
-            Denominator::Overlay(file) => (
-                std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?,
-                format!("the overlay's baseline {}", file.display()),
-            ),
-            Denominator::Translator => {
-                let translated = self
-                    .data
-                    .translated(&tasks.root, manifested, &prepared.kernel.fingerprint)
-                    .await
-                    .map_err(|e| {
-                        format!(
-                            "{}: HPCAgent-Bench times this task against its translator's C, \
-                             which cannot be made here: {e}",
-                            manifested.key
-                        )
-                    })?;
-                (
-                    translated.source,
+                .map_err(|e| {
                     format!(
-                        "HPCAgent-Bench's translator's C ({})",
-                        translated.file.display()
-                    ),
-                )
-            }
-        };
-        let defines: Vec<String> = renaming(manifested, &source)
-            .map(|emitted| format!("-D{emitted}={}", manifested.abi.symbol))
-            .into_iter()
-            .collect();
-        let submission = Submission::baseline(&prepared.kernel.id, prepared.precision, source);
-        match self.prepare(&submission, &defines, slot).await {
-            Ok(Ok((built, _))) => Ok(Some(built.built)),
-            Ok(Err(v)) => Err(format!(
-                "{what} does not build: {} {}",
-                v.message, v.build_log
-            )),
-            Err(e) => Err(format!("{what}: {e}")),
+                        "{}: HPCAgent-Bench times this task against its translator's C, \
+                         which cannot be made here: {e}",
+                        manifested.key
+                    )
+                })?;
+            (
+                translated.source,
+                format!(
+                    "HPCAgent-Bench's translator's C ({})",
+                    translated.file.display()
+                ),
+            )
         }
+    };
+    let defines: Vec<String> = renaming(manifested, &source)
+        .map(|emitted| format!("-D{emitted}={}", manifested.abi.symbol))
+        .into_iter()
+        .collect();
+    let submission = Submission::baseline(&prepared.kernel.id, prepared.precision, source);
+    match prepare(judge, &submission, &defines, slot).await {
+        Ok(Ok((built, _))) => Ok(Some(built.built)),
+        Ok(Err(v)) => Err(format!(
+            "{what} does not build: {} {}",
+            v.message, v.build_log
+        )),
+        Err(e) => Err(format!("{what}: {e}")),
     }
+}
 
-    /// A kernel that does nothing, exported under the task's symbol, built
-    /// like a baseline (from the build cache after the first time): the
-    /// runner the floor is measured on where no baseline is timed in pairs.
-    async fn empty_kernel(
-        &self,
-        prepared: &Prepared<'_>,
-        manifested: &Kernel,
-        slot: &Slot,
-    ) -> Result<crate::build::Built, String> {
-        let source = format!("void {}(void) {{}}\n", manifested.abi.symbol);
-        let submission = Submission::baseline(&prepared.kernel.id, prepared.precision, source);
-        match self.prepare(&submission, &[], slot).await {
-            Ok(Ok((built, _))) => Ok(built.built),
-            Ok(Err(v)) => Err(format!(
-                "the empty kernel the runner's floor is measured on does not build: {} {}",
-                v.message, v.build_log
-            )),
-            Err(e) => Err(format!(
-                "the empty kernel the runner's floor is measured on: {e}"
-            )),
-        }
+/// A kernel that does nothing, exported under the task's symbol, built
+/// like a baseline (from the build cache after the first time): the
+/// runner the floor is measured on where no baseline is timed in pairs.
+async fn empty_kernel(
+    judge: &Judge,
+    prepared: &Prepared<'_>,
+    manifested: &Kernel,
+    slot: &Slot,
+) -> Result<crate::build::Built, String> {
+    let source = format!("void {}(void) {{}}\n", manifested.abi.symbol);
+    let submission = Submission::baseline(&prepared.kernel.id, prepared.precision, source);
+    match prepare(judge, &submission, &[], slot).await {
+        Ok(Ok((built, _))) => Ok(built.built),
+        Ok(Err(v)) => Err(format!(
+            "the empty kernel the runner's floor is measured on does not build: {} {}",
+            v.message, v.build_log
+        )),
+        Err(e) => Err(format!(
+            "the empty kernel the runner's floor is measured on: {e}"
+        )),
     }
 }
 

@@ -20,12 +20,16 @@ mod run;
 
 use std::time::Instant;
 
-pub(crate) use hab::case_plans;
+use baseline::build_baseline;
+pub use baseline::check_baseline;
+use confirm::{confirmed, plausible_speedup};
+use hab::grade_hab;
+pub(crate) use hab::{can_grade, case_plans};
 pub(crate) use outcome::{Checked, Expected, Read, judge_outcome};
 pub(crate) use plan::Planner;
 use plan::{Marks, PlanError, Public, checks_after_public};
-pub(crate) use prepare::Prepared;
-pub(crate) use run::Extras;
+pub(crate) use prepare::{Prepared, prepare};
+pub(crate) use run::{Extras, run};
 
 use crate::build::Built;
 use crate::cases;
@@ -62,10 +66,10 @@ impl Judge {
             return Ok(verdict);
         }
         let (kernel, _) = self.resolve(&submission.task_id, submission.precision)?;
-        let bound = self.plausible_speedup(kernel, &verdict.denominator);
+        let bound = plausible_speedup(self, kernel, &verdict.denominator);
         // Held-out cases of a secret of the confirming grade's own.
         let again = self.grade_once(&submission, mode, rand::random());
-        Ok(self.confirmed(&submission, verdict, bound, again).await)
+        Ok(confirmed(self, &submission, verdict, bound, again).await)
     }
 
     /// One grade, its held-out cases (a submit's) drawn from `secret`.
@@ -77,19 +81,17 @@ impl Judge {
     ) -> Result<Verdict, JudgeError> {
         let start = Instant::now();
         let held = self.slots.acquire().await;
-        let (prepared, mut verdict) = match self.prepare(submission, &[], &held.slot).await? {
+        let (prepared, mut verdict) = match prepare(self, submission, &[], &held.slot).await? {
             Ok(prepared) => prepared,
             Err(verdict) => return Ok(finish(verdict, start)),
         };
         verdict.status = Status::Ok;
         if let Some(tasks) = &self.hab {
-            let verdict = self
-                .grade_hab(tasks, &prepared, mode, secret, &held.slot, verdict)
-                .await;
+            let verdict =
+                grade_hab(self, tasks, &prepared, mode, secret, &held.slot, verdict).await;
             return Ok(finish(verdict, start));
         }
-        let baseline = match self
-            .build_baseline(prepared.kernel, prepared.precision, &held.slot)
+        let baseline = match build_baseline(self, prepared.kernel, prepared.precision, &held.slot)
             .await
         {
             Ok(built) => built,
@@ -176,7 +178,7 @@ impl Judge {
             expected: Some(Expected::of(&read, kernel.tolerance(precision))),
             ..Extras::default()
         };
-        let outcome = match self.run(prepared, baseline, planner, slot, extras).await {
+        let outcome = match run(self, prepared, baseline, planner, slot, extras).await {
             Ok((o, _sandbox)) => o,
             Err(e) => return fail(verdict, Status::HarnessError, e.to_string()),
         };

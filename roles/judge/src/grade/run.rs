@@ -56,96 +56,94 @@ pub(crate) struct Extras {
     pub profile_output: Option<std::path::PathBuf>,
 }
 
-impl Judge {
-    /// Starts one run of `planner`'s steps: the submission, and the
-    /// baseline beside it when given. Returns the run's directory too, for
-    /// callers that read what the run left there.
-    pub(crate) async fn run(
-        &self,
-        prepared: &Prepared<'_>,
-        baseline: Option<&Built>,
-        planner: Planner<'_>,
-        slot: &Slot,
-        extras: Extras,
-    ) -> Result<(RunOutcome, tempfile::TempDir), RunError> {
-        let dir = sandbox_dir::create("run").map_err(RunError::Sandbox)?;
-        let run_as = self.isolation.run_as(slot.index);
-        // The submission's directory, and the baseline's beside it, out of
-        // the submission's reach (it must not rewrite the baseline's library).
-        let sandbox = dir.path().join("candidate");
-        let library = place(&prepared.built.library, &sandbox, "submission.so", run_as)?;
-        let baseline = match baseline {
-            Some(built) => Some(place(
-                &built.library,
-                &dir.path().join("baseline"),
-                "baseline.so",
-                None,
-            )?),
-            None => None,
-        };
-        let timed = baseline.is_some();
-        let runner_cpus = slot.runner_cpus();
-        let cpus = runner_cpus.len() as u64;
-        let buffers: u64 = (0..planner.calls.len())
-            .flat_map(|call| planner.array_bytes(call, false))
-            .sum();
-        let timeout = Duration::from_secs(600) + self.config.time_cap * 3;
-        let limits = Limits {
-            // The buffers, plus thread stacks and slack.
-            address_space: (!prepared.language.is_gpu())
-                .then_some(2 * buffers + (4 << 30) + cpus * (96 << 20)),
-            cpu_seconds: Some(timeout.as_secs() * cpus + 10),
-            file_size: Some(64 << 20),
-            processes: Some(
-                if run_as.is_some() {
-                    0
-                } else {
-                    hpcagent_sandbox::limits::user_process_count()
-                } + 2 * cpus
-                    + 64,
-            ),
-            cpus: runner_cpus.clone(),
-        };
-        let output_bytes = planner.output_bytes();
-        if let (Some(out), Some(uid)) = (&extras.profile_output, run_as) {
-            nix::unistd::chown(out.as_path(), Some(uid.into()), Some(uid.into()))
-                .map_err(RunError::Chown)?;
-        }
-        let loopback = extras.profile_output.is_some();
-        let request = Request {
-            candidate: library,
-            baseline,
-            symbol: prepared.kernel.symbol(prepared.precision),
-            language: prepared.language,
-            arrays: planner.arrays(),
-            calls: planner.calls,
-            steps: planner.steps,
-            sandbox: sandbox.clone(),
-            readable: self.config.shared.iter().cloned().collect(),
-            run_as,
-            limits,
-            namespaces: self.isolation.namespaces.is_ok(),
-            trace: self.isolation.hold.is_ok(),
-            timing_lock: self.timing_lock.clone().filter(|_| timed),
-            timing_device: slot.gpu.filter(|_| prepared.language.is_gpu()),
-            budget: CALL_BUDGET,
-            papi_events: extras.papi_events,
-            profile_output: extras.profile_output,
-        };
-        let outcome = launch(Launch {
-            exe: &self.config.exe,
-            wrapper: extras.wrapper,
-            loopback,
-            request,
-            env: run_env(&sandbox, slot, prepared.language),
-            timeout,
-            output_bytes,
-            cpus: vec![slot.supervisor],
-            verifier: extras.expected,
-        })
-        .await?;
-        Ok((outcome, dir))
+/// Starts one run of `planner`'s steps: the submission, and the
+/// baseline beside it when given. Returns the run's directory too, for
+/// callers that read what the run left there.
+pub(crate) async fn run(
+    judge: &Judge,
+    prepared: &Prepared<'_>,
+    baseline: Option<&Built>,
+    planner: Planner<'_>,
+    slot: &Slot,
+    extras: Extras,
+) -> Result<(RunOutcome, tempfile::TempDir), RunError> {
+    let dir = sandbox_dir::create("run").map_err(RunError::Sandbox)?;
+    let run_as = judge.isolation.run_as(slot.index);
+    // The submission's directory, and the baseline's beside it, out of
+    // the submission's reach (it must not rewrite the baseline's library).
+    let sandbox = dir.path().join("candidate");
+    let library = place(&prepared.built.library, &sandbox, "submission.so", run_as)?;
+    let baseline = match baseline {
+        Some(built) => Some(place(
+            &built.library,
+            &dir.path().join("baseline"),
+            "baseline.so",
+            None,
+        )?),
+        None => None,
+    };
+    let timed = baseline.is_some();
+    let runner_cpus = slot.runner_cpus();
+    let cpus = runner_cpus.len() as u64;
+    let buffers: u64 = (0..planner.calls.len())
+        .flat_map(|call| planner.array_bytes(call, false))
+        .sum();
+    let timeout = Duration::from_secs(600) + judge.config.time_cap * 3;
+    let limits = Limits {
+        // The buffers, plus thread stacks and slack.
+        address_space: (!prepared.language.is_gpu())
+            .then_some(2 * buffers + (4 << 30) + cpus * (96 << 20)),
+        cpu_seconds: Some(timeout.as_secs() * cpus + 10),
+        file_size: Some(64 << 20),
+        processes: Some(
+            if run_as.is_some() {
+                0
+            } else {
+                hpcagent_sandbox::limits::user_process_count()
+            } + 2 * cpus
+                + 64,
+        ),
+        cpus: runner_cpus.clone(),
+    };
+    let output_bytes = planner.output_bytes();
+    if let (Some(out), Some(uid)) = (&extras.profile_output, run_as) {
+        nix::unistd::chown(out.as_path(), Some(uid.into()), Some(uid.into()))
+            .map_err(RunError::Chown)?;
     }
+    let loopback = extras.profile_output.is_some();
+    let request = Request {
+        candidate: library,
+        baseline,
+        symbol: prepared.kernel.symbol(prepared.precision),
+        language: prepared.language,
+        arrays: planner.arrays(),
+        calls: planner.calls,
+        steps: planner.steps,
+        sandbox: sandbox.clone(),
+        readable: judge.config.shared.iter().cloned().collect(),
+        run_as,
+        limits,
+        namespaces: judge.isolation.namespaces.is_ok(),
+        trace: judge.isolation.hold.is_ok(),
+        timing_lock: judge.timing_lock.clone().filter(|_| timed),
+        timing_device: slot.gpu.filter(|_| prepared.language.is_gpu()),
+        budget: CALL_BUDGET,
+        papi_events: extras.papi_events,
+        profile_output: extras.profile_output,
+    };
+    let outcome = launch(Launch {
+        exe: &judge.config.exe,
+        wrapper: extras.wrapper,
+        loopback,
+        request,
+        env: run_env(&sandbox, slot, prepared.language),
+        timeout,
+        output_bytes,
+        cpus: vec![slot.supervisor],
+        verifier: extras.expected,
+    })
+    .await?;
+    Ok((outcome, dir))
 }
 
 /// Copies `library` into `dir` (made now, owned by `owner` when given) as

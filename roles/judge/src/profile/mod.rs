@@ -33,7 +33,9 @@ use crate::profilers::Tool;
 use summaries::{csv_text, nsys_summary, perf_report, perf_stat_summary, rocprof_summary};
 
 use crate::cases;
-use crate::grade::{Checked, Expected, Extras, Mode, Planner, Read, finish, judge_outcome};
+use crate::grade::{
+    Checked, Expected, Extras, Mode, Planner, Read, finish, judge_outcome, prepare, run,
+};
 use crate::judge::{Judge, JudgeError, Submission};
 use crate::runner::protocol::Event;
 use crate::verdict::Status;
@@ -66,7 +68,7 @@ impl Judge {
             return Ok(unavailable(tool, why));
         }
         let held = self.slots.acquire().await;
-        let (prepared, mut verdict) = match self.prepare(&submission, &[], &held.slot).await? {
+        let (prepared, mut verdict) = match prepare(self, &submission, &[], &held.slot).await? {
             Ok(p) => p,
             Err(verdict) => {
                 return Ok(report(
@@ -131,8 +133,7 @@ impl Judge {
             papi_events,
             profile_output: profiled.clone(),
         };
-        let (outcome, _sandbox) = self
-            .run(&prepared, None, planner, &held.slot, extras)
+        let (outcome, _sandbox) = run(self, &prepared, None, planner, &held.slot, extras)
             .await
             .map_err(|e| JudgeError::Internal(e.to_string()))?;
         let papi_failed = outcome.events.iter().find_map(|e| match e {
@@ -168,8 +169,7 @@ impl Judge {
                     profile_output: profiled.clone(),
                     ..Extras::default()
                 };
-                let (record, _sandbox) = self
-                    .run(&prepared, None, plan()?.0, &held.slot, extras)
+                let (record, _sandbox) = run(self, &prepared, None, plan()?.0, &held.slot, extras)
                     .await
                     .map_err(|e| JudgeError::Internal(e.to_string()))?;
                 let hot = perf_report(&out.path().join("perf.data"), record.done());
