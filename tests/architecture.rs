@@ -87,6 +87,29 @@ fn roles_depend_on_neither_each_other_nor_the_orchestrator() {
     assert!(graph.contains_key("hpcagent-corpus"));
 }
 
+/// An item is imported from the crate that owns it: no crate passes on
+/// another workspace crate's modules or items as if they were its own.
+#[test]
+fn no_crate_re_exports_another_workspace_crate() {
+    let mut found = Vec::new();
+    for (name, src) in crate_sources() {
+        for (_, path) in modules::files(&src) {
+            let code = std::fs::read_to_string(&path).unwrap();
+            for line in code.lines().map(str::trim_start) {
+                let Some(rest) = line.strip_prefix("pub") else {
+                    continue;
+                };
+                let rest = rest.trim_start_matches(|c| c != ' ').trim_start();
+                if rest.starts_with("use hpcagent_") {
+                    let file = path.strip_prefix(&src).unwrap().display();
+                    found.push(format!("{name}: {file}: {line}"));
+                }
+            }
+        }
+    }
+    assert!(found.is_empty(), "re-exports:\n{}", found.join("\n"));
+}
+
 /// Each workspace crate's `src/` directory, by crate name.
 fn crate_sources() -> Vec<(String, std::path::PathBuf)> {
     let repo = common::repo();

@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use anyhow::Context;
-use hpcagent_judge::corpus::hab::{self, Kernel};
+use hpcagent_corpus::hab::{self, Kernel};
 use hpcagent_proto::v1 as pb;
 
 use crate::judge::{Client, start_judge_with};

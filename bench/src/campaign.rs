@@ -27,10 +27,8 @@ use std::process::Command;
 use std::time::Instant;
 
 use anyhow::Context;
-use hpcagent_judge::corpus::abi::{self, Arg};
-use hpcagent_judge::corpus::{
-    Corpus, DType, Init, Kernel, Precision, Preset, Role, ScalarValue, Sizes,
-};
+use hpcagent_corpus::abi::{self, Arg};
+use hpcagent_corpus::{Corpus, DType, Init, Kernel, Precision, Preset, Role, ScalarValue, Sizes};
 use hpcagent_orchestrator::store::Reader;
 
 use crate::judge::{judge_flags, run};

@@ -98,7 +98,7 @@ int main(int argc, char **argv) {
 pub(crate) fn judge_flags() -> anyhow::Result<Vec<String>> {
     let toolchain = hpcagent_judge::build::toolchain::Toolchain::detect();
     let compiler = toolchain
-        .compiler(hpcagent_judge::language::Language::C)
+        .compiler(hpcagent_corpus::language::Language::C)
         .map_err(anyhow::Error::msg)?;
     Ok(compiler.flags.clone())
 }

@@ -158,12 +158,12 @@ impl Drop for Noise {
 /// The work at hpcagent's S: a copy of the peer's installed package whose
 /// gemm S is the sizes of hpcagent's own gemm at S.
 fn own_size(options: &Options) -> anyhow::Result<Work> {
-    let corpus = hpcagent_judge::corpus::Corpus::load(&options.repo.join("benchmarks"))
+    let corpus = hpcagent_corpus::Corpus::load(&options.repo.join("benchmarks"))
         .map_err(|e| anyhow::anyhow!("hpcagent's corpus: {e:?}"))?;
     let gemm = corpus
         .find("gemm")
         .context("hpcagent's corpus has no gemm")?;
-    let s = gemm.sizes(hpcagent_judge::corpus::Preset::S);
+    let s = gemm.sizes(hpcagent_corpus::Preset::S);
     let size = |n: &str| {
         s.get(n)
             .copied()

@@ -117,7 +117,7 @@ pub fn place(
 /// them all.
 fn node_pools(
     nodes: &[String],
-    components: &[hetjob::Component],
+    components: &[hpcagent_client::plan::Component],
 ) -> Vec<std::vec::IntoIter<String>> {
     let pools: Vec<Vec<String>> = if components.len() <= 1 {
         vec![nodes.to_vec()]
@@ -352,7 +352,7 @@ struct Builder<'a> {
     layout: &'a Layout,
     node: Node,
     /// The components of a heterogeneous job; `None` for an ordinary one.
-    het: Option<Vec<hetjob::Component>>,
+    het: Option<Vec<hpcagent_client::plan::Component>>,
     instances: Vec<RoleInstance>,
 }
 

@@ -126,7 +126,7 @@ struct AgreementArgs {
 struct CampaignArgs {
     /// The campaign's preset: where the corpus's calls take 0.1–1 s.
     #[arg(long, default_value = "M")]
-    preset: hpcagent_judge::corpus::Preset,
+    preset: hpcagent_corpus::Preset,
     /// Only these kernels (repeatable; default: the whole corpus).
     #[arg(long = "kernel", value_name = "NAME")]
     kernels: Vec<String>,

@@ -1,8 +1,8 @@
 //! `hpcagent corpus list` and `hpcagent corpus check`.
 
 use clap::{Args, Subcommand};
-use hpcagent_judge::corpus::Preset;
-use hpcagent_judge::corpus::hab;
+use hpcagent_corpus::Preset;
+use hpcagent_corpus::hab;
 use hpcagent_judge::data::hab as hab_data;
 use hpcagent_judge::discrimination;
 use hpcagent_judge::verdict::Status;

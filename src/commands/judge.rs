@@ -6,9 +6,10 @@ use std::path::PathBuf;
 
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
-use hpcagent_judge::corpus::{Corpus, Preset, hab};
+use hpcagent_corpus::Language;
+use hpcagent_corpus::{Corpus, Preset, hab};
 use hpcagent_judge::verdict::Verdict;
-use hpcagent_judge::{Judge, JudgeConfig, Language, build, oracle};
+use hpcagent_judge::{Judge, JudgeConfig, build, oracle};
 use hpcagent_proto::v1 as pb;
 use hpcagent_proto::v1::judge_client::JudgeClient;
 

@@ -134,9 +134,7 @@ pub fn layout(
 pub fn corpus_root(config: &Config) -> anyhow::Result<PathBuf> {
     match &config.settings.corpus {
         Some(dir) => Ok(dir.0.clone()),
-        None => Ok(std::path::absolute(
-            hpcagent_judge::corpus::Corpus::default_root(),
-        )?),
+        None => Ok(std::path::absolute(hpcagent_corpus::Corpus::default_root())?),
     }
 }
 

@@ -14,7 +14,7 @@
 //! an ordinary job.
 
 use hpcagent_client::config::Config;
-pub use hpcagent_client::plan::Component;
+use hpcagent_client::plan::Component;
 use hpcagent_client::plan::Role;
 
 /// The components the configuration asks for: one, or one per partition.

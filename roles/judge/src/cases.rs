@@ -13,8 +13,8 @@
 use rand_chacha::ChaCha8Rng;
 use rand_core::RngCore;
 
-use crate::corpus::{Kernel, Precision, Preset, Sizes};
 use crate::data::{Case, seeded_rng};
+use hpcagent_corpus::{Kernel, Precision, Preset, Sizes};
 
 /// The public case: what `Score` grades and `Task` describes.
 pub fn public(kernel: &Kernel, precision: Precision, preset: Preset, seed: u64) -> Case {

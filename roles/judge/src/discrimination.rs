@@ -15,9 +15,9 @@
 use std::path::Path;
 
 use crate::cases;
-use crate::corpus::{DType, Kernel, Precision, Preset, Tolerance};
 use crate::data::{CaseInputs, DataCache, DataError, Reference};
 use crate::verify::{self, Output};
+use hpcagent_corpus::{DType, Kernel, Precision, Preset, Tolerance};
 
 /// Seeds of the two cases compared (any two distinct seeds will do).
 const SEEDS: [u64; 2] = [1, 2];

@@ -10,8 +10,8 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use crate::corpus::hab::{self, Kernel as Manifested};
-use crate::corpus::{Corpus, Kernel};
+use hpcagent_corpus::hab::{self, Kernel as Manifested};
+use hpcagent_corpus::{Corpus, Kernel};
 
 /// The tasks of one checkout.
 #[derive(Debug, Clone)]
@@ -220,7 +220,7 @@ mod tests {
         )
         .unwrap();
         std::fs::write(dir.join("k_numpy.py"), "def k(x, y):\n    y[:] = x\n").unwrap();
-        let (mut kernels, refused) = crate::corpus::hab::load(root.path()).unwrap();
+        let (mut kernels, refused) = hpcagent_corpus::hab::load(root.path()).unwrap();
         assert!(refused.is_empty(), "{refused:?}");
         (root, kernels.remove(0))
     }

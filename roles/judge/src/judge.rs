@@ -14,13 +14,13 @@ use hpcagent_proto::v1 as pb;
 use nix::fcntl::{Flock, FlockArg};
 
 use crate::build::{self, Builder, flags, toolchain::Toolchain};
-use crate::corpus::{Corpus, Kernel, Precision, Preset, abi};
 use crate::data::DataCache;
 use crate::hab_tasks::{Denominator, HabTaskError, HabTasks};
-use crate::language::Language;
 use crate::peers::Peers;
 use crate::profilers::Profilers;
 use crate::slots::{self, Slots};
+use hpcagent_corpus::language::Language;
+use hpcagent_corpus::{Corpus, Kernel, Precision, Preset, abi};
 
 /// How a judge is set up.
 #[derive(Debug, Clone)]
@@ -96,7 +96,7 @@ impl JudgeConfig {
                 .ok()
                 .filter(|s| !s.is_empty())
                 .map(|s| {
-                    let digest = crate::corpus::fingerprint(&[s.as_bytes()]);
+                    let digest = hpcagent_corpus::fingerprint(&[s.as_bytes()]);
                     u64::from_str_radix(&digest[..16], 16).expect("hex digest")
                 })
                 .unwrap_or_else(random_secret),
@@ -343,7 +343,7 @@ pub enum SetupError {
 impl Judge {
     /// Loads the corpus and detects what this node has.
     pub fn new(config: JudgeConfig) -> Result<Judge, SetupError> {
-        let (corpus, hab) = if crate::corpus::hab::is_checkout(&config.corpus) {
+        let (corpus, hab) = if hpcagent_corpus::hab::is_checkout(&config.corpus) {
             let (tasks, corpus) = HabTasks::load(&config.corpus, config.baselines.clone())?;
             (corpus, Some(tasks))
         } else {
@@ -498,7 +498,7 @@ impl Judge {
             .map_err(invalid)?;
         let copy = self.cache.join("prebuilt").join(format!(
             "{}.so",
-            &crate::corpus::fingerprint(&[&bytes])[..32]
+            &hpcagent_corpus::fingerprint(&[&bytes])[..32]
         ));
         crate::data::write_private(&copy, &bytes)
             .map_err(|e| JudgeError::Internal(e.to_string()))?;
@@ -622,7 +622,7 @@ impl Judge {
             ),
         };
         let sizes = match manifested.variation() {
-            crate::corpus::hab::Variation::Transform => format!(
+            hpcagent_corpus::hab::Variation::Transform => format!(
                 "sizes drawn around {preset}'s (its inputs are made from the sizes alone: at \
                  {preset}'s they would be the public case's)"
             ),
@@ -633,7 +633,7 @@ impl Judge {
             manifested.name,
             manifested.level,
             manifested.kind,
-            crate::corpus::hab::level_budget_seconds(manifested.level)
+            hpcagent_corpus::hab::level_budget_seconds(manifested.level)
         )];
         hints.extend(
             manifested

@@ -1,7 +1,7 @@
 //! The judge role: it grades submissions, and a leaderboard rests on it.
 //!
-//! Owns test data and the NumPy oracle over the task [`corpus`] (a crate of
-//! its own) ([`data`]), building with a per-rank cache ([`build`]), where builds and
+//! Owns test data and the NumPy oracle over the task corpus
+//! ([`hpcagent_corpus`], a crate of its own) ([`data`]), building with a per-rank cache ([`build`]), where builds and
 //! runs get their directories ([`sandbox_dir`]), out-of-process runs timed
 //! from outside ([`runner`], [`timing`]), verification ([`verify`]),
 //! verdicts ([`verdict`]), an HPCAgent-Bench checkout's tasks
@@ -36,5 +36,3 @@ pub mod verify;
 pub mod warm;
 
 pub use judge::{Judge, JudgeConfig, JudgeError, Submission};
-// The corpus is a crate of its own; the judge's modules name it as before.
-pub use hpcagent_corpus::{self as corpus, Language, language};

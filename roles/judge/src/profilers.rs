@@ -6,7 +6,7 @@ use std::fmt;
 use std::process::Command;
 use std::str::FromStr;
 
-use crate::language::Language;
+use hpcagent_corpus::language::Language;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Tool {

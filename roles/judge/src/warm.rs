@@ -35,11 +35,11 @@
 
 use std::time::{Duration, Instant};
 
-use crate::corpus::{Precision, Preset};
 use crate::data::hab::{HabCase, Need};
 use crate::grade::{Mode, can_grade};
 use crate::hab_tasks::Denominator;
 use crate::judge::{Judge, node_quiet};
+use hpcagent_corpus::{Precision, Preset};
 
 /// The most disk the cases warming goes through may take: over a
 /// corpus of hundreds of tasks, making every case ahead would fill a run
@@ -69,13 +69,13 @@ pub enum WarmError {
     #[error(transparent)]
     Lock(#[from] crate::judge::LockError),
     #[error(transparent)]
-    Plan(#[from] crate::corpus::hab::HabError),
+    Plan(#[from] hpcagent_corpus::hab::HabError),
     #[error(transparent)]
     CaseData(#[from] crate::data::DataError),
     #[error(transparent)]
     Resolve(#[from] crate::judge::JudgeError),
     #[error(transparent)]
-    Size(#[from] crate::corpus::SizeError),
+    Size(#[from] hpcagent_corpus::SizeError),
     #[error(transparent)]
     Translate(#[from] crate::data::translated::TranslateError),
 }

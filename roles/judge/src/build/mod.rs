@@ -21,11 +21,11 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use crate::corpus::fingerprint;
 use crate::data::write_private;
-use crate::language::Language;
 use crate::sandbox_dir;
 use confined::Walls;
+use hpcagent_corpus::fingerprint;
+use hpcagent_corpus::language::Language;
 use hpcagent_sandbox::limits::{Limits, close_on_exec_from};
 use toolchain::Toolchain;
 

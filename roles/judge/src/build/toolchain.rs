@@ -9,7 +9,7 @@ use std::process::{Command, Stdio};
 
 use serde::Serialize;
 
-use crate::language::Language;
+use hpcagent_corpus::language::Language;
 
 /// One usable compiler.
 #[derive(Debug, Clone, Serialize)]

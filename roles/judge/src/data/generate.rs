@@ -15,7 +15,7 @@ use rand_core::{RngCore, SeedableRng};
 use super::{Case, DataError, io};
 use sha2::{Digest, Sha256};
 
-use crate::corpus::{DType, Init, Kernel};
+use hpcagent_corpus::{DType, Init, Kernel};
 
 /// Writes every input array of `case` into `dir` (atomically: a temporary
 /// sibling directory renamed into place).

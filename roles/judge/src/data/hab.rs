@@ -22,8 +22,8 @@ use super::{
     ArrayData, CaseInputs, DataCache, DataError, Reference, bound, create_private_dir, io,
     private_tempdir, publish,
 };
-use crate::corpus::hab::{InputPlan, Kernel};
-use crate::corpus::{self, ScalarValue, fingerprint};
+use hpcagent_corpus::hab::{InputPlan, Kernel};
+use hpcagent_corpus::{ScalarValue, fingerprint};
 
 pub(super) const SCRIPT: &str = include_str!("hab_inputs.py");
 
@@ -268,7 +268,7 @@ pub struct HabCase {
     /// made for its inputs alone).
     pub reference_ns: Vec<u64>,
     /// The integer symbols it was made at: its plan's, or a fallback's.
-    pub sizes: corpus::Sizes,
+    pub sizes: hpcagent_corpus::Sizes,
     /// Its directories in the cache: the arrays, and the reference's side.
     dirs: [PathBuf; 2],
 }
@@ -342,7 +342,7 @@ impl DataCache {
     /// than a small case).
     pub async fn hab_cases(
         &self,
-        kernel: &corpus::Kernel,
+        kernel: &hpcagent_corpus::Kernel,
         plans: &[InputPlan],
         need: Need,
     ) -> Result<Vec<HabCase>, DataError> {
@@ -358,7 +358,7 @@ impl DataCache {
             ]);
             keys.push(format!(
                 "{}-{}",
-                kernel.symbol(corpus::Precision::Fp64),
+                kernel.symbol(hpcagent_corpus::Precision::Fp64),
                 &hash[..24]
             ));
         }
@@ -480,7 +480,7 @@ fn case_args(dir: &Path) -> Result<Vec<CaseArg>, DataError> {
 
 /// The case as the grade passes it, from its published directories.
 fn read_case(
-    kernel: &corpus::Kernel,
+    kernel: &hpcagent_corpus::Kernel,
     key: String,
     pin: Arc<bound::Pin>,
     inputs: &Path,
@@ -500,7 +500,7 @@ fn read_case(
             let elements = arg.shape.iter().product::<i64>().max(0) as usize;
             arrays.push(ArrayData {
                 name: arg.name.clone(),
-                dtype: spec.elem.resolve(corpus::Precision::Fp64),
+                dtype: spec.elem.resolve(hpcagent_corpus::Precision::Fp64),
                 role: spec.role,
                 shape: arg.shape,
                 elements,
@@ -509,7 +509,7 @@ fn read_case(
         } else {
             let spec = kernel.scalars.iter().find(|s| s.name == arg.name);
             let dtype = spec
-                .map(|s| s.elem.resolve(corpus::Precision::Fp64))
+                .map(|s| s.elem.resolve(hpcagent_corpus::Precision::Fp64))
                 .ok_or_else(|| {
                     DataError::Case(format!("{} is not a scalar of the task", arg.name))
                 })?;
@@ -551,7 +551,7 @@ fn read_case(
     Ok(HabCase {
         inputs: CaseInputs {
             key,
-            sizes: corpus::Sizes::new(),
+            sizes: hpcagent_corpus::Sizes::new(),
             arrays,
             scalars,
             workspace_bytes: 0,

@@ -30,7 +30,7 @@ use std::time::Duration;
 use serde_json::json;
 use tokio::io::AsyncWriteExt;
 
-use crate::corpus::{DType, Kernel, Precision, Role, ScalarValue, Sizes, fingerprint};
+use hpcagent_corpus::{DType, Kernel, Precision, Role, ScalarValue, Sizes, fingerprint};
 
 const REFRUN: &str = include_str!("refrun.py");
 /// Bump when generation changes: cached inputs of older versions are ignored.
@@ -95,7 +95,7 @@ pub enum DataError {
     #[error("invalid case: {0}")]
     Case(String),
     #[error("invalid case: {0}")]
-    Size(#[from] crate::corpus::SizeError),
+    Size(#[from] hpcagent_corpus::SizeError),
     #[error("{path}: {source}")]
     Io {
         path: PathBuf,

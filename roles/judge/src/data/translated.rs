@@ -18,8 +18,8 @@ use std::sync::{Arc, Mutex};
 
 use super::worker::WorkerError;
 use super::{DataCache, write_private};
-use crate::corpus::fingerprint;
-use crate::corpus::hab::{self, Kernel as Manifested};
+use hpcagent_corpus::fingerprint;
+use hpcagent_corpus::hab::{self, Kernel as Manifested};
 
 /// Bump when how a translation is asked for changes.
 const TRANSLATION_VERSION: &str = "1";
@@ -174,7 +174,7 @@ impl DataCache {
     ) -> Result<Translated, TranslateError> {
         let checkout = hab::checkout(root);
         let version = self.translator_version(&checkout)?;
-        let hash = crate::corpus::fingerprint(&[
+        let hash = hpcagent_corpus::fingerprint(&[
             fingerprint.as_bytes(),
             version.as_bytes(),
             TRANSLATION_VERSION.as_bytes(),

@@ -376,7 +376,7 @@ mod tests {
                  \x20   os._exit(3)\n",
             )
             .unwrap();
-            let (kernels, refused) = crate::corpus::hab::load(root.path()).unwrap();
+            let (kernels, refused) = hpcagent_corpus::hab::load(root.path()).unwrap();
             assert!(refused.is_empty(), "{refused:?}");
             let symbols = kernels[0].preset_symbols("S").unwrap();
             let plan = kernels[0]
@@ -453,7 +453,7 @@ mod tests {
             )
             .unwrap();
         }
-        let (kernels, refused) = crate::corpus::hab::load(root.path()).unwrap();
+        let (kernels, refused) = hpcagent_corpus::hab::load(root.path()).unwrap();
         assert!(refused.is_empty(), "{refused:?}");
         let home = tempfile::tempdir().unwrap();
         let w = worker(home.path());

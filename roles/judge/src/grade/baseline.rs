@@ -6,10 +6,10 @@
 use std::time::Instant;
 
 use crate::build::Built;
-use crate::corpus::{Kernel, Precision};
 use crate::judge::{Judge, JudgeError, Submission};
 use crate::slots::Slot;
 use crate::verdict::{Status, Verdict};
+use hpcagent_corpus::{Kernel, Precision};
 
 use super::{Mode, finish, prepare};
 

@@ -16,9 +16,9 @@
 
 use hpcagent_proto::v1 as pb;
 
-use crate::corpus::Kernel;
 use crate::judge::{Code, Judge, JudgeError, Submission};
 use crate::verdict::{Status, Verdict};
+use hpcagent_corpus::Kernel;
 
 /// Above this speedup over NumPy (an HPCAgent-Bench task without a C
 /// baseline) a submit is confirmed: a straight translation of a loop-level

@@ -14,7 +14,7 @@
 //! case's sizes and values: a held-out case's sizes are drawn around its
 //! preset within the manifest's constraints, and its values differ too
 //! where its generator's do not follow its seed
-//! ([`crate::corpus::hab::Variation`]). Nor is
+//! ([`hpcagent_corpus::hab::Variation`]). Nor is
 //! anything timed on the public case: a grade draws inputs of its own from
 //! a secret of the grade, so that an answer remembered from an earlier call,
 //! or from the public case, is never the one a timed call asks for. Pairs
@@ -26,14 +26,14 @@
 
 use rand_core::RngCore;
 
-use crate::corpus::hab::{HabError, InputPlan, Kernel, ROTATIONS, Symbols, Variation};
-use crate::corpus::{Preset, Sizes};
 use crate::data::hab::{HabCase, HabDataError, Need, check_fits};
 use crate::data::{CaseInputs, Reference, seeded_rng};
 use crate::hab_tasks::{Denominator, HabTasks, renaming};
 use crate::judge::{Judge, Submission};
 use crate::slots::Slot;
 use crate::verdict::{Status, Verdict};
+use hpcagent_corpus::hab::{HabError, InputPlan, Kernel, ROTATIONS, Symbols, Variation};
+use hpcagent_corpus::{Preset, Sizes};
 
 use super::{
     Expected, Extras, Marks, Mode, PlanError, Planner, Prepared, Public, checks_after_public, fail,
@@ -70,7 +70,7 @@ enum Timed {
     /// afresh at `case`'s shapes and values of scalars.
     Drawn {
         case: CaseInputs,
-        draws: std::collections::BTreeMap<String, crate::corpus::Init>,
+        draws: std::collections::BTreeMap<String, hpcagent_corpus::Init>,
     },
     /// Pairs against the overlay's baseline, each on copies of the next of
     /// these input sets the task's generator made for the grade (the
@@ -223,7 +223,7 @@ pub(super) async fn grade_hab(
 pub(crate) async fn hab_cases(
     judge: &Judge,
     tasks: &HabTasks,
-    kernel: &crate::corpus::Kernel,
+    kernel: &hpcagent_corpus::Kernel,
     manifested: &Kernel,
     preset: Preset,
     mode: Mode,
@@ -337,7 +337,7 @@ pub(crate) async fn can_grade(
     manifested: &Kernel,
     preset: Preset,
 ) -> Result<(), HabDataError> {
-    let checkout = crate::corpus::hab::checkout(&tasks.root);
+    let checkout = hpcagent_corpus::hab::checkout(&tasks.root);
     let missing = judge
         .data
         .missing_modules(&checkout, &manifested.needs())
@@ -562,7 +562,7 @@ fn draws(
 /// The plans of `count` input sets a grade times on, made at `draws`,
 /// each from a seed of the grade's `secret` (values unlike the public
 /// case's where its generator's would not be:
-/// [`crate::corpus::hab::Variation`]).
+/// [`hpcagent_corpus::hab::Variation`]).
 pub(crate) fn timed_plans(
     root: &std::path::Path,
     manifested: &Kernel,

@@ -33,12 +33,12 @@ pub(crate) use run::{Extras, run};
 
 use crate::build::Built;
 use crate::cases;
-use crate::corpus::{Kernel, Precision, Preset, Sizes};
 use crate::data::{Case, CaseInputs, Reference};
 use crate::judge::{Judge, JudgeError, Submission};
 use crate::slots::Slot;
 use crate::timing::StopRule;
 use crate::verdict::{Status, Verdict};
+use hpcagent_corpus::{Kernel, Precision, Preset, Sizes};
 
 /// Score (public case only) or Submit (plus held-out cases and determinism).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

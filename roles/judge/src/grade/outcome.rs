@@ -8,7 +8,6 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::corpus::{DType, Tolerance};
 use crate::data::{CaseInputs, Reference};
 use crate::runner::floor::Floor;
 use crate::runner::protocol::{Event, Side};
@@ -16,6 +15,7 @@ use crate::runner::{RunOutcome, Verifier};
 use crate::timing::{Speedup, StopRule};
 use crate::verdict::{Status, Timing, Verdict};
 use crate::verify::{self, Comparison, Output};
+use hpcagent_corpus::{DType, Tolerance};
 
 use super::Mode;
 
@@ -494,8 +494,8 @@ fn map_file(path: &Path) -> std::io::Result<Option<memmap2::Mmap>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::corpus::Role;
     use crate::data::ArrayData;
+    use hpcagent_corpus::Role;
 
     fn f64s(values: &[f64]) -> Vec<u8> {
         values.iter().flat_map(|v| v.to_le_bytes()).collect()

@@ -11,10 +11,10 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use crate::corpus::{DType, Init, Kernel, Precision, ScalarValue, SizeError, Sizes, abi};
 use crate::data::{CaseInputs, Reference};
 use crate::runner::protocol::{ArraySpec, RunArg, Step};
 use crate::timing::StopRule;
+use hpcagent_corpus::{DType, Init, Kernel, Precision, ScalarValue, SizeError, Sizes, abi};
 
 use super::{Checked, Read};
 

@@ -4,11 +4,11 @@
 //! is [`super::baseline`]'s, through here).
 
 use crate::build::{BuildError, Built, Source, flags};
-use crate::corpus::{Kernel, Precision, Preset};
 use crate::judge::{Code, Judge, JudgeError, Submission};
-use crate::language::Language;
 use crate::slots::Slot;
 use crate::verdict::{Status, Verdict};
+use hpcagent_corpus::language::Language;
+use hpcagent_corpus::{Kernel, Precision, Preset};
 
 use super::fail;
 

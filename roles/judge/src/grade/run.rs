@@ -11,11 +11,11 @@ use hpcagent_sandbox::limits::Limits;
 
 use crate::build::{Built, passthrough_env};
 use crate::judge::Judge;
-use crate::language::Language;
 use crate::runner::protocol::{CallBudget, Request};
 use crate::runner::{Launch, LaunchError, RunOutcome, Verifier, launch};
 use crate::sandbox_dir;
 use crate::slots::Slot;
+use hpcagent_corpus::language::Language;
 
 use super::{Planner, Prepared};
 

@@ -5,7 +5,7 @@
 
 use std::ffi::c_void;
 
-use crate::language::Language;
+use hpcagent_corpus::language::Language;
 
 /// Why a device could not be opened or a call on it failed.
 #[derive(Debug, thiserror::Error)]

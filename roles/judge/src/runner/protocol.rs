@@ -19,9 +19,9 @@ use hpcagent_sandbox::limits::Limits;
 use serde::{Deserialize, Serialize};
 
 use super::floor::Floor;
-use crate::corpus::{DType, Init, Role, Tolerance};
-use crate::language::Language;
 use crate::timing::StopRule;
+use hpcagent_corpus::language::Language;
+use hpcagent_corpus::{DType, Init, Role, Tolerance};
 
 /// One run: a submission (and, when it is timed, the baseline beside it)
 /// and the steps it goes through.

@@ -5,7 +5,7 @@
 //! produces (operations on NaN return the canonical NaN), so "still the
 //! canary" means "never written", even where the reference itself is NaN.
 
-use crate::corpus::DType;
+use hpcagent_corpus::DType;
 
 pub const F64: u64 = 0x7FFC_A4A1_2E5C_0DE5;
 pub const F32: u32 = 0x7FCA_4A12;

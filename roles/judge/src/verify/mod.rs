@@ -11,8 +11,8 @@
 
 use serde::Serialize;
 
-use crate::corpus::{DType, Tolerance};
 use crate::finite::finite_or_string;
+use hpcagent_corpus::{DType, Tolerance};
 
 pub mod canary;
 

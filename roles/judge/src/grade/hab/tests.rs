@@ -16,7 +16,7 @@
 use std::path::{Path, PathBuf};
 
 use super::*;
-use crate::corpus::hab::{self, Symbols, Variation};
+use hpcagent_corpus::hab::{self, Symbols, Variation};
 
 const SECRET: u64 = 0x5ec2e7;
 const GRADE: [u8; 32] = [7; 32];
@@ -67,7 +67,7 @@ fn variants(root: &Path, kernel: &Kernel, preset: Preset) -> (InputPlan, Vec<(St
 }
 
 /// The integer symbols of `symbols`: a case's sizes, and its knobs'.
-fn sizes_of(symbols: &Symbols) -> crate::corpus::Sizes {
+fn sizes_of(symbols: &Symbols) -> hpcagent_corpus::Sizes {
     symbols
         .iter()
         .filter(|(_, v)| !v.is_bool())
@@ -455,7 +455,7 @@ fn a_draw_the_reference_refuses_falls_back_to_the_next() {
     let cases = runtime
         .block_on(data.hab_cases(&graded, &plans, Need::Reference))
         .unwrap();
-    let s = crate::corpus::Sizes::from([("N".to_string(), 8)]);
+    let s = hpcagent_corpus::Sizes::from([("N".to_string(), 8)]);
     assert!(
         cases.iter().all(|c| c.sizes == s),
         "{:?}",

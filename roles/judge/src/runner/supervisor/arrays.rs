@@ -12,11 +12,11 @@ use std::rc::Rc;
 use super::{Run, fail};
 use rand_chacha::ChaCha8Rng;
 
-use crate::corpus::{DType, Init, Role, Tolerance};
 use crate::data::{Draw, seeded_rng};
 use crate::runner::buffers::{Layout, Mapping};
 use crate::runner::protocol::{Request, RunArg, Side};
 use crate::verify::{self, Output, canary};
+use hpcagent_corpus::{DType, Init, Role, Tolerance};
 
 /// A call's input values by array index (`None` for pure outputs). A
 /// check's come from the files it maps once per run and shares between

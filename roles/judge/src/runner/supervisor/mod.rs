@@ -49,8 +49,8 @@ use super::process::FLOOR;
 use super::protocol::{
     CallBudget, Event, Isolation, Report, Request, RunnerSetup, Side, Step, write_frame,
 };
-use crate::corpus::Tolerance;
 use crate::timing::StopRule;
+use hpcagent_corpus::Tolerance;
 
 /// The channel to the judge.
 pub const CHANNEL_FD: i32 = 3;
