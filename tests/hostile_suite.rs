@@ -687,6 +687,15 @@ fn hostile_submissions_get_their_verdicts_and_the_judge_keeps_serving() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
+/// Whether `case` is among those `HPCAGENT_HOSTILE_CASES` names (parts of
+/// their names, separated by `|`), or there is no such list.
+/// `scripts/defences-off.sh` picks the cases of the defences it takes off.
+fn chosen(case: &Case) -> bool {
+    std::env::var("HPCAGENT_HOSTILE_CASES")
+        .map(|list| list.split('|').any(|part| case.name.contains(part)))
+        .unwrap_or(true)
+}
+
 /// Every case against `judge` (named `who` in the table); what failed.
 fn suite(judge: &JudgeServer, bait: &Bait, who: &str) -> Vec<String> {
     let scratch = tempfile::tempdir().unwrap();
@@ -697,6 +706,7 @@ fn suite(judge: &JudgeServer, bait: &Bait, who: &str) -> Vec<String> {
     let public = PublicCase::read(&judge.cache);
     let cases = cases(bait, judge, &public);
     assert!(cases.len() >= 40, "{} cases", cases.len());
+    let cases: Vec<Case> = cases.into_iter().filter(chosen).collect();
     let (timed, rest): (Vec<&Case>, Vec<&Case>) = cases
         .iter()
         .partition(|case| matches!(case.expect.also, Also::SpeedupBelowHonest(_)));
@@ -835,14 +845,20 @@ fn a_grade_killed_mid_call_frees_the_nodes_timing_lock_at_once() {
             let freed = killed_mid_call(&judge, &lock);
             // The killed grade's verdict is the judge's business: only the lock is.
             let _ = holder.join();
-            let other = JudgeServer::start_with(&["--reps", "5"], &env, options());
-            let v = other.grade("score", "gemm", "c", "gemm_ok.c", &[]);
-            let row = format!(
-                "freed {:.0} ms after; the other judge: {}",
-                freed * 1e3,
-                v["status"]
-            );
-            let pass = freed < 1.0 && v["status"] == "ok";
+            // A lock still held would keep the other judge waiting as long
+            // as this one lives: the case has failed already.
+            let row = if freed.is_finite() {
+                let other = JudgeServer::start_with(&["--reps", "5"], &env, options());
+                let v = other.grade("score", "gemm", "c", "gemm_ok.c", &[]);
+                format!(
+                    "freed {:.0} ms after; the other judge: {}",
+                    freed * 1e3,
+                    v["status"]
+                )
+            } else {
+                "still held 5 s after".to_string()
+            };
+            let pass = freed < 1.0 && row.ends_with("\"ok\"");
             common::suite::record(
                 "hostile",
                 &format!("{who}: the timing lock after a grade killed mid-call"),

@@ -306,8 +306,14 @@ const RUN_ONLY: &[i64] = &[
     libc::SYS_socket,
     libc::SYS_socketpair,
     libc::SYS_pidfd_send_signal,
-    // A POSIX timer signals the process with the signal it picks.
+    // A POSIX timer signals the process with the signal it picks; an
+    // interval timer or an alarm with theirs: work in a handler then runs
+    // when the timer says, not when the supervisor calls. (A timerfd
+    // signals nobody: it stays.)
     libc::SYS_timer_create,
+    libc::SYS_setitimer,
+    #[cfg(target_arch = "x86_64")]
+    libc::SYS_alarm,
     // A shorter slice or a higher priority wins wakeups; other CPUs are
     // the supervisor's and other slots'.
     libc::SYS_sched_setattr,
@@ -477,6 +483,24 @@ mod tests {
                         libc::timer_create(libc::CLOCK_MONOTONIC, std::ptr::null_mut(), &mut timer);
                     if !denied(r as libc::c_long) {
                         return 8;
+                    }
+                    let every = libc::itimerval {
+                        it_interval: libc::timeval {
+                            tv_sec: 0,
+                            tv_usec: 1000,
+                        },
+                        it_value: libc::timeval {
+                            tv_sec: 0,
+                            tv_usec: 1000,
+                        },
+                    };
+                    let r = libc::setitimer(libc::ITIMER_REAL, &every, std::ptr::null_mut());
+                    if !denied(r as libc::c_long) {
+                        return 17;
+                    }
+                    #[cfg(target_arch = "x86_64")]
+                    if !denied(libc::syscall(libc::SYS_alarm, 1)) {
+                        return 18;
                     }
                     if !denied(libc::kill(libc::getpid(), libc::SIGCONT) as libc::c_long) {
                         return 9;

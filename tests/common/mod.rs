@@ -12,6 +12,16 @@ pub fn hpcagent() -> Command {
     Command::new(env!("CARGO_BIN_EXE_hpcagent"))
 }
 
+/// The binary a test's judge server runs: this build's, unless
+/// `HPCAGENT_JUDGE_UNDER_TEST` names another. An older build there shows
+/// an attack winning against the judge before its defence
+/// (`scripts/defences-off.sh`); the clients stay this build's.
+pub fn judge_binary() -> PathBuf {
+    std::env::var_os("HPCAGENT_JUDGE_UNDER_TEST")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_hpcagent")))
+}
+
 /// The repository root (examples, sbatch templates).
 pub fn repo() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -181,8 +191,8 @@ impl JudgeServer {
             .map(|p| std::fs::File::open(p).unwrap_or_else(|e| panic!("{}: {e}", p.display())));
         let inherited = inherit.as_ref().map(std::os::fd::AsRawFd::as_raw_fd);
         let mut cmd = match options.user {
-            Some(user) => user.hpcagent(),
-            None => hpcagent(),
+            Some(user) => user.run(&judge_binary()),
+            None => Command::new(judge_binary()),
         };
         if options.no_namespaces {
             without_namespaces(&mut cmd);
@@ -465,6 +475,11 @@ impl Unprivileged {
     /// system's PATH, and Debian's Python with NumPy for the judge's oracle
     /// (root's own Python may lie where this user cannot reach).
     pub fn hpcagent(&self) -> Command {
+        self.run(Path::new(env!("CARGO_BIN_EXE_hpcagent")))
+    }
+
+    /// `binary` as this user, as [`Unprivileged::hpcagent`] runs hpcagent.
+    pub fn run(&self, binary: &Path) -> Command {
         let mut command = Command::new("setpriv");
         let id = Self::UID.to_string();
         command
@@ -474,7 +489,7 @@ impl Unprivileged {
                 "--clear-groups",
                 "--",
             ])
-            .arg(env!("CARGO_BIN_EXE_hpcagent"))
+            .arg(binary)
             .env_clear()
             .env("HOME", self.home())
             .env("PATH", "/usr/local/bin:/usr/bin:/bin")
