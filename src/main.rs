@@ -31,7 +31,7 @@ struct Cli {
 
 fn main() -> ExitCode {
     let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
-    if let Some(entry) = hpcagent_judge::runner::entry(&args) {
+    if let Some(entry) = hpcagent_runner::entry(&args) {
         commands::judge::run_process(entry);
     }
     if args == hpcagent_agent::sandbox::ENTRY {

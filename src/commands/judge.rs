@@ -262,8 +262,11 @@ struct ProfileArgs {
 
 /// Runs a judge's own helper process (`main` found its arguments: the
 /// supervisor of a run, a runner, the namespace probe) and exits with its status.
-pub fn run_process(entry: hpcagent_judge::runner::Entry) -> ! {
-    std::process::exit(hpcagent_judge::runner::run_entry(entry))
+pub fn run_process(entry: hpcagent_runner::Entry) -> ! {
+    std::process::exit(hpcagent_runner::run_entry(
+        entry,
+        hpcagent_judge::build::confined::main,
+    ))
 }
 
 pub fn run(args: JudgeArgs) -> anyhow::Result<()> {

@@ -13,8 +13,9 @@
 use rand_chacha::ChaCha8Rng;
 use rand_core::RngCore;
 
-use crate::data::{Case, seeded_rng};
+use crate::data::Case;
 use hpcagent_corpus::{Kernel, Precision, Preset, Sizes};
+use hpcagent_runner::draw::seeded_rng;
 
 /// The public case: what `Score` grades and `Task` describes.
 pub fn public(kernel: &Kernel, precision: Precision, preset: Preset, seed: u64) -> Case {

@@ -16,8 +16,8 @@ use std::path::Path;
 
 use crate::cases;
 use crate::data::{CaseInputs, DataCache, DataError, Reference};
-use crate::verify::{self, Output};
 use hpcagent_corpus::{DType, Kernel, Precision, Preset, Tolerance};
+use hpcagent_runner::verify::{self, Output};
 
 /// Seeds of the two cases compared (any two distinct seeds will do).
 const SEEDS: [u64; 2] = [1, 2];

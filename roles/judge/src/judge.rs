@@ -228,7 +228,7 @@ impl Isolation {
         // Judges on one node must not share users either (RLIMIT_NPROC counts
         // per user): the rank tells them apart, or else the process id.
         let instance = rank.unwrap_or(std::process::id());
-        let probed = crate::runner::probe(exe);
+        let probed = hpcagent_runner::probe(exe);
         Isolation {
             root: nix::unistd::geteuid().is_root(),
             uid_base: base + instance % 1_000_000 * SLOT_UIDS,

@@ -2,9 +2,9 @@
 //!
 //! Owns test data and the NumPy oracle over the task corpus
 //! ([`hpcagent_corpus`], a crate of its own) ([`data`]), building with a per-rank cache ([`build`]), where builds and
-//! runs get their directories ([`sandbox_dir`]), out-of-process runs timed
-//! from outside ([`runner`], [`timing`]), verification ([`verify`]),
-//! verdicts ([`verdict`]), an HPCAgent-Bench checkout's tasks
+//! runs get their directories ([`sandbox_dir`]), what to run and how to
+//! read it back (a run itself, timed from outside and its outputs compared,
+//! is [`hpcagent_runner`]'s, a crate of its own), verdicts ([`verdict`]), an HPCAgent-Bench checkout's tasks
 //! ([`hab_tasks`]), grading slots ([`slots`]), profilers ([`profile`]),
 //! the other judges that confirm an implausible speedup ([`peers`]),
 //! the gRPC Judge service ([`service`]) and the judge as a campaign's role
@@ -16,7 +16,6 @@ pub mod build;
 pub mod cases;
 pub mod data;
 pub mod discrimination;
-pub mod finite;
 pub mod grade;
 pub mod hab_tasks;
 pub mod judge;
@@ -25,14 +24,11 @@ pub mod peers;
 pub mod profile;
 pub mod profilers;
 pub mod role;
-pub mod runner;
 pub mod sandbox_dir;
 pub mod service;
 pub mod slots;
 pub mod standalone;
-pub mod timing;
 pub mod verdict;
-pub mod verify;
 pub mod warm;
 
 pub use judge::{Judge, JudgeConfig, JudgeError, Submission};

@@ -12,8 +12,8 @@ use std::str::FromStr;
 use hpcagent_proto::v1 as pb;
 use serde::{Deserialize, Serialize, Serializer};
 
-use crate::finite::finite_or_string;
-use crate::verify::Mismatch;
+use hpcagent_runner::finite::finite_or_string;
+use hpcagent_runner::verify::Mismatch;
 
 /// How a grade ended, ordered from best to worst.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]

@@ -17,8 +17,6 @@ pub mod hab;
 pub mod translated;
 pub mod worker;
 
-pub use generate::{Draw, seeded_rng};
-
 use hpcagent_client::words::tail;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::os::unix::fs::PermissionsExt;

@@ -27,13 +27,14 @@
 use rand_core::RngCore;
 
 use crate::data::hab::{HabCase, HabDataError, Need, check_fits};
-use crate::data::{CaseInputs, Reference, seeded_rng};
+use crate::data::{CaseInputs, Reference};
 use crate::hab_tasks::{Denominator, HabTasks, renaming};
 use crate::judge::{Judge, Submission};
 use crate::slots::Slot;
 use crate::verdict::{Status, Verdict};
 use hpcagent_corpus::hab::{HabError, InputPlan, Kernel, ROTATIONS, Symbols, Variation};
 use hpcagent_corpus::{Preset, Sizes};
+use hpcagent_runner::draw::seeded_rng;
 
 use super::{
     Expected, Extras, Marks, Mode, PlanError, Planner, Prepared, Public, checks_after_public, fail,

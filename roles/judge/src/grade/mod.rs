@@ -1,7 +1,7 @@
 //! Grading: build, run beside the baseline, verify, and the verdict.
 //!
 //! A grade builds the submission and the kernel's baseline (both cached,
-//! [`prepare`], [`baseline`]), then one run ([`run`], [`crate::runner`])
+//! [`prepare`], [`baseline`]), then one run ([`run`], [`hpcagent_runner`])
 //! times them in pairs on fresh inputs from outside both processes,
 //! compares every pair's outputs, and calls the submission on the public
 //! case (and, for `Submit`, the held-out cases and the public case twice
@@ -36,9 +36,9 @@ use crate::cases;
 use crate::data::{Case, CaseInputs, Reference};
 use crate::judge::{Judge, JudgeError, Submission};
 use crate::slots::Slot;
-use crate::timing::StopRule;
 use crate::verdict::{Status, Verdict};
 use hpcagent_corpus::{Kernel, Precision, Preset, Sizes};
+use hpcagent_runner::timing::StopRule;
 
 /// Score (public case only) or Submit (plus held-out cases and determinism).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -9,13 +9,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::data::{CaseInputs, Reference};
-use crate::runner::floor::Floor;
-use crate::runner::protocol::{Event, Side};
-use crate::runner::{RunOutcome, Verifier};
-use crate::timing::{Speedup, StopRule};
 use crate::verdict::{Status, Timing, Verdict};
-use crate::verify::{self, Comparison, Output};
 use hpcagent_corpus::{DType, Tolerance};
+use hpcagent_runner::floor::Floor;
+use hpcagent_runner::protocol::{Event, Side};
+use hpcagent_runner::timing::{Speedup, StopRule};
+use hpcagent_runner::verify::{self, Comparison, Output};
+use hpcagent_runner::{RunOutcome, Verifier};
 
 use super::Mode;
 

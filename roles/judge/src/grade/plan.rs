@@ -12,9 +12,9 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use crate::data::{CaseInputs, Reference};
-use crate::runner::protocol::{ArraySpec, RunArg, Step};
-use crate::timing::StopRule;
 use hpcagent_corpus::{DType, Init, Kernel, Precision, ScalarValue, SizeError, Sizes, abi};
+use hpcagent_runner::protocol::{ArraySpec, RunArg, Step};
+use hpcagent_runner::timing::StopRule;
 
 use super::{Checked, Read};
 

@@ -117,7 +117,7 @@ fn check_device(language: Language) -> Result<(), JudgeError> {
         _ => return Ok(()),
     };
     let count =
-        seen.get_or_init(|| crate::runner::device::count(language).map_err(|e| e.to_string()));
+        seen.get_or_init(|| hpcagent_runner::device::count(language).map_err(|e| e.to_string()));
     match count {
         Ok(n) if *n > 0 => Ok(()),
         Ok(_) => Err(JudgeError::FailedPrecondition(format!(

@@ -1,6 +1,6 @@
 //! One run of a plan's steps: the libraries placed out of each other's
 //! reach, the runner's limits and environment (a slot's CPUs and GPU), and
-//! the supervisor launched ([`crate::runner::launch`]). It does not decide
+//! the supervisor launched ([`hpcagent_runner::launch`]). It does not decide
 //! the steps ([`super::plan`]) nor read their report ([`super::outcome`]).
 
 use std::path::Path;
@@ -11,11 +11,11 @@ use hpcagent_sandbox::limits::Limits;
 
 use crate::build::{Built, passthrough_env};
 use crate::judge::Judge;
-use crate::runner::protocol::{CallBudget, Request};
-use crate::runner::{Launch, LaunchError, RunOutcome, Verifier, launch};
 use crate::sandbox_dir;
 use crate::slots::Slot;
 use hpcagent_corpus::language::Language;
+use hpcagent_runner::protocol::{CallBudget, Request};
+use hpcagent_runner::{Launch, LaunchError, RunOutcome, Verifier, launch};
 
 use super::{Planner, Prepared};
 

@@ -37,8 +37,8 @@ use crate::grade::{
     Checked, Expected, Extras, Mode, Planner, Read, finish, judge_outcome, prepare, run,
 };
 use crate::judge::{Judge, JudgeError, Submission};
-use crate::runner::protocol::Event;
 use crate::verdict::Status;
+use hpcagent_runner::protocol::Event;
 
 /// Default PAPI events when the request names none.
 const PAPI_DEFAULT: &[&str] = &["PAPI_TOT_INS", "PAPI_TOT_CYC", "PAPI_L1_DCM", "PAPI_L2_DCM"];

@@ -1,4 +1,42 @@
-//! Running a submission out of process, timed from outside it.
+//! Running a submission out of process, timed from outside it: the core a
+//! leaderboard rests on, in a crate of its own so that it can be audited
+//! alone. The judge (hpcagent-judge) decides what to run and grades what
+//! comes back; this crate runs it, times it and compares its outputs.
+//!
+//! # Threat model
+//!
+//! The code it runs is hostile: written by an optimizer that gains from
+//! any speedup, honest arithmetic or not. It holds, whatever that code
+//! does:
+//!
+//! - **The clock is the supervisor's.** Every call is timed by the
+//!   supervisor, from before it hands the call over to after the runner
+//!   says it ended; nothing the runner reports is a time, and a byte on its
+//!   channel only ends a call ([`supervisor`]).
+//! - **Between calls nothing of the runner runs.** Its threads are held by
+//!   ptrace-stops (sandbox::hold), which no `SIGCONT` ends; seccomp refuses
+//!   what would arrange one anyway (timers, `O_ASYNC`/`F_SETSIG`, signals to
+//!   itself), processes, and changes of its scheduling or CPUs, which are
+//!   not its supervisor's (`child`, [`process`]).
+//! - **The supervisor cannot be held.** Every read and write on a runner's
+//!   channels has a deadline, the channels are of mode 0 (not reopened by
+//!   `/proc/self/fd`) and cannot be resized: a stall is the submission's
+//!   timeout, never the judge's error.
+//! - **Inputs it cannot know.** Timed inputs are drawn for the run from a
+//!   secret of the grade ([`draw`]), every timed call's outputs are compared
+//!   with the baseline's on the same inputs, and output arrays hold
+//!   canaries before each call ([`verify`]): caches, replays and skipped
+//!   work are wrong answers.
+//! - **Nothing it does outlives or leaves its run.** A PID, mount, IPC and
+//!   network namespace per run, Landlock, limits, and the whole tree killed
+//!   at the end; the node's timing lock is the supervisor's own open file,
+//!   free the moment it dies.
+//!
+//! docs/judge-contract.md's threat table names each attack, its defence and
+//! the test that attacks it; `scripts/defences-off.sh` runs those tests
+//! against the judge before the defences and sees them fail.
+//!
+//! # How a run goes
 //!
 //! The judge starts `hpcagent judge exec` (the [`supervisor`]) with the run's
 //! request, a channel for its reports and, for a timed run, the node's
@@ -12,12 +50,16 @@
 
 mod buffers;
 mod child;
-pub(crate) mod device;
+pub mod device;
+pub mod draw;
+pub mod finite;
 pub mod floor;
 mod papi;
 pub mod process;
 pub mod protocol;
 pub mod supervisor;
+pub mod timing;
+pub mod verify;
 
 use std::collections::BTreeMap;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -47,7 +89,7 @@ pub enum Entry {
     /// here, and be held by ptrace.
     Probe,
     /// `judge exec --compile SETUP COMPILER ARGS...`: a compiler in walls
-    /// of its own ([`crate::build::confined`]).
+    /// of its own (the judge's build, `build::confined` in hpcagent-judge).
     Compile,
     /// `judge exec --loopback PROGRAM ARGS...`: PROGRAM (a profiler, with
     /// the supervisor under it) in a network namespace of its own whose
@@ -71,12 +113,14 @@ pub fn entry(args: &[std::ffi::OsString]) -> Option<Entry> {
     }
 }
 
-/// Runs an entry; its exit code.
-pub fn run_entry(entry: Entry) -> i32 {
+/// Runs an entry; its exit code. `compile` is [`Entry::Compile`]'s: the
+/// confined compiler belongs to the judge's builds, which this crate does
+/// not know.
+pub fn run_entry(entry: Entry, compile: fn() -> i32) -> i32 {
     match entry {
         Entry::Supervisor => supervisor::main(&mut std::io::stdin().lock()),
         Entry::Runner => process::main(),
-        Entry::Compile => crate::build::confined::main(),
+        Entry::Compile => compile(),
         Entry::Loopback => loopback_main(),
         Entry::Probe => {
             let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("/proc/self/exe"));

@@ -1,7 +1,7 @@
 //! Device memory for cuda and hip runs: through the CUDA driver (cudarc,
 //! loaded at run time) or the HIP runtime (libamdhip64, loaded at run time).
 //! Host languages need none: their kernels work in the shared buffers
-//! themselves ([`super::buffers`]).
+//! themselves (`buffers`).
 
 use std::ffi::c_void;
 

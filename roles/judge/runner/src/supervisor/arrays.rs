@@ -12,9 +12,9 @@ use std::rc::Rc;
 use super::{Run, fail};
 use rand_chacha::ChaCha8Rng;
 
-use crate::data::{Draw, seeded_rng};
-use crate::runner::buffers::{Layout, Mapping};
-use crate::runner::protocol::{Request, RunArg, Side};
+use crate::buffers::{Layout, Mapping};
+use crate::draw::{Draw, seeded_rng};
+use crate::protocol::{Request, RunArg, Side};
 use crate::verify::{self, Output, canary};
 use hpcagent_corpus::{DType, Init, Role, Tolerance};
 
@@ -381,7 +381,7 @@ fn pin_this_thread(cpu: usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::data::seeded_rng;
+    use crate::draw::seeded_rng;
 
     #[test]
     fn inputs_drawn_in_pieces_on_several_cpus_are_those_drawn_at_once() {

@@ -14,7 +14,7 @@
 //! the submission's code shares its runner's address space and could make
 //! that runner's empty calls as slow as it likes (a floor it inflated would
 //! be subtracted from its own times). Its calls are [`FLOOR_CALLS`] calls of
-//! the [`FLOOR`](crate::runner::process::FLOOR) index right after the
+//! the [`FLOOR`](crate::process::FLOOR) index right after the
 //! warm-up pair, made as every timed call is (the same CPUs, the same moves
 //! between them), while the submission's runner is held.
 //!
