@@ -19,7 +19,7 @@ use hpcagent_agent::policy::builtin::{self, Limits};
 use hpcagent_agent::prompt;
 use hpcagent_agent::tools::Toolbox;
 use hpcagent_agent::workspace::Workspace;
-use hpcagent_client::AttemptOutcome;
+use hpcagent_common::AttemptOutcome;
 use hpcagent_proto::v1 as pb;
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -139,7 +139,7 @@ async fn run(stand_in: &StandIn, judge: &JudgeServer, dir: &Path, max_turns: u32
         ..Default::default()
     };
     // The orchestrator is needed only to move off a failing replica or judge.
-    let orchestrator = hpcagent_client::connect_lazy("http://127.0.0.1:9", "unused").unwrap();
+    let orchestrator = hpcagent_common::connect_lazy("http://127.0.0.1:9", "unused").unwrap();
     let judge_link = JudgeLink::new(orchestrator.clone(), &lease, "unused");
     let workspace = Workspace::create(dir).unwrap();
     let tools = Toolbox::new(lease.clone(), judge_link, workspace, "agent-0", None);

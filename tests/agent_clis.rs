@@ -20,7 +20,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::Mutex;
 
 use common::{assert_settled_exactly_once, example, hpcagent, only_run_dir, repo, stderr, stdout};
-use hpcagent_client::AttemptOutcome;
+use hpcagent_common::AttemptOutcome;
 use hpcagent_orchestrator::store::{AttemptRow, Reader, TaskResult};
 use serde_json::Value;
 

@@ -33,7 +33,7 @@ async fn serve_tools(dir: &std::path::Path, judge: &JudgeServer, secret: &str) -
         ..Default::default()
     };
     // Only a failing judge would make the tools call the orchestrator.
-    let orchestrator = hpcagent_client::connect_lazy("http://127.0.0.1:9", "unused").unwrap();
+    let orchestrator = hpcagent_common::connect_lazy("http://127.0.0.1:9", "unused").unwrap();
     let link = JudgeLink::new(orchestrator, &lease, "unused");
     let tools = Toolbox::new(
         lease,

@@ -25,7 +25,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use hpcagent_client::{AttemptOutcome, Leases, Pulled, Records};
+use hpcagent_common::{AttemptOutcome, Leases, Pulled, Records};
 use hpcagent_orchestrator::store::{self, Reader};
 use hpcagent_proto::v1 as pb;
 use tokio::task::JoinSet;
@@ -155,7 +155,7 @@ async fn agent(
                 continue;
             }
         };
-        hpcagent_client::make_attempt_dir(&lease)
+        hpcagent_common::make_attempt_dir(&lease)
             .with_context(|| format!("cannot make {}", lease.attempt_dir))?;
         judges
             .get(&lease.judge_url)

@@ -17,9 +17,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use hpcagent_client::config::{self, Override};
-use hpcagent_client::plan::Role;
-use hpcagent_client::{AttemptOutcome, Client, Leases, Pulled, Records};
+use hpcagent_common::config::{self, Override};
+use hpcagent_common::plan::Role;
+use hpcagent_common::{AttemptOutcome, Client, Leases, Pulled, Records};
 use hpcagent_orchestrator::allocation::Allocation;
 use hpcagent_orchestrator::placement::{self, Layout};
 use hpcagent_proto::v1 as pb;
@@ -61,7 +61,7 @@ pub struct Outcome {
 
 /// The plan of a `nodes`-node allocation: half agent nodes (with
 /// `agents` workers in all), half judge nodes.
-fn plan_of(options: &Options) -> anyhow::Result<hpcagent_client::plan::Plan> {
+fn plan_of(options: &Options) -> anyhow::Result<hpcagent_common::plan::Plan> {
     let agent_nodes = options.nodes / 2;
     anyhow::ensure!(
         agent_nodes > 0 && options.agents.is_multiple_of(agent_nodes),
@@ -255,7 +255,7 @@ pub async fn agents(url: &str, tokens: &Path, workers: u32, seconds: u64) -> any
     mark(serde_json::json!({"phase": "registering"}));
     let mut clients: Vec<Instance> = Vec::new();
     for (name, token) in &tokens {
-        let mut client = hpcagent_client::connect(url, token.as_str().unwrap_or("")).await?;
+        let mut client = hpcagent_common::connect(url, token.as_str().unwrap_or("")).await?;
         let (role, endpoint) = if name.starts_with("judge-") {
             let index: usize = name.trim_start_matches("judge-").parse()?;
             (pb::Role::Judge, sim::judge_endpoint(index))

@@ -9,8 +9,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use hpcagent_client::plan::Role;
-use hpcagent_client::{Client, Records};
+use hpcagent_common::plan::Role;
+use hpcagent_common::{Client, Records};
 use hpcagent_orchestrator::auth::Tokens;
 use hpcagent_orchestrator::control::Control;
 use hpcagent_orchestrator::live::{Campaign, RoleEntry};
@@ -137,7 +137,7 @@ impl Simulated {
             .tokens
             .of(instance)
             .with_context(|| format!("no instance {instance}"))?;
-        hpcagent_client::connect(&self.url, token).await
+        hpcagent_common::connect(&self.url, token).await
     }
 
     /// Registers every judge and reports it ready; returns their verdict

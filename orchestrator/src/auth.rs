@@ -21,8 +21,8 @@ use std::collections::HashMap;
 use sha2::{Digest, Sha256};
 use tonic::{Request, Status};
 
-use hpcagent_client::plan::Role;
-use hpcagent_client::{bearer, constant_time_eq};
+use hpcagent_common::plan::Role;
+use hpcagent_common::{bearer, constant_time_eq};
 
 /// Who a caller is, as its token says.
 #[derive(Debug, Clone, PartialEq, Eq)]

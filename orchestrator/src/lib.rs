@@ -1,12 +1,12 @@
 //! The orchestrator: from an env file and an allocation to a running campaign.
 //!
-//! Reads the campaign's configuration (`hpcagent_client::config`, which
+//! Reads the campaign's configuration (`hpcagent_common::config`, which
 //! roles share), and owns Slurm hostlists
 //! ([`hostlist`]), what the allocation holds ([`allocation`]), the assignment
-//! of nodes to role instances ([`placement`], producing a `hpcagent_client::plan::Plan`),
+//! of nodes to role instances ([`placement`], producing a `hpcagent_common::plan::Plan`),
 //! driving Slurm's commands ([`slurm`]), and running a campaign
 //! ([`campaign`]): the control plane roles talk to ([`control`]; the
-//! roles' side is `hpcagent-client`) and its tokens ([`auth`]), the task
+//! roles' side is `hpcagent-common`) and its tokens ([`auth`]), the task
 //! scheduler ([`scheduler`]), the results store ([`store`]), launching and
 //! supervising role instances ([`executor`], [`supervisor`]), and what the
 //! running campaign shares between them ([`live`]). It does not own what the roles do inside

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use crate::auth::Tokens;
 use crate::scheduler::{AttemptEnd, Scheduler, Service, TaskState};
 use crate::store::{AgentReport, AttemptRecord, Store, VerdictRecord};
-use hpcagent_client::plan::Role;
+use hpcagent_common::plan::Role;
 
 /// Where a role instance is in its life.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -13,8 +13,8 @@ use std::path::{Path, PathBuf};
 use crate::allocation::Allocation;
 use crate::hostlist;
 use crate::slurm::{StepSpec, hetjob, srun_argv};
-use hpcagent_client::config::{Config, ConfigError, Diagnostic};
-use hpcagent_client::plan::{
+use hpcagent_common::config::{Config, ConfigError, Diagnostic};
+use hpcagent_common::plan::{
     OrchestratorEndpoint, Parallelism, Plan, Role, RoleInstance, VllmLaunch,
 };
 
@@ -117,7 +117,7 @@ pub fn place(
 /// them all.
 fn node_pools(
     nodes: &[String],
-    components: &[hpcagent_client::plan::Component],
+    components: &[hpcagent_common::plan::Component],
 ) -> Vec<std::vec::IntoIter<String>> {
     let pools: Vec<Vec<String>> = if components.len() <= 1 {
         vec![nodes.to_vec()]
@@ -352,7 +352,7 @@ struct Builder<'a> {
     layout: &'a Layout,
     node: Node,
     /// The components of a heterogeneous job; `None` for an ordinary one.
-    het: Option<Vec<hpcagent_client::plan::Component>>,
+    het: Option<Vec<hpcagent_common::plan::Component>>,
     instances: Vec<RoleInstance>,
 }
 

@@ -24,8 +24,8 @@ use tokio::sync::{mpsc, watch};
 
 use crate::executor::{Executor, Step, last_words};
 use crate::live::{Campaign, RoleState};
-use hpcagent_client::REFUSED_EXIT;
-use hpcagent_client::plan::{Role, RoleInstance};
+use hpcagent_common::REFUSED_EXIT;
+use hpcagent_common::plan::{Role, RoleInstance};
 
 pub const MAX_RESTARTS: u32 = 3;
 /// An instance that ran this long before it died starts its restarts afresh:

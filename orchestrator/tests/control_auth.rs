@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use hpcagent_client::plan::Role;
-use hpcagent_client::{AttemptOutcome, Leases, Pulled, Records};
+use hpcagent_common::plan::Role;
+use hpcagent_common::{AttemptOutcome, Leases, Pulled, Records};
 use hpcagent_orchestrator::auth::Tokens;
 use hpcagent_orchestrator::control::Control;
 use hpcagent_orchestrator::live::{Campaign, RoleEntry};
@@ -132,7 +132,7 @@ fn completion(lease: &str, outcome: AttemptOutcome) -> pb::Completion {
 
 /// A judge registered and ready, and its verdict line.
 async fn ready_judge(running: &Running, name: &str) -> Records {
-    let mut judge = hpcagent_client::connect(&running.url, running.tokens.of(name).unwrap())
+    let mut judge = hpcagent_common::connect(&running.url, running.tokens.of(name).unwrap())
         .await
         .unwrap();
     judge
@@ -183,7 +183,7 @@ async fn only_judges_record_results_and_every_call_needs_a_token() {
     assert_eq!(err.code(), tonic::Code::Unauthenticated);
 
     // A made-up token.
-    let stranger = hpcagent_client::connect(&running.url, "0123456789abcdef")
+    let stranger = hpcagent_common::connect(&running.url, "0123456789abcdef")
         .await
         .unwrap();
     let err = Records::new(stranger)
@@ -194,7 +194,7 @@ async fn only_judges_record_results_and_every_call_needs_a_token() {
 
     // The judge registers and is ready; the agent takes the lease.
     let judge = ready_judge(&running, "judge-0").await;
-    let mut agent = hpcagent_client::connect(&running.url, running.tokens.of("agent-0").unwrap())
+    let mut agent = hpcagent_common::connect(&running.url, running.tokens.of("agent-0").unwrap())
         .await
         .unwrap();
     let leases = Leases::new(agent.clone(), "agent-0");
@@ -247,7 +247,7 @@ async fn only_judges_record_results_and_every_call_needs_a_token() {
 async fn a_verdict_for_another_task_is_refused() {
     let running = start().await;
     let judge = ready_judge(&running, "judge-0").await;
-    let agent = hpcagent_client::connect(&running.url, running.tokens.of("agent-0").unwrap())
+    let agent = hpcagent_common::connect(&running.url, running.tokens.of("agent-0").unwrap())
         .await
         .unwrap();
     let lease = lease_of(&Leases::new(agent, "agent-0")).await;
@@ -261,7 +261,7 @@ async fn a_verdict_for_another_task_is_refused() {
 async fn an_instance_acts_only_as_itself() {
     let running = start().await;
     let connect =
-        |name: &str| hpcagent_client::connect(&running.url, running.tokens.of(name).unwrap());
+        |name: &str| hpcagent_common::connect(&running.url, running.tokens.of(name).unwrap());
     let judge = ready_judge(&running, "judge-0").await;
     let mut other_judge = connect("judge-1").await.unwrap();
     let err = other_judge
@@ -332,7 +332,7 @@ async fn an_instance_acts_only_as_itself() {
 async fn a_refused_item_refuses_only_itself() {
     let running = start().await;
     let connect =
-        |name: &str| hpcagent_client::connect(&running.url, running.tokens.of(name).unwrap());
+        |name: &str| hpcagent_common::connect(&running.url, running.tokens.of(name).unwrap());
     ready_judge(&running, "judge-0").await;
     let mut judge = connect("judge-0").await.unwrap();
     let mut agent = connect("agent-0").await.unwrap();
@@ -403,7 +403,7 @@ async fn a_refused_item_refuses_only_itself() {
 async fn a_request_refused_whole_ends_its_stream() {
     let running = start().await;
     ready_judge(&running, "judge-0").await;
-    let mut agent = hpcagent_client::connect(&running.url, running.tokens.of("agent-0").unwrap())
+    let mut agent = hpcagent_common::connect(&running.url, running.tokens.of("agent-0").unwrap())
         .await
         .unwrap();
     let asks = [

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
-use hpcagent_client::speedup::Speedup;
+use hpcagent_common::speedup::Speedup;
 use hpcagent_orchestrator::store::TaskRow;
 
 use crate::data::{RunData, Summary, outcome};

@@ -91,12 +91,12 @@ impl RunIdentity {
     }
 }
 
-pub(crate) fn read_plan(run_dir: &Path) -> Option<hpcagent_client::plan::Plan> {
+pub(crate) fn read_plan(run_dir: &Path) -> Option<hpcagent_common::plan::Plan> {
     let text = std::fs::read_to_string(run_dir.join("plan.json")).ok()?;
     serde_json::from_str(&text).ok()
 }
 
-fn nodes_per_role(plan: &hpcagent_client::plan::Plan) -> BTreeMap<String, usize> {
+fn nodes_per_role(plan: &hpcagent_common::plan::Plan) -> BTreeMap<String, usize> {
     let mut nodes: BTreeMap<String, std::collections::BTreeSet<&str>> = BTreeMap::new();
     for instance in &plan.instances {
         let role = format!("{:?}", instance.role).to_lowercase();

@@ -245,7 +245,7 @@ fn startup_bench(a: StartupArgs) -> anyhow::Result<()> {
     };
     let local = startup::measure(&options, startup::Executor::Local)?;
     println!("hpcagent up, local executor: every agent and judge ready in {local:.2} s");
-    let config = hpcagent_client::config::load(Some(&options.env), Vec::new())?;
+    let config = hpcagent_common::config::load(Some(&options.env), Vec::new())?;
     let nodes = config.node_total();
     match peers::srun_true() {
         Ok(srun) => {

@@ -1,7 +1,7 @@
 //! `hpcagent config`: the resolved configuration with provenance, or the docs.
 
 use clap::Args;
-use hpcagent_client::config::docs;
+use hpcagent_common::config::docs;
 
 use super::ConfigFlags;
 

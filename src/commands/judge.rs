@@ -634,7 +634,7 @@ pub fn print_verdict(v: &Verdict, json: bool) -> anyhow::Result<()> {
             .speedup
             .map(|s| {
                 let speedup =
-                    hpcagent_client::speedup::Speedup::new(s, v.speedup_low, v.speedup_high);
+                    hpcagent_common::speedup::Speedup::new(s, v.speedup_low, v.speedup_high);
                 // "no change" stands alone; a change reads "speedup 1.23x".
                 let word = if speedup.no_change() { "" } else { "speedup " };
                 format!(" → {word}{speedup}")

@@ -19,8 +19,8 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
-use hpcagent_client::config::{self as cfg, Config, ConfigError, Override};
-use hpcagent_client::{REFUSED_EXIT, Refused};
+use hpcagent_common::config::{self as cfg, Config, ConfigError, Override};
+use hpcagent_common::{REFUSED_EXIT, Refused};
 use hpcagent_orchestrator::allocation::AllocationError;
 
 #[derive(Debug, Subcommand)]

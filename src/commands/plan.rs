@@ -5,8 +5,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use clap::Args;
-use hpcagent_client::config::Config;
-use hpcagent_client::plan::Plan;
+use hpcagent_common::config::Config;
+use hpcagent_common::plan::Plan;
 use hpcagent_orchestrator::allocation::{Allocation, Sourced};
 use hpcagent_orchestrator::placement;
 
@@ -109,6 +109,6 @@ fn default_run_dir(config: &Config, allocation: &Allocation) -> PathBuf {
 /// Writes the plan whole: a reader never sees half a plan.
 fn write_json(plan: &Plan, path: &Path) -> anyhow::Result<()> {
     let json = serde_json::to_string_pretty(plan)? + "\n";
-    hpcagent_client::files::write_atomic(path, json.as_bytes(), 0o644)
+    hpcagent_common::files::write_atomic(path, json.as_bytes(), 0o644)
         .with_context(|| format!("cannot write {}", path.display()))
 }

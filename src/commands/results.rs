@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
-use hpcagent_client::speedup::Speedup;
+use hpcagent_common::speedup::Speedup;
 use hpcagent_orchestrator::store::{Reader, TaskResult};
 
 #[derive(Debug, Clone, Copy, ValueEnum)]

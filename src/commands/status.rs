@@ -59,7 +59,7 @@ async fn live(endpoint: &std::path::Path) -> anyhow::Result<pb::StatusSnapshot> 
     let info: serde_json::Value = serde_json::from_str(&text)?;
     let address = info["address"].as_str().context("no address")?;
     let token = info["observer_token"].as_str().context("no token")?;
-    let mut client = hpcagent_client::connect(address, token).await?;
+    let mut client = hpcagent_common::connect(address, token).await?;
     let mut stream = client
         .watch_status(pb::WatchStatusRequest {})
         .await?

@@ -168,7 +168,7 @@ pub fn run(args: UpArgs) -> anyhow::Result<ExitCode> {
 
 /// A Slurm job's part in its run directory's chain.
 struct ChainedJob {
-    config: hpcagent_client::config::Config,
+    config: hpcagent_common::config::Config,
     exe: PathBuf,
     run_dir: PathBuf,
     job: String,
@@ -234,8 +234,8 @@ impl ChainedJob {
 
 /// What LLM agents need that only they check: refused here, before any
 /// step starts, rather than by every agent after the model has loaded.
-fn preflight(config: &hpcagent_client::config::Config) -> anyhow::Result<()> {
-    use hpcagent_client::config::Policy;
+fn preflight(config: &hpcagent_common::config::Config) -> anyhow::Result<()> {
+    use hpcagent_common::config::Policy;
     if config.settings.agent_policy == Policy::Baseline {
         return Ok(());
     }

@@ -30,10 +30,10 @@ use crate::scheduler::{Scheduler, Service, Settings, Task, TaskState};
 use crate::slurm::chain;
 use crate::store::{AgentReport, Reader, Store, TaskRow};
 use crate::supervisor::{self, Critical};
-use hpcagent_client::JUDGE_TOKEN_VAR;
-use hpcagent_client::config::Config;
-use hpcagent_client::plan::{Plan, Role};
-use hpcagent_client::{ORCHESTRATOR_VAR, TOKEN_VAR};
+use hpcagent_common::JUDGE_TOKEN_VAR;
+use hpcagent_common::config::Config;
+use hpcagent_common::plan::{Plan, Role};
+use hpcagent_common::{ORCHESTRATOR_VAR, TOKEN_VAR};
 
 /// File in the run directory telling clients where the orchestrator listens.
 pub const ENDPOINT_FILE: &str = "orchestrator.json";
@@ -320,7 +320,7 @@ async fn serve(
         ExecutorKind::Local => ("127.0.0.1:0".to_string(), "127.0.0.1".to_string()),
         ExecutorKind::Slurm { .. } => (
             format!("0.0.0.0:{}", plan.orchestrator.port),
-            hpcagent_client::hostname(),
+            hpcagent_common::hostname(),
         ),
     };
     let listener = match tokio::net::TcpListener::bind(&bind).await {
@@ -355,7 +355,7 @@ fn role_environments(
     plan: &Plan,
     tokens: &Tokens,
     address: &str,
-) -> Vec<(hpcagent_client::plan::RoleInstance, Vec<(String, String)>)> {
+) -> Vec<(hpcagent_common::plan::RoleInstance, Vec<(String, String)>)> {
     let secret = format!("{}", rand::random::<u64>());
     plan.instances
         .iter()
@@ -384,7 +384,7 @@ fn role_environments(
 async fn run<E: Executor>(
     executor: Arc<E>,
     campaign: Arc<Campaign>,
-    instances: Vec<(hpcagent_client::plan::RoleInstance, Vec<(String, String)>)>,
+    instances: Vec<(hpcagent_common::plan::RoleInstance, Vec<(String, String)>)>,
     up: &Up,
 ) -> Outcome {
     let (shutdown_tx, shutdown) = watch::channel(false);
@@ -536,7 +536,7 @@ fn lock_run_dir(run_dir: &Path) -> anyhow::Result<std::fs::File> {
 /// Writes `path` whole, created with `mode` so a secret is never readable
 /// by others, not even for a moment.
 fn write_file(path: &Path, text: &str, mode: u32) -> anyhow::Result<()> {
-    hpcagent_client::files::write_atomic(path, text.as_bytes(), mode)
+    hpcagent_common::files::write_atomic(path, text.as_bytes(), mode)
         .with_context(|| format!("cannot write {}", path.display()))
 }
 

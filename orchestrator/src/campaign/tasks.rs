@@ -18,7 +18,7 @@ use hpcagent_corpus::{Corpus, Kernel, Precision, Preset};
 use serde::Deserialize;
 
 use crate::scheduler::TaskSpec;
-use hpcagent_client::config::{Config, ConfigError, Origin};
+use hpcagent_common::config::{Config, ConfigError, Origin};
 
 /// A kernel with the languages (and optional precision and preset) to run it in.
 type Selected<'a> = (&'a Kernel, Vec<String>, Option<String>, Option<Preset>);
@@ -178,7 +178,7 @@ fn unknown_kernel(corpus: &Corpus, refused: &BTreeMap<String, String>, name: &st
         return format!("{key} cannot be graded: {why}");
     }
     let nearest =
-        hpcagent_client::words::nearest(name, corpus.kernels.iter().map(|k| k.name.as_str()))
+        hpcagent_common::words::nearest(name, corpus.kernels.iter().map(|k| k.name.as_str()))
             .map(|n| format!("; did you mean {n}?"))
             .unwrap_or_default();
     format!(
@@ -265,7 +265,7 @@ pub fn corpus_version(dir: &std::path::Path) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use hpcagent_client::config::{Sources, resolve};
+    use hpcagent_common::config::{Sources, resolve};
 
     fn tasks(kernels: &str) -> Result<Vec<TaskSpec>, ConfigError> {
         let dir = tempfile::tempdir().unwrap();

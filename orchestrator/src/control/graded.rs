@@ -8,8 +8,8 @@ use tonic::Status;
 use crate::auth::Principal;
 use crate::scheduler::{Submitter, TaskSpec};
 use crate::store::VerdictRecord;
-use hpcagent_client::AttemptOutcome;
-use hpcagent_client::speedup::Speedup;
+use hpcagent_common::AttemptOutcome;
+use hpcagent_common::speedup::Speedup;
 
 /// A judge's record, read into what the store keeps before the scheduler
 /// lock is taken (the verdict's JSON is made here).

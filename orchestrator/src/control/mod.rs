@@ -18,7 +18,7 @@ mod graded;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use hpcagent_client::AttemptOutcome;
+use hpcagent_common::AttemptOutcome;
 use hpcagent_proto::v1 as pb;
 use hpcagent_proto::v1::orchestrator_server::{Orchestrator, OrchestratorServer};
 use tokio_stream::wrappers::ReceiverStream;
@@ -29,7 +29,7 @@ use crate::live::{Campaign, RoleState, service_of};
 use crate::scheduler::{AttemptEnd, Completion, Grant, Pull, RecordError, Scheduler, Service};
 use crate::store::{AgentReport, AttemptStart};
 use graded::{Graded, check_verdict_matches};
-use hpcagent_client::plan::Role;
+use hpcagent_common::plan::Role;
 
 /// The most items one batch may carry.
 pub const MAX_BATCH: usize = 1024;

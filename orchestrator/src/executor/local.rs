@@ -12,7 +12,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use super::{Executor, LaunchError, Step, log_file};
-use hpcagent_client::plan::RoleInstance;
+use hpcagent_common::plan::RoleInstance;
 
 pub struct LocalExecutor {
     pub run_dir: PathBuf,

@@ -14,7 +14,7 @@ use std::future::Future;
 use std::path::Path;
 use std::time::Duration;
 
-use hpcagent_client::plan::RoleInstance;
+use hpcagent_common::plan::RoleInstance;
 
 /// A launched instance: its process (the role itself, or its `srun`).
 pub struct Step {

@@ -21,7 +21,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use super::{Executor, LaunchError, Step, log_file};
-use hpcagent_client::plan::RoleInstance;
+use hpcagent_common::plan::RoleInstance;
 
 /// The job's own requests, which sbatch exports and every srun reads as
 /// its own options unless they are gone from its environment:

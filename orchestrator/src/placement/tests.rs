@@ -1,6 +1,6 @@
 use super::*;
 use crate::allocation::Sourced;
-use hpcagent_client::config::{Sources, resolve};
+use hpcagent_common::config::{Sources, resolve};
 
 fn config(text: &str) -> Config {
     let dir = tempfile::tempdir().unwrap();

@@ -21,7 +21,7 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::{Duration, Instant};
 
-use hpcagent_client::AttemptOutcome;
+use hpcagent_common::AttemptOutcome;
 
 mod pool;
 

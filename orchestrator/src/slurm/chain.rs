@@ -21,7 +21,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::sbatch::{self, Campaign, SubmitError};
-use hpcagent_client::config::Config;
+use hpcagent_common::config::Config;
 
 /// The chain's record in a run directory.
 pub const FILE_NAME: &str = "jobs.jsonl";

@@ -19,8 +19,8 @@ use std::path::{Path, PathBuf};
 
 use toml::Value;
 
-use hpcagent_client::config::{Config, ConfigError};
-use hpcagent_client::plan::{Plan, Role};
+use hpcagent_common::config::{Config, ConfigError};
+use hpcagent_common::plan::{Plan, Role};
 
 /// Why an EDF cannot be found or rendered.
 #[derive(Debug, thiserror::Error)]

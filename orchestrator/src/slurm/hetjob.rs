@@ -13,9 +13,9 @@
 //! placement into node pools. With one partition there is one component and
 //! an ordinary job.
 
-use hpcagent_client::config::Config;
-use hpcagent_client::plan::Component;
-use hpcagent_client::plan::Role;
+use hpcagent_common::config::Config;
+use hpcagent_common::plan::Component;
+use hpcagent_common::plan::Role;
 
 /// The components the configuration asks for: one, or one per partition.
 pub fn components(config: &Config) -> Vec<Component> {
@@ -68,7 +68,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("t.env");
         std::fs::write(&path, text).unwrap();
-        hpcagent_client::config::resolve(&hpcagent_client::config::Sources {
+        hpcagent_common::config::resolve(&hpcagent_common::config::Sources {
             env_file: Some(path),
             ..Default::default()
         })

@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use super::hetjob;
-use hpcagent_client::config::{Config, Site};
+use hpcagent_common::config::{Config, Site};
 
 /// The batch script templates, one per site, compiled in so the binary works
 /// without a checkout.
@@ -80,7 +80,7 @@ impl BatchJob {
     pub fn command_line(&self) -> String {
         let mut argv = vec!["sbatch".to_string()];
         argv.extend(self.flags.iter().cloned());
-        hpcagent_client::words::join(&argv)
+        hpcagent_common::words::join(&argv)
     }
 }
 
@@ -205,7 +205,7 @@ fn component_flags(
         // CPU per node and every step but the first waits.
         "--exclusive".to_string(),
     ];
-    if let Some(memory) = hpcagent_client::config::site::job_memory(s.site) {
+    if let Some(memory) = hpcagent_common::config::site::job_memory(s.site) {
         flags.push(format!("--mem={memory}"));
     }
     if gpus && s.gpus_per_node > 0 {

@@ -12,7 +12,7 @@ use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use hpcagent_client::speedup::Speedup;
+use hpcagent_common::speedup::Speedup;
 use hpcagent_orchestrator::store::{AttemptRow, CampaignRow, Reader, TaskResult};
 use serde::Serialize;
 

@@ -158,7 +158,7 @@ pub fn render(kind: Kind, data: &RunData, out: &Path) -> Result<Figure, ReportEr
 /// The smallest and largest of `speedups`' values and interval ends, with
 /// 1: what a log speedup axis must hold.
 pub(crate) fn speedup_span<'a>(
-    speedups: impl Iterator<Item = &'a hpcagent_client::speedup::Speedup>,
+    speedups: impl Iterator<Item = &'a hpcagent_common::speedup::Speedup>,
 ) -> (f64, f64) {
     speedups
         .flat_map(|s| {

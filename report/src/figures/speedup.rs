@@ -12,7 +12,7 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-use hpcagent_client::speedup::Speedup;
+use hpcagent_common::speedup::Speedup;
 use hpcagent_orchestrator::store::TaskRow;
 
 use super::axis::Bands;

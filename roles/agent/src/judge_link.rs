@@ -11,7 +11,7 @@
 use std::future::Future;
 use std::time::{Duration, Instant};
 
-use hpcagent_client::{Bearer, Client, channel};
+use hpcagent_common::{Bearer, Client, channel};
 use hpcagent_proto::v1 as pb;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use hpcagent_client::Client;
+use hpcagent_common::Client;
 use hpcagent_proto::v1 as pb;
 use tonic::Code;
 

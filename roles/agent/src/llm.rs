@@ -12,7 +12,7 @@
 
 use std::time::{Duration, Instant};
 
-use hpcagent_client::Client;
+use hpcagent_common::Client;
 use hpcagent_proto::v1 as pb;
 use serde_json::Value;
 

@@ -13,10 +13,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use hpcagent_client::JUDGE_TOKEN_VAR;
-use hpcagent_client::config::{Config, Isolation, Policy};
-use hpcagent_client::{self as client, Client, Leases, Pulled, RoleContext, start_heartbeats};
-use hpcagent_client::{AttemptOutcome, Refused};
+use hpcagent_common::JUDGE_TOKEN_VAR;
+use hpcagent_common::config::{Config, Isolation, Policy};
+use hpcagent_common::{AttemptOutcome, Refused};
+use hpcagent_common::{Client, Leases, Pulled, RoleContext, start_heartbeats};
 use hpcagent_proto::v1 as pb;
 
 use crate::judge_link::JudgeLink;
@@ -148,7 +148,7 @@ pub async fn run(run_dir: &Path, instance: &str) -> anyhow::Result<()> {
 struct Worker {
     client: Client,
     leases: Leases,
-    heartbeat: hpcagent_client::Heartbeat,
+    heartbeat: hpcagent_common::Heartbeat,
     instance: String,
     judge_token: String,
     index: u32,
@@ -161,7 +161,7 @@ impl Worker {
         while let Some(lease) = next {
             self.heartbeat.hold(&lease.lease_id);
             tracing::info!(task = %lease.task_id, attempt = lease.attempt, judge = %lease.judge_url, "working");
-            let attempt = match client::make_attempt_dir(&lease) {
+            let attempt = match hpcagent_common::make_attempt_dir(&lease) {
                 Ok(()) => self.attempt(&lease).await,
                 Err(e) => {
                     Attempt::ended(AttemptOutcome::Error, format!("{}: {e}", lease.attempt_dir))

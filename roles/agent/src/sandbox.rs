@@ -80,7 +80,7 @@ impl Spec {
 /// What an attempt's sandbox hides: `run_dir` and the node's temporary
 /// directories.
 pub fn hidden(run_dir: &Path) -> Vec<PathBuf> {
-    let mut hidden = hpcagent_client::hidden::node_temporaries();
+    let mut hidden = hpcagent_common::hidden::node_temporaries();
     hidden.push(run_dir.to_path_buf());
     hidden
 }

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use hpcagent_client::config::{SearchProvider, Settings};
+use hpcagent_common::config::{SearchProvider, Settings};
 use serde::Serialize;
 
 /// Results a search returns to the model.

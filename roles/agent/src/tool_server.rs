@@ -130,7 +130,7 @@ async fn answer(request: Request, tools: &Mutex<Toolbox>, secret: &str) -> Respo
     let presented = match &request {
         Request::List { secret } | Request::Call { secret, .. } => secret,
     };
-    if !hpcagent_client::constant_time_eq(presented.as_bytes(), secret.as_bytes()) {
+    if !hpcagent_common::constant_time_eq(presented.as_bytes(), secret.as_bytes()) {
         return Response::Refused {
             why: "wrong secret: these are another attempt's tools".into(),
         };

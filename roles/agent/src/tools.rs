@@ -12,9 +12,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use hpcagent_client::AttemptOutcome;
-use hpcagent_client::speedup::Speedup;
-use hpcagent_client::words::{ends, tail};
+use hpcagent_common::AttemptOutcome;
+use hpcagent_common::speedup::Speedup;
+use hpcagent_common::words::{ends, tail};
 use hpcagent_proto::v1 as pb;
 use serde_json::{Value, json};
 

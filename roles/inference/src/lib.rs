@@ -1,6 +1,6 @@
 //! The inference role: one vLLM server of the plan, from start to stop.
 //!
-//! The plan holds each rank's exact `vllm serve` line ([`hpcagent_client::plan::VllmLaunch`]);
+//! The plan holds each rank's exact `vllm serve` line ([`hpcagent_common::plan::VllmLaunch`]);
 //! rank `SLURM_PROCID` of the step runs its line. Rank 0 checks its ports,
 //! registers with the orchestrator (with what [`gpus`] found on the node),
 //! fits its line to the image's vLLM ([`version`]: a flag newer than it is
@@ -26,9 +26,9 @@ use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use hpcagent_client::Refused;
-use hpcagent_client::plan::{Plan, VllmLaunch};
-use hpcagent_client::{Heartbeat, RoleContext, start_heartbeats_then};
+use hpcagent_common::Refused;
+use hpcagent_common::plan::{Plan, VllmLaunch};
+use hpcagent_common::{Heartbeat, RoleContext, start_heartbeats_then};
 use hpcagent_proto::v1 as pb;
 
 use readiness::{Probe, Prober};

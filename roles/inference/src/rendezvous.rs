@@ -11,7 +11,7 @@
 //!
 //! Owns nothing of vLLM's lifecycle (the role does) or of the plan.
 //!
-//! [`VllmLaunch::rendezvous_ifname`]: hpcagent_client::plan::VllmLaunch
+//! [`VllmLaunch::rendezvous_ifname`]: hpcagent_common::plan::VllmLaunch
 
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
@@ -79,7 +79,7 @@ pub fn master_file(run_dir: &Path, instance: &str, step: &str) -> PathBuf {
 
 /// Rank 0: makes `addr` known to the other ranks of its step.
 pub fn publish(file: &Path, addr: Ipv4Addr) -> Result<(), RendezvousError> {
-    hpcagent_client::files::write_atomic(file, addr.to_string().as_bytes(), 0o644)
+    hpcagent_common::files::write_atomic(file, addr.to_string().as_bytes(), 0o644)
         .map_err(io_at(file))
 }
 

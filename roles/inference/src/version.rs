@@ -146,7 +146,7 @@ pub async fn ask(argv: &[String], log_dir: &Path) -> Result<Version, String> {
 pub async fn fitted(
     argv: Vec<String>,
     log_dir: &Path,
-) -> Result<Vec<String>, hpcagent_client::Refused> {
+) -> Result<Vec<String>, hpcagent_common::Refused> {
     let version = match ask(&argv, log_dir).await {
         Ok(version) => version,
         Err(why) => {
@@ -154,7 +154,7 @@ pub async fn fitted(
             return Ok(argv);
         }
     };
-    let (argv, dropped) = fit(&argv, version).map_err(hpcagent_client::Refused)?;
+    let (argv, dropped) = fit(&argv, version).map_err(hpcagent_common::Refused)?;
     for what in dropped {
         tracing::warn!("dropped {what}");
     }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use hpcagent_client::Bearer;
+use hpcagent_common::Bearer;
 use hpcagent_proto::v1 as pb;
 
 use crate::verdict::Verdict;
@@ -56,7 +56,7 @@ impl Peers {
     /// Asks the judge at `url` to grade `request` (a confirming Submit).
     pub async fn submit(&self, url: &str, request: pb::GradeRequest) -> Result<Verdict, String> {
         let asked = async {
-            let channel = hpcagent_client::channel(url)
+            let channel = hpcagent_common::channel(url)
                 .await
                 .map_err(|e| format!("cannot reach it: {e}"))?;
             let bearer = match &self.token {

@@ -9,8 +9,8 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use anyhow::Context;
-use hpcagent_client::config::Isolation;
-use hpcagent_client::{
+use hpcagent_common::config::Isolation;
+use hpcagent_common::{
     Heartbeat, JUDGE_TOKEN_VAR, Records, Refused, RoleContext, require_token, start_heartbeats,
 };
 use hpcagent_proto::v1 as pb;

@@ -8,7 +8,7 @@
 //! HPCAgent-Bench task its `BASELINES` overlay lacks) is skipped: the task
 //! settles `skipped`, not failed.
 
-use hpcagent_client::AttemptOutcome;
+use hpcagent_common::AttemptOutcome;
 use hpcagent_proto::v1 as pb;
 
 use crate::judge_link::{JudgeLink, LinkError};

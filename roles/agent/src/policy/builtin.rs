@@ -12,7 +12,7 @@
 
 use std::time::Duration;
 
-use hpcagent_client::AttemptOutcome;
+use hpcagent_common::AttemptOutcome;
 use hpcagent_proto::v1 as pb;
 use serde_json::{Value, json};
 

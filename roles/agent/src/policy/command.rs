@@ -31,8 +31,8 @@ use std::time::Duration;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use hpcagent_client::AttemptOutcome;
-use hpcagent_client::config::AGENT_COMMAND_PLACEHOLDERS;
+use hpcagent_common::AttemptOutcome;
+use hpcagent_common::config::AGENT_COMMAND_PLACEHOLDERS;
 use hpcagent_proto::v1 as pb;
 use tokio::sync::Mutex;
 

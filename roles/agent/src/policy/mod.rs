@@ -4,7 +4,7 @@
 //! LLM). They do not pull leases nor report attempts (the worker pool does,
 //! [`crate::pool`]), and never grade: verdicts come from the judge.
 
-use hpcagent_client::AttemptOutcome;
+use hpcagent_common::AttemptOutcome;
 
 pub mod baseline;
 pub mod builtin;

@@ -72,7 +72,7 @@ use std::time::{Duration, Instant};
 use tokio::io::AsyncWriteExt;
 
 use crate::verify::Comparison;
-use hpcagent_client::words::tail;
+use hpcagent_common::words::tail;
 use protocol::{Event, Request, read_frame_into};
 
 /// What `hpcagent` is asked to be, from its arguments (without the program's

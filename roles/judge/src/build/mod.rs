@@ -110,7 +110,7 @@ pub struct Built {
 
 /// How much of each of a compiler's output streams a build keeps (and a
 /// verdict carries): whole up to this, else both ends, as
-/// [`hpcagent_client::words::ends`] cuts. A cascade of errors must not cost
+/// [`hpcagent_common::words::ends`] cuts. A cascade of errors must not cost
 /// the first.
 pub const LOG_KEPT: usize = 64 << 10;
 

@@ -17,7 +17,7 @@ pub mod hab;
 pub mod translated;
 pub mod worker;
 
-use hpcagent_client::words::tail;
+use hpcagent_common::words::tail;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -422,5 +422,5 @@ pub fn create_private_dir(dir: &Path) -> Result<(), DataError> {
 
 /// Writes one of the judge's own files whole, readable by the judge alone.
 pub(crate) fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    hpcagent_client::files::write_atomic(path, bytes, 0o600)
+    hpcagent_common::files::write_atomic(path, bytes, 0o600)
 }

@@ -243,7 +243,7 @@ async fn answer(running: &mut Running, id: u64) -> Result<Value, WorkerError> {
             Err(e) => return Err(died(running, e.to_string()).await),
         }
         let answer: Value = serde_json::from_str(&line).map_err(|e| {
-            WorkerError::Garbled(format!("{e}: {}", hpcagent_client::words::tail(&line, 200)))
+            WorkerError::Garbled(format!("{e}: {}", hpcagent_common::words::tail(&line, 200)))
         })?;
         if answer["id"].as_u64() == Some(id) {
             return Ok(answer);

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
 
-use hpcagent_client::words::tail;
+use hpcagent_common::words::tail;
 
 /// `perf stat -x,` lines: value,unit,event,...; unsupported events say so.
 pub(super) fn perf_stat_summary(path: &Path) -> (String, BTreeMap<String, f64>) {
