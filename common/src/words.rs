@@ -63,7 +63,8 @@ pub fn ends(text: &str, max: usize) -> String {
     if text.len() <= max {
         return text.to_string();
     }
-    let mut head = max / 4 * 3;
+    // A head cut back to a whole character leaves its bytes to the tail.
+    let mut head = ends_budget(max).0;
     while !text.is_char_boundary(head) {
         head -= 1;
     }
@@ -71,12 +72,20 @@ pub fn ends(text: &str, max: usize) -> String {
     while !text.is_char_boundary(start) {
         start += 1;
     }
-    format!(
-        "{}\n[… {} bytes cut …]\n{}",
-        &text[..head],
-        start - head,
-        &text[start..]
-    )
+    cut_between(&text[..head], start - head, &text[start..])
+}
+
+/// How [`ends`] shares `max` bytes: the head's, then the tail's. For
+/// whoever keeps both ends of a stream as it reads ([`cut_between`] joins
+/// them).
+pub fn ends_budget(max: usize) -> (usize, usize) {
+    let head = max / 4 * 3;
+    (head, max - head)
+}
+
+/// `head` and `tail` with the line that says `cut` bytes lay between them.
+pub fn cut_between(head: &str, cut: usize, tail: &str) -> String {
+    format!("{head}\n[… {cut} bytes cut …]\n{tail}")
 }
 
 #[cfg(test)]

@@ -404,8 +404,7 @@ impl Builder {
 /// ones to read.
 async fn read_ends(reader: &mut (impl tokio::io::AsyncRead + Unpin)) -> String {
     use tokio::io::AsyncReadExt;
-    let head_max = LOG_KEPT / 4 * 3;
-    let tail_max = LOG_KEPT - head_max;
+    let (head_max, tail_max) = hpcagent_common::words::ends_budget(LOG_KEPT);
     let (mut head, mut tail) = (Vec::new(), std::collections::VecDeque::new());
     let mut cut = 0;
     let mut chunk = vec![0u8; 64 << 10];
@@ -428,7 +427,7 @@ async fn read_ends(reader: &mut (impl tokio::io::AsyncRead + Unpin)) -> String {
     );
     match cut {
         0 => format!("{head}{tail}"),
-        cut => format!("{head}\n[… {cut} bytes cut …]\n{tail}"),
+        cut => hpcagent_common::words::cut_between(&head, cut, &tail),
     }
 }
 

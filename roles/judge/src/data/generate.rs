@@ -2,9 +2,8 @@
 //!
 //! Each array gets its own ChaCha8 stream seeded from (seed, kernel, array),
 //! so adding an array to a manifest does not change the others' values, and
-//! the values do not depend on the order arrays are generated in. Floats are
-//! drawn in f64 and rounded to the precision's type, so an fp32 case holds
-//! exactly representable values that the float64 reference reads unchanged.
+//! the values do not depend on the order arrays are generated in. The values
+//! themselves are [`hpcagent_runner::draw`]'s, as a timed pair draws them.
 
 use std::io::Write;
 use std::path::Path;
