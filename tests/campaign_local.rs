@@ -140,11 +140,19 @@ fn a_local_campaign_settles_every_task_and_reports_them() {
             )
         })
         .collect();
+    let speedups: Vec<f64> = tasks.iter().filter_map(|t| t["speedup"].as_f64()).collect();
+    let (least, most) = speedups
+        .iter()
+        .fold((f64::MAX, f64::MIN), |(l, m), &s| (l.min(s), m.max(s)));
     common::suite::record(
         "precision",
         "baseline against itself: speedups in [0.95, 1.05]",
         &format!("{} of {}", tasks.len(), tasks.len()),
-        &format!("{} of {}", tasks.len() - off.len(), tasks.len()),
+        &format!(
+            "{} of {} ({least:.3}–{most:.3})",
+            tasks.len() - off.len(),
+            tasks.len()
+        ),
         off.is_empty(),
     );
     assert!(off.is_empty(), "identical code measured off 1.00: {off:?}");
