@@ -4,9 +4,9 @@
 //! The judge: a Score call of gemm at S from a connected client (as an
 //! agent makes it), on a judge whose baseline build and reference data are
 //! already warm (they are per task, not per submission). It times the
-//! submission in pairs beside the baseline until the speedup's interval is
-//! within ±1%, so the number of calls is the grade's own (`pairs` in its
-//! verdict). Then the same source again: its build comes from the cache.
+//! submission in pairs beside the baseline until its verdict is decided
+//! (`timing::StopRule` in hpcagent-runner), so the number of calls is the
+//! grade's own (`pairs` in its verdict). Then the same source again: its build comes from the cache.
 //!
 //! By hand, the same work: compile gemm with the judge's own flags into a
 //! library, then a small driver (compiled beforehand, not counted) loads it
@@ -352,13 +352,13 @@ struct Round {
 
 pub fn render(o: &Outcome, repeats: usize) -> String {
     format!(
-        "hpcagent judge: gemm at S in C, timed in pairs beside the baseline to ±1%, medians of {repeats} rounds\n\
+        "hpcagent judge: gemm at S in C, timed in pairs beside the baseline until its verdict is decided, medians of {repeats} rounds\n\
          graded (a Score call, new source; {:.0} timed pairs):     {:.0} ms\n\
          by hand, the same calls (gcc, then {:.0} pairs on fresh inputs): {:.0} ms\n\
          by hand, as a grade was before pairs (gcc, then 1 + {OLD_CALLS} calls): {:.0} ms\n\
          graded again (build from the cache):                    {:.0} ms\n\
          {}\n\
-         a grade costs {:.2}× the old 1 + {OLD_CALLS} calls by hand: the pairs it measures to ±1%\n\
+         a grade costs {:.2}× the old 1 + {OLD_CALLS} calls by hand: the pairs it needs to decide\n\
          cache hit: {:.2}× faster, {:.0} ms saved (the build; the pairs remain)",
         o.pairs,
         o.graded_ms,
