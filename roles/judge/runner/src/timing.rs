@@ -327,6 +327,16 @@ mod tests {
         );
     }
 
+    /// A judge's rule as it serves by default: ±1%, 1,000 pairs, 30 s.
+    fn judges_rule() -> StopRule {
+        StopRule {
+            fewest: 10,
+            most: 1000,
+            precision: 0.01,
+            cap_ms: 30_000,
+        }
+    }
+
     fn speedup(median: f64, low: f64, high: f64) -> Speedup {
         Speedup {
             median,
@@ -338,12 +348,7 @@ mod tests {
 
     #[test]
     fn a_verdict_is_decided_by_its_distance_from_one() {
-        let rule = StopRule {
-            fewest: 10,
-            most: 1000,
-            precision: 0.01,
-            cap_ms: 30_000,
-        };
+        let rule = judges_rule();
         // Identical code: ±2% is not ±1%, but it is inside the band.
         assert_eq!(
             rule.decided(&speedup(1.0, 0.98, 1.02)),
@@ -383,12 +388,7 @@ mod tests {
 
     #[test]
     fn a_verdict_says_how_its_pairs_ended() {
-        let rule = StopRule {
-            fewest: 10,
-            most: 1000,
-            precision: 0.01,
-            cap_ms: 30_000,
-        };
+        let rule = judges_rule();
         assert_eq!(
             rule.stopped(&speedup(1.0, 0.98, 1.02), None),
             "inside the no-change band ±2.5%"

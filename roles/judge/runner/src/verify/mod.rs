@@ -381,14 +381,18 @@ mod tests {
     }
 
     fn check(actual: &[f64], expected: &[f64]) -> Comparison {
-        let (a, e) = (f64s(actual), f64s(expected));
+        check_bytes(&f64s(actual), &f64s(expected))
+    }
+
+    /// A 2x2 f64 output `C` held to its expected bytes.
+    fn check_bytes(actual: &[u8], expected: &[u8]) -> Comparison {
         compare(
             &Output {
                 name: "C",
                 dtype: DType::F64,
                 shape: &[2, 2],
-                actual: &a,
-                expected: &e,
+                actual,
+                expected,
             },
             Tolerance::scaled(1e-9, 1e-11),
         )
@@ -504,17 +508,7 @@ mod tests {
     fn canary_means_never_written_even_against_nan() {
         let mut actual = f64s(&[1.0, 2.0, 3.0, 4.0]);
         actual[8..16].copy_from_slice(&canary::F64.to_le_bytes());
-        let e = f64s(&[1.0, f64::NAN, 3.0, 4.0]);
-        let c = compare(
-            &Output {
-                name: "C",
-                dtype: DType::F64,
-                shape: &[2, 2],
-                actual: &actual,
-                expected: &e,
-            },
-            Tolerance::scaled(1e-9, 1e-11),
-        );
+        let c = check_bytes(&actual, &f64s(&[1.0, f64::NAN, 3.0, 4.0]));
         assert_eq!(c.message.unwrap(), "output C[0,1] was never written");
     }
 
