@@ -63,8 +63,9 @@ pub struct JudgeSetup {
     #[arg(long, default_value = "M")]
     pub preset: Preset,
     /// Timed pairs (a baseline call and a submission call) a grade makes at
-    /// least, after one pair to warm up.
-    #[arg(long, default_value_t = 6)]
+    /// least, after one pair to warm up; 12, six rounds of one pair in
+    /// each order, are the fewest that can tell a change.
+    #[arg(long, default_value_t = 12)]
     reps: u32,
     /// How narrow a grade measures the speedup's 95% interval: its half
     /// width as a fraction of the speedup (0.01: within ±1%).

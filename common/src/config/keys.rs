@@ -166,11 +166,13 @@ config_keys! {
     /// Grading slots per judge; default: one per GPU, else 1.
     ["Roles"] judge_slots / JUDGE_SLOTS: Option<u32> = "";
     /// Timed pairs a grade makes at least: a call of the baseline and one of
-    /// the submission on the same fresh inputs, after a pair to warm up.
-    /// More follow until the verdict is decided (docs/judge-contract.md,
-    /// Pairs): the interval `JUDGE_INTERVAL` narrow, inside 1 ± 2.5%, or
-    /// clear of that as precisely as its distance from 1 needs.
-    ["Roles"] judge_reps / JUDGE_REPS: u32 = "6";
+    /// the submission on the same fresh inputs, after a pair to warm up;
+    /// 12, six rounds of one pair in each order, are the fewest that can
+    /// tell a change. More follow until the verdict is decided
+    /// (docs/judge-contract.md, Pairs): the interval `JUDGE_INTERVAL`
+    /// narrow, inside 1 ± 2.5%, or clear of that as precisely as its
+    /// distance from 1 needs.
+    ["Roles"] judge_reps / JUDGE_REPS: u32 = "12";
     /// How narrow a grade measures the speedup's 95% interval at the
     /// finest: its half width, in percent of the speedup. A speedup inside
     /// 1 ± 2.5%, or far from 1, stops before it.

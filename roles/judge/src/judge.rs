@@ -83,9 +83,9 @@ impl JudgeConfig {
             shared: std::env::var_os("HPCAGENT_SHARED_DIR").map(PathBuf::from),
             slots: None,
             preset: Preset::M,
-            // The fewest that can tell a change (timing::FEWEST_TO_TELL):
-            // more follow until the verdict is decided.
-            reps: 6,
+            // The fewest that can tell a change (timing::FEWEST_TO_TELL
+            // rounds of two): more follow until the verdict is decided.
+            reps: 12,
             interval: 0.01,
             time_cap: Duration::from_secs(30),
             weak_isolation: false,

@@ -35,6 +35,7 @@ use crate::verdict::{Status, Verdict};
 use hpcagent_corpus::hab::{HabError, InputPlan, Kernel, ROTATIONS, Symbols, Variation};
 use hpcagent_corpus::{Preset, Sizes};
 use hpcagent_runner::draw::seeded_rng;
+use hpcagent_runner::timing::{FEWEST_TO_TELL, ROUND};
 
 use super::{
     Expected, Extras, Marks, Mode, PlanError, Planner, Prepared, Public, checks_after_public, fail,
@@ -62,8 +63,8 @@ pub const TIMED_SET_BYTES: u64 = 256 << 20;
 pub const TIMED_SET_REFERENCE: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// The fewest input sets a grade paired with an overlay baseline makes:
-/// a warm-up, and the 6 pairs a change needs to show at 95%.
-pub const PAIRED_SETS: u32 = 7;
+/// a warm-up, and the 6 rounds of two pairs a change needs to show at 95%.
+pub const PAIRED_SETS: u32 = 1 + (FEWEST_TO_TELL * ROUND) as u32;
 
 /// How a grade's calls are timed, with the cases they need.
 enum Timed {
@@ -261,9 +262,10 @@ async fn timed_cases(
     let draws = timed_draws(manifested, preset, secret).map_err(|e| e.to_string())?;
     let bytes = manifested.bytes_at(&draws[0]).ok();
     let count = match paired {
-        // A warm-up and the 6 pairs that can tell a change, and more
-        // where they fit; the generator's sets cost Python, not calls.
-        true => timed_sets(bytes, None).max(PAIRED_SETS),
+        // A warm-up and the 6 rounds that can tell a change, and more
+        // where they fit (whole rounds: a last pair alone tells nothing);
+        // the generator's sets cost Python, not calls.
+        true => timed_sets(bytes, None).max(PAIRED_SETS) | 1,
         false => timed_sets(bytes, public.reference_ns.first().copied()),
     };
     let plans =

@@ -9,9 +9,9 @@
 //!   back for the judge to verify against the reference;
 //! - timed pairs call the baseline and the submission on the same fresh
 //!   inputs (drawn from a secret of this grade, so nothing can be computed
-//!   ahead), in alternating order, under the node's timing lock, and
-//!   compare their outputs; they go on until the speedup's interval is
-//!   narrow enough or their time is up ([`crate::timing`]);
+//!   ahead), in alternating order (rounds of one pair in each order),
+//!   under the node's timing lock, and compare their outputs; they go on
+//!   until the verdict is decided or their time is up ([`crate::timing`]);
 //! - a profile calls the submission on known inputs for a while.
 //!
 //! Every call is timed here, from outside the runner ([`super::child`]),
