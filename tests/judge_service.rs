@@ -359,13 +359,13 @@ fn identical_code_measures_one_where_the_first_call_warms_the_second() {
             v["speedup_high"].as_f64().unwrap(),
         );
         // Identical code's guarantee, and an interval narrower than the
-        // pairs' lean made it: by pairs alone, five grades' intervals
-        // spanned 1.19x to 1.93x from end to end; by rounds 1.04x quiet,
-        // 1.13x (0.942-1.065, not decided in 30 s) beside this suite's
-        // other tests.
+        // pairs' lean made it: by pairs alone, five quiet grades'
+        // intervals spanned 1.19x to 1.93x from end to end (median 1.36x);
+        // by rounds 1.04x quiet, 1.13x (0.942-1.065, not decided in 30 s)
+        // beside this suite's other tests, with room for a busier CI.
         assert!((0.95..=1.05).contains(&speedup), "{v}");
         assert!(
-            low <= speedup && speedup <= high && high / low < 1.25,
+            low <= speedup && speedup <= high && high / low < 1.35,
             "{v}"
         );
     }
