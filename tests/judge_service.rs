@@ -320,24 +320,20 @@ fn a_verdict_says_the_sizes_its_pairs_ran_at_and_a_submit_draws_its_own() {
     assert_ne!(drawn[0], drawn[1], "two submits timed at the same sizes");
 }
 
-/// The baseline of the corpus's `kernel` (under `group`) as a C submission
-/// of its fp64 task, written in `dir`.
-fn baseline_submission(dir: &Path, group: &str, kernel: &str) -> std::path::PathBuf {
-    let source = std::fs::read_to_string(
-        repo()
-            .join("benchmarks")
-            .join(group)
-            .join(kernel)
-            .join("baseline.c"),
-    )
-    .unwrap();
-    let symbol = format!("{}_fp64", kernel.replace('-', "_"));
-    let path = dir.join(format!("{kernel}.c"));
-    std::fs::write(
-        &path,
-        format!("#define real double\n#define SYMBOL {symbol}\n{source}"),
-    )
-    .unwrap();
+/// The corpus's `kernel` baseline as the baseline policy submits it for
+/// its fp64 task in C, written in `dir`.
+fn baseline_submission(dir: &Path, kernel: &str) -> std::path::PathBuf {
+    let corpus = hpcagent_corpus::Corpus::load(&repo().join("benchmarks")).unwrap();
+    let kernel = corpus.find(kernel).unwrap();
+    let task = hpcagent_proto::v1::TaskInfo {
+        baseline_source: std::fs::read_to_string(kernel.baseline_path()).unwrap(),
+        language: "c".into(),
+        symbol: kernel.symbol(hpcagent_corpus::Precision::Fp64),
+        ..Default::default()
+    };
+    let source = hpcagent_agent::task_view::baseline(&task, "fp64").unwrap();
+    let path = dir.join(format!("{}.c", kernel.name));
+    std::fs::write(&path, source).unwrap();
     path
 }
 
@@ -349,7 +345,7 @@ fn identical_code_measures_one_where_the_first_call_warms_the_second() {
     // take that out; pairs alone measured the baseline against itself
     // 1.088x (0.864-1.268) in CI, undecided after 1,000 pairs.
     let dir = tempfile::tempdir().unwrap();
-    let path = baseline_submission(dir.path(), "sparse", "spmv-csr");
+    let path = baseline_submission(dir.path(), "spmv-csr");
     for _ in 0..2 {
         let v = judge().grade_file_as("score", "spmv-csr", "c", &path);
         assert_eq!(status(&v), "ok", "{v}");

@@ -6,7 +6,8 @@
 //! already warm (they are per task, not per submission). It times the
 //! submission in pairs beside the baseline until its verdict is decided
 //! (`timing::StopRule` in hpcagent-runner), so the number of calls is the
-//! grade's own (`pairs` in its verdict). Then the same source again: its build comes from the cache.
+//! grade's own (`pairs` in its verdict). Then the same source again: its
+//! build comes from the cache.
 //!
 //! By hand, the same work: compile gemm with the judge's own flags into a
 //! library, then a small driver (compiled beforehand, not counted) loads it
