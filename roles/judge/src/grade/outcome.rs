@@ -63,6 +63,18 @@ pub(crate) fn judge_outcome(
         if let Some(stop) = read.stop {
             verdict.stopped = stop.stopped(&s, verdict.baseline.as_ref().map(|b| b.spread));
         }
+    } else if verdict.status == Status::Ok && read.stop.is_some() {
+        // Pairs were planned and ended before a whole round (an input set
+        // of the grade's own for each, and too few sets of one shape): an
+        // `ok` without a speedup must say why it has none.
+        let pairs = outcome
+            .events
+            .iter()
+            .filter(|e| matches!(e, Event::Pair { .. }))
+            .count();
+        verdict.pairs = pairs as u32;
+        verdict.stopped =
+            format!("not timed: {pairs} timed pair(s), fewer than a round (a pair in each order)");
     }
 }
 
@@ -628,5 +640,57 @@ mod tests {
         let mut host = Verdict::new(Status::Ok, "");
         timings(&mut host, &outcome(vec![pair(200, 100)]), &read);
         assert!(host.device.is_none());
+    }
+
+    #[test]
+    fn pairs_that_end_before_a_round_say_the_grade_was_not_timed() {
+        let data = (
+            CaseInputs::for_test(Vec::new()),
+            Reference {
+                outputs: Default::default(),
+            },
+        );
+        let stop = StopRule {
+            fewest: 12,
+            most: 1000,
+            precision: 0.01,
+            cap_ms: 30_000,
+        };
+        let read = Read {
+            public: Checked {
+                step: 1,
+                data: &data,
+            },
+            held_out: Vec::new(),
+            timed: Vec::new(),
+            repeats: &[],
+            stop: Some(stop),
+        };
+        let events = vec![
+            Event::Pair {
+                baseline_ns: 200,
+                candidate_ns: 100,
+            },
+            Event::Call { step: 1, ns: 100 },
+            Event::Done,
+        ];
+        let outcome = RunOutcome {
+            events,
+            compared: Default::default(),
+            supervisor_error: None,
+            stdout_tail: String::new(),
+            stderr_tail: String::new(),
+            wall: std::time::Duration::ZERO,
+        };
+        let mut verdict = Verdict::new(Status::Ok, "");
+        judge_outcome(&mut verdict, &read, &outcome, Mode::Score);
+        assert_eq!(verdict.status, Status::Ok, "{}", verdict.message);
+        assert!(verdict.speedup.is_none());
+        assert_eq!(verdict.pairs, 1);
+        assert!(
+            verdict.stopped.starts_with("not timed: 1 timed pair"),
+            "{}",
+            verdict.stopped
+        );
     }
 }
