@@ -593,35 +593,45 @@ mod tests {
         assert!(!wrong.correct);
     }
 
-    #[test]
-    fn a_device_run_reports_the_device_time_of_its_timed_calls() {
-        let data = (
+    /// A case of no arrays.
+    fn no_data() -> (CaseInputs, Reference) {
+        (
             CaseInputs::for_test(Vec::new()),
             Reference {
                 outputs: Default::default(),
             },
-        );
-        let read = Read {
-            public: Checked {
-                step: 0,
-                data: &data,
-            },
+        )
+    }
+
+    /// A run whose public check is `step`, with pairs planned when `stop`.
+    fn read_of(data: &(CaseInputs, Reference), step: usize, stop: Option<StopRule>) -> Read<'_> {
+        Read {
+            public: Checked { step, data },
             held_out: Vec::new(),
             timed: Vec::new(),
             repeats: &[],
-            stop: None,
-        };
-        let pair = |b, c| Event::Pair {
-            baseline_ns: b,
-            candidate_ns: c,
-        };
-        let outcome = |events: Vec<Event>| RunOutcome {
+            stop,
+        }
+    }
+
+    fn outcome(events: Vec<Event>) -> RunOutcome {
+        RunOutcome {
             events,
             compared: Default::default(),
             supervisor_error: None,
             stdout_tail: String::new(),
             stderr_tail: String::new(),
             wall: std::time::Duration::ZERO,
+        }
+    }
+
+    #[test]
+    fn a_device_run_reports_the_device_time_of_its_timed_calls() {
+        let data = no_data();
+        let read = read_of(&data, 0, None);
+        let pair = |b, c| Event::Pair {
+            baseline_ns: b,
+            candidate_ns: c,
         };
         let mut verdict = Verdict::new(Status::Ok, "");
         let events = vec![
@@ -644,28 +654,14 @@ mod tests {
 
     #[test]
     fn pairs_that_end_before_a_round_say_the_grade_was_not_timed() {
-        let data = (
-            CaseInputs::for_test(Vec::new()),
-            Reference {
-                outputs: Default::default(),
-            },
-        );
+        let data = no_data();
         let stop = StopRule {
             fewest: 12,
             most: 1000,
             precision: 0.01,
             cap_ms: 30_000,
         };
-        let read = Read {
-            public: Checked {
-                step: 1,
-                data: &data,
-            },
-            held_out: Vec::new(),
-            timed: Vec::new(),
-            repeats: &[],
-            stop: Some(stop),
-        };
+        let read = read_of(&data, 1, Some(stop));
         let events = vec![
             Event::Pair {
                 baseline_ns: 200,
@@ -674,16 +670,8 @@ mod tests {
             Event::Call { step: 1, ns: 100 },
             Event::Done,
         ];
-        let outcome = RunOutcome {
-            events,
-            compared: Default::default(),
-            supervisor_error: None,
-            stdout_tail: String::new(),
-            stderr_tail: String::new(),
-            wall: std::time::Duration::ZERO,
-        };
         let mut verdict = Verdict::new(Status::Ok, "");
-        judge_outcome(&mut verdict, &read, &outcome, Mode::Score);
+        judge_outcome(&mut verdict, &read, &outcome(events), Mode::Score);
         assert_eq!(verdict.status, Status::Ok, "{}", verdict.message);
         assert!(verdict.speedup.is_none());
         assert_eq!(verdict.pairs, 1);
