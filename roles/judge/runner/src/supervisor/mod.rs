@@ -33,11 +33,11 @@ use std::time::{Duration, Instant};
 use sha2::{Digest, Sha256};
 
 mod arrays;
-mod beside;
+mod cpus;
 mod timing_lock;
 
 use arrays::{Bytes, Values, region_sizes};
-use beside::Beside;
+use cpus::Cpus;
 use timing_lock::TimingLock;
 
 use super::buffers::{Layout, Mapping};
@@ -120,8 +120,7 @@ struct Run<'a> {
     baseline_ns: Vec<u64>,
     /// Input files mapped once, by path.
     files: HashMap<PathBuf, Rc<Bytes>>,
-    /// Its work between calls, done on the runner's CPU.
-    beside: Rc<Beside>,
+    cpus: Cpus,
     over: bool,
     /// The submission's calls so far, and which of them were timed pairs'
     /// (by their place in that order): on a device, its runner reports
@@ -211,19 +210,21 @@ impl<'a> Run<'a> {
             },
             profile_output: request.profile_output.clone(),
         };
-        // Both runners start before either is waited for: each spends its
-        // start in exec, its walls and its library's load, which on a slot
-        // of two CPUs overlap. Neither is timed until both are ready and
-        // held, and neither can reach the other meanwhile.
-        let mut baseline = match &request.baseline {
+        let baseline = match &request.baseline {
             None => None,
             Some(library) => {
                 let dir = library.parent().unwrap_or(Path::new("/"));
                 let quiet = (null.as_raw_fd(), null.as_raw_fd());
-                match Child::start(&setup(library, dir, false), &start(quiet)) {
+                let started = Child::start(&setup(library, dir, false), &start(quiet))
+                    .map_err(|e| Gone::Failed {
+                        stage: "start".into(),
+                        message: e.to_string(),
+                    })
+                    .and_then(|mut child| child.ready(STARTUP, |_| {}).map(|()| child));
+                match started {
                     Ok(child) => Some(child),
-                    Err(e) => {
-                        fail(channel, Side::Baseline, "start", e.to_string());
+                    Err(gone) => {
+                        report_gone(channel, Side::Baseline, gone);
                         return Err(());
                     }
                 }
@@ -240,12 +241,6 @@ impl<'a> Run<'a> {
                 return Err(());
             }
         };
-        if let Some(child) = baseline.as_mut()
-            && let Err(gone) = child.ready(STARTUP, |_| {})
-        {
-            report_gone(channel, Side::Baseline, gone);
-            return Err(());
-        }
         let namespaces = request.namespaces;
         let held = candidate.traced();
         let ready = candidate.ready(STARTUP, |report| {
@@ -264,8 +259,8 @@ impl<'a> Run<'a> {
             return Err(());
         }
         send(channel, &Event::Loaded, &[]);
-        // After the runners' start: its thread inherits SIGCHLD blocked.
-        let beside = Rc::new(Beside::new(&request.limits.cpus));
+        let cpus = Cpus::new(&request.limits.cpus);
+        cpus.beside_held();
         Ok(Run {
             channel,
             candidate,
@@ -276,7 +271,7 @@ impl<'a> Run<'a> {
             lock,
             baseline_ns: Vec::new(),
             files: HashMap::new(),
-            beside,
+            cpus,
             over: false,
             candidate_calls: 0,
             timed_calls: Vec::new(),
@@ -326,6 +321,7 @@ impl<'a> Run<'a> {
     /// Lets the submission's runner end on its own (its buffered output
     /// flushed, its counters reported) and kills what is left.
     fn finish(self) {
+        self.cpus.apart();
         let Run {
             channel,
             candidate,
@@ -466,9 +462,8 @@ impl<'a> Run<'a> {
             if n > 0 && stop.enough(&pairs, started.elapsed().as_millis() as u64) {
                 return;
             }
-            let beside = self.beside.clone();
             if sets.is_empty() {
-                beside.run(|| self.fresh(call, seed, n, &mut values));
+                self.fresh(call, seed, n, &mut values);
             } else {
                 // Read for this pair alone: a grade's sets may not fit in
                 // memory together.
@@ -494,17 +489,14 @@ impl<'a> Run<'a> {
             };
             // The second call's outputs are still in the buffers; the
             // first's were saved.
-            let mismatch = beside.run(|| {
-                let saved_outputs: Vec<&[u8]> = saved.iter().map(Vec::as_slice).collect();
-                let in_buffers: Vec<&[u8]> =
-                    self.output_regions(call).into_iter().map(|r| r.1).collect();
-                let (ours, theirs) = match first {
-                    Side::Baseline => (&saved_outputs, &in_buffers),
-                    Side::Candidate => (&in_buffers, &saved_outputs),
-                };
-                self.compare(call, ours, theirs, doubled)
-            });
-            if let Some(message) = mismatch {
+            let saved_outputs: Vec<&[u8]> = saved.iter().map(Vec::as_slice).collect();
+            let in_buffers: Vec<&[u8]> =
+                self.output_regions(call).into_iter().map(|r| r.1).collect();
+            let (ours, theirs) = match first {
+                Side::Baseline => (&saved_outputs, &in_buffers),
+                Side::Candidate => (&in_buffers, &saved_outputs),
+            };
+            if let Some(message) = self.compare(call, ours, theirs, doubled) {
                 // The pairs end here, the run does not: whether the public
                 // case is right tells an overfit kernel from a wrong one.
                 send(self.channel, &Event::Mismatch { message }, &[]);
@@ -550,25 +542,22 @@ impl<'a> Run<'a> {
             Side::Candidate => Side::Baseline,
         };
         let mut times = (0, 0);
-        let beside = self.beside.clone();
         for (n, side) in [first, second].into_iter().enumerate() {
             // The first call's inputs were checked unchanged after it.
-            beside.run(|| match n {
-                0 => self.load(call, values),
-                _ => self.reload(call, values),
-            });
+            if n == 0 {
+                self.load(call, values);
+            } else {
+                self.reload(call, values);
+            }
             let ns = self.time(side, call)?;
             match side {
                 Side::Baseline => times.0 = ns,
                 Side::Candidate => times.1 = ns,
             }
-            let modified = beside.run(|| {
-                if n == 0 {
-                    self.read_outputs(call, saved);
-                }
-                self.modified_input(call, values)
-            });
-            if let Some(array) = modified {
+            if n == 0 {
+                self.read_outputs(call, saved);
+            }
+            if let Some(array) = self.modified_input(call, values) {
                 match side {
                     Side::Candidate => self.input_modified(step, array),
                     Side::Baseline => {
@@ -585,10 +574,9 @@ impl<'a> Run<'a> {
 
     /// One call of the submission on `values`, with the input check.
     fn call_candidate(&mut self, call: usize, values: &Values, step: usize) -> Option<u64> {
-        let beside = self.beside.clone();
-        beside.run(|| self.load(call, values));
+        self.load(call, values);
         let ns = self.time(Side::Candidate, call)?;
-        if let Some(array) = beside.run(|| self.modified_input(call, values)) {
+        if let Some(array) = self.modified_input(call, values) {
             self.input_modified(step, array);
             return None;
         }
@@ -632,7 +620,9 @@ impl<'a> Run<'a> {
             Side::Baseline => self.baseline.as_mut()?,
             Side::Candidate => &mut self.candidate,
         };
+        self.cpus.apart();
         let called = child.call(index, budget);
+        self.cpus.beside_held();
         match called {
             Ok(elapsed) => Some(elapsed.as_nanos() as u64),
             Err(gone) => {
