@@ -614,7 +614,13 @@ mod tests {
         let (pid, counter) = counting_child(1, false);
         let _killed = Killed(pid);
         let mut hold = Hold::signals(pid);
-        std::thread::sleep(Duration::from_millis(20));
+        // It counts once its timer is armed; stopped before that (a loaded
+        // machine can keep it from a CPU for longer than any fixed wait),
+        // nothing would continue it and the test would tell nothing.
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while counter.load(Ordering::Relaxed) == 0 && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
         // The stop may be undone before it is even seen: that is the point.
         let _ = hold.stop(&events, Duration::from_millis(200));
         let before = counter.load(Ordering::Relaxed);
