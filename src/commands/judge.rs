@@ -41,23 +41,23 @@ enum JudgeCommand {
 #[derive(Debug, Args)]
 pub struct JudgeSetup {
     /// The task corpus (default: HPCAGENT_BENCHMARKS or ./benchmarks).
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", value_parser = absolute)]
     corpus: Option<PathBuf>,
     /// C baselines of an HPCAgent-Bench corpus's tasks, `<path key>/baseline.c`,
     /// timed against instead of what HPCAgent-Bench times a task against
     /// (its translator's C on the loop-level track, made by the judge from
     /// the checkout; its NumPy reference elsewhere).
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", value_parser = absolute)]
     baselines: Option<PathBuf>,
     /// Cache base directory; the rank suffix is added (default: ~/.cache/hpcagent).
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", value_parser = absolute)]
     cache: Option<PathBuf>,
     /// GiB of cases (inputs and reference outputs) the cache keeps; the
     /// least recently used beyond go, those of grades in flight stay.
     #[arg(long, value_name = "GIB", default_value_t = hpcagent_judge::data::bound::DEFAULT_BYTES >> 30)]
     case_cache_gib: u64,
     /// Shared mount for prebuilt libraries and -I/-L paths (default: HPCAGENT_SHARED_DIR).
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", value_parser = absolute)]
     shared: Option<PathBuf>,
     /// Preset of the public case.
     #[arg(long, default_value = "M")]
@@ -91,6 +91,13 @@ pub struct JudgeSetup {
     /// http://node2:8800.
     #[arg(long = "peer", value_name = "URL")]
     peers: Vec<String>,
+}
+
+/// A directory as given, made absolute against the working directory: a
+/// run's processes start elsewhere (the runner in a sandbox of its own),
+/// where a relative path names nothing.
+fn absolute(dir: &str) -> Result<PathBuf, String> {
+    std::path::absolute(dir).map_err(|e| format!("{dir}: {e}"))
 }
 
 impl JudgeSetup {
