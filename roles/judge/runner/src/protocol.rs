@@ -125,7 +125,8 @@ pub enum Step {
     },
     /// Timed pairs: the baseline and the submission on the same fresh
     /// inputs of argument list `call`, drawn from `seed` (a secret of this
-    /// grade), in alternating order, until `stop` says so. The first pair
+    /// grade), in rounds of a pair in each order (which first, drawn from
+    /// `seed`), until `stop` says so. The first pair
     /// warms both up and is not counted. Every pair's outputs are compared
     /// (within twice `tolerance`); the first that differ end the step (not
     /// the run). With `sets` (a corpus whose inputs only its own generator

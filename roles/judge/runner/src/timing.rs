@@ -1,11 +1,10 @@
 //! What a grade's timed pairs say: the speedup, and how sure it is.
 //!
 //! A pair is one call of the baseline and one of the submission on the same
-//! fresh inputs, back to back, timed from outside both; who goes first
-//! alternates from pair to pair. A round is two pairs in turn, one in each
-//! order, and its ratio the geometric mean of theirs (the baseline's time
-//! over the submission's). The speedup is the median of the rounds'
-//! ratios.
+//! fresh inputs, back to back, timed from outside both. A round is two
+//! pairs in turn, one in each order, and its ratio the geometric mean of
+//! theirs (the baseline's time over the submission's). The speedup is the
+//! median of the rounds' ratios.
 //!
 //! Why rounds: the first call of a pair warms what the second finds (the
 //! caches, the page tables, a gather table read at random), so a pair's
@@ -29,6 +28,18 @@
 //! interval in 28, and s1112 (57 µs calls) read 0.989x to 1.008x over 8
 //! grades where the ratio of medians read 0.972x to 1.029x.
 //!
+//! Which of a round's pairs goes first is drawn ([`Order`]). In a fixed
+//! order (baseline first, then submission first, round after round) the
+//! same side stood at the same place in every round, and a disturbance
+//! that recurs at the rounds' pace meets that side again and again for as
+//! long as the two keep in step: a CPU-bound process on the runner's CPU,
+//! whose slices the calls wait out in a pattern that drifts slowly against
+//! the rounds. s212 at S against itself beside such a process: a fifth of
+//! a grade alone read 0.928x to 1.075x, and whole grades 0.972x to 1.033x
+//! (26 grades, standard deviation 1.4%); with the order drawn, 0.971x to
+//! 1.018x (14 grades, 1.1%). What is left leans a whole grade (see the
+//! judge's `grade::retime`).
+//!
 //! The 95% confidence interval is the median's own, free of any
 //! distribution: the rounds' ratios sorted, and as many left out at each
 //! end as keep the median inside with 95% (a ratio falls either side of
@@ -42,6 +53,41 @@
 //! its time cap that soon (a kernel of gigabytes at L) once claimed
 //! identical code 0.979x (0.976-0.983). Their interval is widened to hold
 //! 1.
+
+use rand_chacha::ChaCha8Rng;
+use rand_core::RngCore;
+
+/// Which side goes first in each pair of a grade: the baseline in the
+/// warm-up pair (pair 0), then in each round one pair of each order, the
+/// round's first drawn from a stream of the grade's secret, so nothing in
+/// the runners, nor a rhythm on the node, can keep to it.
+pub struct Order {
+    draws: ChaCha8Rng,
+    round_opened_by_baseline: bool,
+}
+
+impl Order {
+    pub fn new(draws: ChaCha8Rng) -> Order {
+        Order {
+            draws,
+            round_opened_by_baseline: true,
+        }
+    }
+
+    /// Whether the baseline goes first in pair `n`; asked of each pair in
+    /// turn, from 0.
+    pub fn baseline_first(&mut self, n: u32) -> bool {
+        match n {
+            0 => true,
+            // The first pair of a round (pairs 1 and 2 are the first).
+            _ if n % 2 == 1 => {
+                self.round_opened_by_baseline = self.draws.next_u32() & 1 == 1;
+                self.round_opened_by_baseline
+            }
+            _ => !self.round_opened_by_baseline,
+        }
+    }
+}
 
 /// A speedup and its 95% confidence interval.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -251,8 +297,27 @@ impl StopRule {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rand_chacha::ChaCha8Rng;
-    use rand_core::{RngCore, SeedableRng};
+    use rand_core::SeedableRng;
+
+    #[test]
+    fn each_round_has_a_pair_in_each_order_and_which_opens_it_is_drawn() {
+        let firsts = |seed: u64| -> Vec<bool> {
+            let mut order = Order::new(ChaCha8Rng::seed_from_u64(seed));
+            (0..201).map(|n| order.baseline_first(n)).collect()
+        };
+        let (one, other) = (firsts(1), firsts(2));
+        for firsts in [&one, &other] {
+            assert!(firsts[0], "the warm-up pair: the baseline first");
+            let rounds: Vec<&[bool]> = firsts[1..].chunks(ROUND).collect();
+            assert!(rounds.iter().all(|r| r[0] != r[1]), "{rounds:?}");
+            let opened_by_baseline = rounds.iter().filter(|r| r[0]).count();
+            assert!(
+                (30..=70).contains(&opened_by_baseline),
+                "{opened_by_baseline}"
+            );
+        }
+        assert_ne!(one, other, "another secret, another order");
+    }
 
     #[test]
     fn identical_calls_are_one_with_a_tight_interval() {
@@ -352,7 +417,7 @@ mod tests {
     fn the_first_call_warming_the_second_cancels_in_rounds() {
         // Whoever goes second finds what the first warmed and takes 20%
         // less (spmv-csr at S: 2.6 ms first, 2.0 ms second), with ±1% of
-        // jitter. Who goes first alternates, as the supervisor makes pairs.
+        // jitter. Each round has a pair in each order.
         let mut rng = ChaCha8Rng::seed_from_u64(3);
         let mut pairs_of = |candidate_ns: u64| -> Vec<(u64, u64)> {
             let mut jitter = |ns: u64| ns - ns / 100 + rng.next_u64() % (ns / 50);

@@ -9,7 +9,7 @@
 //!   back for the judge to verify against the reference;
 //! - timed pairs call the baseline and the submission on the same fresh
 //!   inputs (drawn from a secret of this grade, so nothing can be computed
-//!   ahead), in alternating order (rounds of one pair in each order),
+//!   ahead), in rounds of one pair in each order (which first, drawn),
 //!   under the node's timing lock, and compare their outputs; they go on
 //!   until the verdict is decided or their time is up ([`crate::timing`]);
 //! - a profile calls the submission on known inputs for a while.
@@ -49,7 +49,7 @@ use super::process::FLOOR;
 use super::protocol::{
     CallBudget, Event, Isolation, Report, Request, RunnerSetup, Side, Step, write_frame,
 };
-use crate::timing::StopRule;
+use crate::timing::{Order, StopRule};
 use hpcagent_corpus::Tolerance;
 
 /// The channel to the judge.
@@ -458,6 +458,7 @@ impl<'a> Run<'a> {
         let mut values = Vec::new();
         let mut saved = Vec::new();
         let mut floor = None;
+        let mut order = Order::new(crate::draw::seeded_rng(&[seed, b"order"]));
         for n in 0u32.. {
             if n > 0 && stop.enough(&pairs, started.elapsed().as_millis() as u64) {
                 return;
@@ -476,8 +477,8 @@ impl<'a> Run<'a> {
                 }
             }
             let values = &values;
-            // Who goes first alternates: neither gains from the order.
-            let first = if n % 2 == 0 {
+            // Neither gains from the order, and no rhythm keeps to it.
+            let first = if order.baseline_first(n) {
                 Side::Baseline
             } else {
                 Side::Candidate
