@@ -1042,3 +1042,26 @@ fn an_implausible_speedup_is_confirmed_here_and_by_a_peer_before_it_is_credited(
         "{said}"
     );
 }
+
+/// Pairs that end undecided are timed once more, in fresh runners, and
+/// the verdict reads both timings' pairs together and says so.
+#[test]
+fn pairs_that_end_undecided_are_timed_again_in_fresh_runners() {
+    let judge = JudgeServer::start(&["--time-cap", "1"], &[], None);
+    let v = judge.grade("score", "gemm", "c", "gemm_slow.c", &[]);
+    assert_eq!(status(&v), "ok", "{v}");
+    // Calls of about 100 ms: fewer than six rounds fit in a second, too
+    // few to decide anything.
+    let stopped = v["stopped"].as_str().unwrap();
+    assert!(stopped.starts_with("not decided in its 1 s"), "{stopped}");
+    assert!(
+        stopped.contains(
+            "; timed again in fresh runners, both timings' pairs: not decided in its 2 s"
+        ),
+        "{stopped}"
+    );
+    // The second timing makes as many pairs as the first at least.
+    let pairs = v["pairs"].as_u64().unwrap();
+    assert!(pairs >= 4 && pairs.is_multiple_of(2), "{v}");
+    assert!(v["speedup"].as_f64().unwrap() < 0.1, "{v}");
+}

@@ -16,6 +16,7 @@ mod hab;
 mod outcome;
 mod plan;
 mod prepare;
+mod retime;
 mod run;
 
 use std::time::Instant;
@@ -182,7 +183,35 @@ impl Judge {
             Ok((o, _sandbox)) => o,
             Err(e) => return fail(verdict, Status::HarnessError, e.to_string()),
         };
+        let unjudged = verdict.clone();
         judge_outcome(&mut verdict, &read, &outcome, mode);
+        let (Some(pooled_stop), Some(baseline)) =
+            (retime::undecided(&verdict, read.stop), baseline)
+        else {
+            return verdict;
+        };
+        let sizes = verdict.timed_sizes.clone();
+        let first = verdict.stopped.clone();
+        // As many pairs as the first timing at least: the two weigh alike.
+        let stop = StopRule {
+            fewest: verdict.pairs.max(self.config.reps),
+            ..self.stop_rule()
+        };
+        match retime::again(self, prepared, baseline, &sizes, stop, slot).await {
+            Ok(second) => {
+                verdict = unjudged;
+                let read = Read {
+                    stop: Some(pooled_stop),
+                    ..read
+                };
+                judge_outcome(&mut verdict, &read, &retime::pooled(outcome, second), mode);
+                verdict.stopped = format!(
+                    "{first}; timed again in fresh runners, both timings' pairs: {}",
+                    verdict.stopped
+                );
+            }
+            Err(e) => verdict.stopped = format!("{first}; timing again failed: {e}"),
+        }
         verdict
     }
 
