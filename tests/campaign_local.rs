@@ -134,8 +134,21 @@ fn a_local_campaign_settles_every_task_and_reports_them() {
             !((0.95..=1.05).contains(&s) && low <= s && s <= high)
         })
         .map(|t| {
+            // How its pairs ended, from the verdict that settled it: what a
+            // CI log must show to tell the node's noise from a lean.
+            let settled = verdicts
+                .iter()
+                .find(|v| v.settled && t["task"] == v.task.as_str())
+                .and_then(|v| serde_json::from_str::<Value>(&v.detail).ok())
+                .map(|d| {
+                    format!(
+                        "{} pairs, floor {} ns, stopped: {}",
+                        d["pairs"], d["floor_ns"], d["stopped"]
+                    )
+                })
+                .unwrap_or_default();
             format!(
-                "{} {} [{}, {}]",
+                "{} {} [{}, {}] {settled}",
                 t["task"], t["speedup"], t["speedup_low"], t["speedup_high"]
             )
         })

@@ -105,6 +105,11 @@ struct StoredVerdict<'a> {
     speedup_low: Option<f64>,
     speedup_high: Option<f64>,
     pairs: u32,
+    /// How the timed pairs ended: decided, or not (with the node's noise).
+    #[serde(skip_serializing_if = "str::is_empty")]
+    stopped: &'a str,
+    /// The runner's per-call floor each pair's times are net of.
+    floor_ns: u64,
     /// The sizes the timed pairs ran at (a submit draws its own).
     timed_sizes: std::collections::BTreeMap<&'a str, i64>,
     isolation: &'a str,
@@ -132,6 +137,8 @@ fn verdict_json(v: &pb::Verdict, status: &str) -> String {
         speedup_low: interval.map(|(low, _)| low),
         speedup_high: interval.map(|(_, high)| high),
         pairs: v.pairs,
+        stopped: &v.stopped,
+        floor_ns: v.floor_ns,
         timed_sizes: v
             .timed_sizes
             .iter()

@@ -83,7 +83,7 @@ fn graded(verdict: pb::Verdict) -> Graded {
 }
 
 #[test]
-fn a_verdict_keeps_its_interval_pairs_isolation_and_denominator() {
+fn a_verdict_keeps_its_interval_pairs_how_they_stopped_isolation_and_denominator() {
     let g = graded(pb::Verdict {
         status: pb::Status::Ok as i32,
         speedup: 1.01,
@@ -92,6 +92,8 @@ fn a_verdict_keeps_its_interval_pairs_isolation_and_denominator() {
         pairs: 300,
         isolation: "no network namespace".into(),
         denominator: "numpy".into(),
+        stopped: "inside the no-change band ±2.5%".into(),
+        floor_ns: 31_000,
         ..Default::default()
     });
     assert_eq!(g.record.status, "ok");
@@ -106,6 +108,8 @@ fn a_verdict_keeps_its_interval_pairs_isolation_and_denominator() {
     assert_eq!(stored["pairs"], 300);
     assert_eq!(stored["isolation"], "no network namespace");
     assert_eq!(stored["denominator"], "numpy");
+    assert_eq!(stored["stopped"], "inside the no-change band ±2.5%");
+    assert_eq!(stored["floor_ns"], 31_000);
 }
 
 #[test]
