@@ -221,6 +221,9 @@ impl Child {
         mut confined: impl FnMut(Report),
     ) -> Result<(), Gone> {
         let deadline = Instant::now() + within;
+        // A stop it made while another runner was waited for: that wait
+        // took its SIGCHLD, and nothing would wake this one for it.
+        self.hold.service();
         loop {
             let report = read_frame::<Report>(&mut self.reading(deadline), 0);
             match report {

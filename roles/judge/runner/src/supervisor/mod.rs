@@ -210,21 +210,19 @@ impl<'a> Run<'a> {
             },
             profile_output: request.profile_output.clone(),
         };
-        let baseline = match &request.baseline {
+        // Both runners start before either is waited for: each spends its
+        // start in exec, its walls and its library's load, which on a slot
+        // of two CPUs overlap. Neither is timed until both are ready and
+        // held, and neither can reach the other meanwhile.
+        let mut baseline = match &request.baseline {
             None => None,
             Some(library) => {
                 let dir = library.parent().unwrap_or(Path::new("/"));
                 let quiet = (null.as_raw_fd(), null.as_raw_fd());
-                let started = Child::start(&setup(library, dir, false), &start(quiet))
-                    .map_err(|e| Gone::Failed {
-                        stage: "start".into(),
-                        message: e.to_string(),
-                    })
-                    .and_then(|mut child| child.ready(STARTUP, |_| {}).map(|()| child));
-                match started {
+                match Child::start(&setup(library, dir, false), &start(quiet)) {
                     Ok(child) => Some(child),
-                    Err(gone) => {
-                        report_gone(channel, Side::Baseline, gone);
+                    Err(e) => {
+                        fail(channel, Side::Baseline, "start", e.to_string());
                         return Err(());
                     }
                 }
@@ -241,6 +239,12 @@ impl<'a> Run<'a> {
                 return Err(());
             }
         };
+        if let Some(child) = baseline.as_mut()
+            && let Err(gone) = child.ready(STARTUP, |_| {})
+        {
+            report_gone(channel, Side::Baseline, gone);
+            return Err(());
+        }
         let namespaces = request.namespaces;
         let held = candidate.traced();
         let ready = candidate.ready(STARTUP, |report| {
