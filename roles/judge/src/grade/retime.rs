@@ -50,7 +50,8 @@ pub(super) fn undecided(verdict: &Verdict, stop: Option<StopRule>) -> Option<Sto
     })
 }
 
-/// The second timing: pairs alone, in runners of their own.
+/// The second timing: pairs alone, in runners of their own; an error when
+/// the judge could not make it (the first timing then stands).
 pub(super) async fn again(
     judge: &Judge,
     prepared: &Prepared<'_>,
@@ -73,7 +74,11 @@ pub(super) async fn again(
     )
     .await
     .map_err(|e| e.to_string())?;
-    Ok(outcome)
+    // The judge's own failure, not the submission's: the first timing stands.
+    match outcome.supervisor_error {
+        Some(error) => Err(error),
+        None => Ok(outcome),
+    }
 }
 
 /// `first` with what `second` timed and said against the submission.
@@ -96,6 +101,5 @@ pub(super) fn pooled(mut first: RunOutcome, second: RunOutcome) -> RunOutcome {
         .position(Event::ends_run)
         .unwrap_or(first.events.len());
     first.events.splice(end..end, kept);
-    first.supervisor_error = first.supervisor_error.or(second.supervisor_error);
     first
 }
