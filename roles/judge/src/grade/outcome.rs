@@ -229,6 +229,15 @@ fn signal_name(sig: i32) -> String {
         .unwrap_or_else(|_| format!("signal {sig}"))
 }
 
+/// The judge's own failure in `outcome`, if the run had one (a runner that
+/// could not start, the baseline's runner, the supervisor): not the
+/// submission's doing.
+pub(crate) fn harness_failure(outcome: &RunOutcome) -> Option<String> {
+    let mut scratch = Verdict::new(Status::Ok, "");
+    run_failure(&mut scratch, outcome)
+        .and_then(|(status, message)| (status == Status::HarnessError).then_some(message))
+}
+
 /// Why the run did not finish its calls, if it did not.
 fn run_failure(verdict: &mut Verdict, outcome: &RunOutcome) -> Option<(Status, String)> {
     for event in &outcome.events {
@@ -623,6 +632,34 @@ mod tests {
             stderr_tail: String::new(),
             wall: std::time::Duration::ZERO,
         }
+    }
+
+    #[test]
+    fn a_harness_failure_is_the_judge_s_own_and_a_crash_is_not() {
+        let baseline_gone = outcome(vec![Event::Ended {
+            side: Side::Baseline,
+            code: None,
+            signal: Some(libc::SIGKILL),
+            timed_out: false,
+        }]);
+        assert!(harness_failure(&baseline_gone).is_some());
+        let mut supervisor_gone = outcome(vec![Event::Loaded]);
+        supervisor_gone.supervisor_error = Some("killed".into());
+        assert!(harness_failure(&supervisor_gone).is_some());
+        let crashed = outcome(vec![
+            Event::Loaded,
+            Event::Ended {
+                side: Side::Candidate,
+                code: None,
+                signal: Some(libc::SIGSEGV),
+                timed_out: false,
+            },
+        ]);
+        assert_eq!(harness_failure(&crashed), None);
+        assert_eq!(
+            harness_failure(&outcome(vec![Event::Loaded, Event::Done])),
+            None
+        );
     }
 
     #[test]

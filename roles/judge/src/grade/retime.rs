@@ -15,15 +15,18 @@
 //! Only a grade with a speedup and nothing wrong is timed again: the
 //! second run makes pairs alone (the checks were the first run's), on
 //! inputs of a new secret at the first run's sizes, and at least as many
-//! as the first made, so that the two weigh alike in the pooled median. Whatever it reports
-//! against the submission (a mismatch, a crash, a changed input) counts as
-//! the first run's would.
+//! as the first made, so that the two weigh alike in the pooled median.
+//! Whatever it reports against the submission (a mismatch, a crash, a
+//! changed input) counts as the first run's would; a failure of the
+//! judge's own in it (the baseline's runner, the supervisor) leaves the
+//! first timing standing.
 
 use hpcagent_corpus::Sizes;
 use hpcagent_runner::RunOutcome;
 use hpcagent_runner::protocol::Event;
 use hpcagent_runner::timing::{Speedup, StopRule};
 
+use super::outcome::harness_failure;
 use super::plan::Planner;
 use super::prepare::Prepared;
 use super::run::{Extras, run};
@@ -74,9 +77,8 @@ pub(super) async fn again(
     )
     .await
     .map_err(|e| e.to_string())?;
-    // The judge's own failure, not the submission's: the first timing stands.
-    match outcome.supervisor_error {
-        Some(error) => Err(error),
+    match harness_failure(&outcome) {
+        Some(why) => Err(why),
         None => Ok(outcome),
     }
 }
