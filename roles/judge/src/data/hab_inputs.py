@@ -36,9 +36,9 @@ uniform [-1000, 1000), drawn in float64 and cast to the run precision, then
 folded into their declared domain. Custom path: initialize(*args) with
 datatype, rng (default_rng(seed)) and dist passed where it accepts them.
 
---case writes what a grade passes the submission (float arrays made at
-another precision than the ABI declares first cast to it, for the
-reference too): OUT_DIR/case.json, the
+--case writes what a grade passes the submission instead of the .npy
+files (float arrays made at another precision than the ABI declares first
+cast to it, for the reference too): OUT_DIR/case.json, the
 ABI's arguments in order (pointers with their shape and file, by-value ones
 with their value), each pointer's bytes as OUT_DIR/<name>.bin in the ABI's
 dtype, and with --reference each output's expected bytes as
@@ -363,6 +363,10 @@ def take_apart(plan, made):
 
 
 def save(out, values, names, listing, case):
+    """Each of `names` as OUT/<name>.npy, listed in `listing`; for a case
+    (--case), the listing alone: write_case writes the bytes the judge
+    reads, and a second copy of each array (gigabytes at L, and a grade's
+    timed sets are made anew for it) would cost as much again."""
     listed = []
     for name in names:
         if is_sparse_matrix(values[name]) and case:
@@ -371,7 +375,8 @@ def save(out, values, names, listing, case):
         if value.dtype == object:
             sys.exit(f"{name} is a {type(values[name]).__name__}, not an array: "
                      "object-style inputs (a scipy sparse matrix) are not supported")
-        np.save(os.path.join(out, name + ".npy"), value)
+        if not case:
+            np.save(os.path.join(out, name + ".npy"), value)
         listed.append({"name": name, "dtype": str(value.dtype), "shape": list(value.shape)})
     json.dump(listed, open(listing, "w"))
 
