@@ -15,6 +15,10 @@
 //! kernels it translates. The raw speedups are compared (HPCAgent-Bench's
 //! `speedups`, before its significance test credits 1.0), for the kernels
 //! both grade correct: agreement is within a factor 1.5.
+//!
+//! It also times each judge's grades as a client meets them: a kernel's
+//! first grade (the task new to hpcagent's judge, which makes its cases
+//! then) and the later ones, against HPCAgent-Bench's on the same C.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -61,6 +65,10 @@ pub struct Row {
     pub peer_speedup: Option<f64>,
     /// Why either did not grade it, in words.
     pub note: String,
+    /// Each judge's grades of the kernel, in seconds as the client waited
+    /// for them, first grade first.
+    pub ours_s: Vec<f64>,
+    pub peer_s: Vec<f64>,
 }
 
 impl Row {
@@ -223,10 +231,13 @@ fn grade(
         peer_correct: true,
         peer_speedup: None,
         note: String::new(),
+        ours_s: Vec::new(),
+        peer_s: Vec::new(),
     };
     let (mut our_speedups, mut peer_speedups) = (Vec::new(), Vec::new());
     for round in 0..rounds {
-        let (_, verdict) = ours.verdict(&kernel.key, &ours_source, false)?;
+        let (seconds, verdict) = ours.verdict(&kernel.key, &ours_source, false)?;
+        row.ours_s.push(seconds);
         if round == 0 {
             row.denominator = verdict.denominator.clone();
             row.ours = pb::Status::word_of(verdict.status).to_string();
@@ -246,7 +257,8 @@ fn grade(
             }
             _ => {}
         }
-        let (_, answer) = peer.post(&kernel.stem, source, false)?;
+        let (seconds, answer) = peer.post(&kernel.stem, source, false)?;
+        row.peer_s.push(seconds);
         if answer["correct"] != true {
             if row.peer_correct {
                 let why = answer["error"]
@@ -279,8 +291,8 @@ pub fn render(o: &Outcome) -> String {
         o.rounds
     );
     out.push_str(&format!(
-        "{:64} {:22} {:>14} {:>14} {:>8}\n",
-        "kernel", "track", "hpcagent", "HPCAgent-Bench", "ratio"
+        "{:64} {:22} {:>14} {:>14} {:>8} {:>15}\n",
+        "kernel", "track", "hpcagent", "HPCAgent-Bench", "ratio", "first grade, s"
     ));
     for row in &o.rows {
         let ours = match row.ours_speedup {
@@ -292,8 +304,12 @@ pub fn render(o: &Outcome) -> String {
             _ => "not correct".into(),
         };
         let ratio = row.ratio().map_or("-".into(), |r| format!("{r:.2}"));
+        let first = match (row.ours_s.first(), row.peer_s.first()) {
+            (Some(o), Some(p)) => format!("{o:.2} / {p:.2}"),
+            _ => "-".into(),
+        };
         out.push_str(&format!(
-            "{:64} {:22} {ours:>14} {peer:>14} {ratio:>8}\n",
+            "{:64} {:22} {ours:>14} {peer:>14} {ratio:>8} {first:>15}\n",
             row.key, row.track
         ));
         if !row.note.is_empty() {
@@ -313,7 +329,47 @@ pub fn render(o: &Outcome) -> String {
         both.len(),
         o.untranslated.len()
     ));
+    out.push('\n');
+    out.push_str(&cost(&o.rows));
     out
+}
+
+/// What each judge's grades cost, hpcagent's over HPCAgent-Bench's: a
+/// kernel's first grade (the task new to hpcagent's judge) and the later
+/// ones, by kernel and in all.
+fn cost(rows: &[Row]) -> String {
+    let first: Vec<(f64, f64)> = rows
+        .iter()
+        .filter_map(|r| Some((*r.ours_s.first()?, *r.peer_s.first()?)))
+        .collect();
+    let later: Vec<(f64, f64)> = rows
+        .iter()
+        .flat_map(|r| r.ours_s.iter().zip(&r.peer_s).skip(1))
+        .map(|(o, p)| (*o, *p))
+        .collect();
+    let line = |what: &str, grades: &[(f64, f64)], by: &str, bound: Option<f64>| {
+        if grades.is_empty() {
+            return format!("{what}: none\n");
+        }
+        let mut ratios: Vec<f64> = grades.iter().map(|(o, p)| o / p).collect();
+        let (ours, peer) = grades
+            .iter()
+            .fold((0.0, 0.0), |(a, b), (o, p)| (a + o, b + p));
+        let within = bound.map_or(String::new(), |b| {
+            let n = ratios.iter().filter(|r| **r <= b).count();
+            format!("; within {b}× of HPCAgent-Bench's: {n} of {}", ratios.len())
+        });
+        let (low, high) = ratios
+            .iter()
+            .fold((f64::MAX, 0.0f64), |(l, h), r| (l.min(*r), h.max(*r)));
+        format!(
+            "{what}: hpcagent {ours:.1} s, HPCAgent-Bench {peer:.1} s ({:.2}×); by {by} \
+             median {:.2}× ({low:.2}–{high:.2}×){within}\n",
+            ours / peer,
+            crate::stats::median(&mut ratios)
+        )
+    };
+    line("first grades", &first, "kernel", Some(2.0)) + &line("later grades", &later, "grade", None)
 }
 
 /// A denominator's word, short enough for the table.
@@ -343,9 +399,25 @@ mod tests {
             peer_correct: correct,
             peer_speedup: p,
             note: String::new(),
+            ours_s: vec![3.0, 1.0],
+            peer_s: vec![1.0, 1.0],
         };
         assert_eq!(row("ok", Some(3.0), true, Some(2.0)).ratio(), Some(1.5));
         assert_eq!(row("ok", Some(3.0), false, Some(2.0)).ratio(), None);
         assert_eq!(row("incorrect", None, true, Some(2.0)).ratio(), None);
+        // Costs count every kernel graded, correct or not.
+        let cost = cost(&[row("ok", None, true, None), {
+            let mut r = row("incorrect", None, false, None);
+            r.ours_s = vec![1.0, 2.0, 4.0];
+            r.peer_s = vec![2.0, 2.0, 2.0];
+            r
+        }]);
+        assert_eq!(
+            cost,
+            "first grades: hpcagent 4.0 s, HPCAgent-Bench 3.0 s (1.33×); by kernel median \
+             3.00× (0.50–3.00×); within 2× of HPCAgent-Bench's: 1 of 2\n\
+             later grades: hpcagent 7.0 s, HPCAgent-Bench 5.0 s (1.40×); by grade median \
+             1.00× (1.00–2.00×)\n"
+        );
     }
 }
