@@ -138,7 +138,7 @@ impl Speedup {
     }
 
     /// The rounds it rests on.
-    fn rounds(&self) -> usize {
+    pub fn rounds(&self) -> usize {
         self.pairs as usize / ROUND
     }
 
