@@ -559,16 +559,49 @@ impl Peer {
         });
         let url = format!("{}/{}", self.url, if submit { "submit" } else { "score" });
         let started = Instant::now();
-        let answer: serde_json::Value = self.runtime.block_on(async {
+        let text = self.runtime.block_on(async {
             self.http
                 .post(&url)
                 .json(&body)
                 .timeout(Duration::from_secs(600))
                 .send()
                 .await?
-                .json()
+                .text()
                 .await
         })?;
-        Ok((started.elapsed().as_secs_f64(), answer))
+        let seconds = started.elapsed().as_secs_f64();
+        Ok((
+            seconds,
+            python_json(&text).context("HPCAgent-Bench's answer")?,
+        ))
+    }
+}
+
+/// JSON as Python's `json` writes it, whose floats may be `NaN` or
+/// `Infinity` (a speedup over a time of 0), which JSON has no words for:
+/// read as null where the text does not parse as it is.
+fn python_json(text: &str) -> anyhow::Result<serde_json::Value> {
+    serde_json::from_str(text).or_else(|_| {
+        let nulled = text
+            .replace("-Infinity", "null")
+            .replace("Infinity", "null")
+            .replace("NaN", "null");
+        serde_json::from_str(&nulled)
+            .with_context(|| format!("not JSON: {}", text.chars().take(200).collect::<String>()))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::python_json;
+
+    #[test]
+    fn python_s_non_finite_floats_read_as_null() {
+        let v =
+            python_json(r#"{"speedups": {"numpy": NaN, "c": Infinity, "d": -Infinity}, "x": 1.5}"#)
+                .unwrap();
+        assert!(v["speedups"]["numpy"].is_null() && v["speedups"]["d"].is_null());
+        assert_eq!(v["x"], 1.5);
+        assert!(python_json("<html>").is_err());
     }
 }
