@@ -138,7 +138,7 @@ impl Speedup {
     }
 
     /// The rounds it rests on.
-    pub fn rounds(&self) -> usize {
+    fn rounds(&self) -> usize {
         self.pairs as usize / ROUND
     }
 
