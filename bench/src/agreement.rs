@@ -359,14 +359,13 @@ fn cost(rows: &[Row]) -> String {
             let n = ratios.iter().filter(|r| **r <= b).count();
             format!("; within {b}× of HPCAgent-Bench's: {n} of {}", ratios.len())
         });
-        let (low, high) = ratios
-            .iter()
-            .fold((f64::MAX, 0.0f64), |(l, h), r| (l.min(*r), h.max(*r)));
+        // The median sorts the ratios: the range is then their ends.
+        let median = crate::stats::median(&mut ratios);
+        let (low, high) = (ratios[0], ratios[ratios.len() - 1]);
         format!(
             "{what}: hpcagent {ours:.1} s, HPCAgent-Bench {peer:.1} s ({:.2}×); by {by} \
-             median {:.2}× ({low:.2}–{high:.2}×){within}\n",
-            ours / peer,
-            crate::stats::median(&mut ratios)
+             median {median:.2}× ({low:.2}–{high:.2}×){within}\n",
+            ours / peer
         )
     };
     line("first grades", &first, "kernel", Some(2.0)) + &line("later grades", &later, "grade", None)
