@@ -44,6 +44,8 @@ pub struct Options {
     pub peer: PathBuf,
     pub kernels: usize,
     pub seed: u64,
+    /// These kernels alone, by key, instead of `kernels` drawn.
+    pub only: Vec<String>,
     /// Grades of each kernel by each judge.
     pub rounds: usize,
     pub work_dir: PathBuf,
@@ -96,7 +98,14 @@ pub fn run_bench(options: &Options) -> anyhow::Result<Outcome> {
     std::fs::create_dir_all(&options.work_dir)?;
     let (kernels, _) = hab::load(&options.corpus)
         .with_context(|| format!("cannot read {}", options.corpus.display()))?;
-    let drawn = draw(&kernels, options.seed);
+    let drawn = match options.only.as_slice() {
+        [] => draw(&kernels, options.seed),
+        keys => named(&kernels, keys)?,
+    };
+    let wanted = match options.only.len() {
+        0 => options.kernels,
+        named => named,
+    };
     let judge = start_judge_with(
         &options.exe,
         &options.repo,
@@ -112,10 +121,10 @@ pub fn run_bench(options: &Options) -> anyhow::Result<Outcome> {
         untranslated: Vec::new(),
     };
     // Translated a few at a time: the translator's Python starts once per batch.
-    for batch in drawn.chunks(options.kernels.max(4)) {
+    for batch in drawn.chunks(wanted.max(4)) {
         let sources = translate(&options.peer, batch)?;
         for kernel in batch {
-            if outcome.rows.len() == options.kernels {
+            if outcome.rows.len() == wanted {
                 return Ok(outcome);
             }
             let Some(source) = sources.get(&kernel.key) else {
@@ -152,6 +161,18 @@ fn draw(kernels: &[Kernel], seed: u64) -> Vec<&Kernel> {
     let longest = tracks.values().map(Vec::len).max().unwrap_or(0);
     (0..longest)
         .flat_map(|i| tracks.values().filter_map(move |keys| keys.get(i).copied()))
+        .collect()
+}
+
+/// The kernels of `keys`, in their order.
+fn named<'k>(kernels: &'k [Kernel], keys: &[String]) -> anyhow::Result<Vec<&'k Kernel>> {
+    keys.iter()
+        .map(|key| {
+            kernels
+                .iter()
+                .find(|k| k.key == *key)
+                .with_context(|| format!("the corpus has no kernel {key}"))
+        })
         .collect()
 }
 

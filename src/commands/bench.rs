@@ -114,6 +114,9 @@ struct AgreementArgs {
     /// The draw's seed: the same seed, the same kernels.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Only this kernel, by its key (repeatable; instead of a draw).
+    #[arg(long = "kernel", value_name = "KEY")]
+    only: Vec<String>,
     /// Grades of each kernel by each judge; each judge's median is compared.
     #[arg(long, default_value_t = 3)]
     rounds: usize,
@@ -322,6 +325,7 @@ fn agreement_bench(a: AgreementArgs) -> anyhow::Result<()> {
         peer: a.peer_hab,
         kernels: a.kernels,
         seed: a.seed,
+        only: a.only,
         rounds: a.rounds,
         work_dir: scratch.path().to_path_buf(),
     };
