@@ -12,7 +12,10 @@
 //!   draws and on sets only the task's initializer makes: at most 1.25× an
 //!   honest kernel's (the medians of grades of each, taken in turn), as
 //!   `tests/hostile_suite.rs` holds the timing tricks on the judge's own
-//!   corpus.
+//!   corpus;
+//! - a kernel that ends a batch of timed calls after its first (it
+//!   writes the runner's "returned" byte itself) and skips the rest is
+//!   `incorrect`, though its clock read a fraction of the batch's work.
 //!
 //! Each case is a row of the suite's table (`tests/common/suite.rs`).
 
@@ -79,6 +82,41 @@ fn a_replayed_first_answer_never_passes_a_task_whose_initializer_takes_no_seed()
         suite::record("hostile", &case, "overfit or incorrect", &got, pass);
         if !pass {
             failures.push(format!("{who}: {}", summary(&v)));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn a_batch_of_timed_calls_cut_short_is_wrong_not_fast() {
+    let _alone = TIMING.lock().unwrap_or_else(|e| e.into_inner());
+    let mut failures = Vec::new();
+    for (who, judge) in judges(false) {
+        // At M a call takes milliseconds: a clock stopped after one call
+        // of a batch reads far less than the batch's work.
+        let at = ["--preset", "M"];
+        let honest = judge.grade("score", "formula", "c", "hab/formula_ok.c", &at);
+        let cut = judge.grade("score", "formula", "c", "hab/formula_cut_short.c", &at);
+        let per_call = |v: &Value| v["timing"]["min_ns"].as_f64().unwrap_or(f64::NAN);
+        let message = cut["message"].as_str().unwrap_or_default();
+        // The attack reaches the clock (its fastest batch reads under half
+        // the honest kernel's call); the outputs of the calls it skipped
+        // make it wrong.
+        let clock_cut = per_call(&cut) < per_call(&honest) / 2.0;
+        let pass = honest["status"] == "ok"
+            && cut["status"] == "incorrect"
+            && message.contains("timed call")
+            && clock_cut;
+        let case = format!("HAB: a batch of timed calls cut short after its first ({who})");
+        let got = format!(
+            "{}: {message}; its fastest call {:.0} ns against the honest kernel's {:.0} ns",
+            cut["status"],
+            per_call(&cut),
+            per_call(&honest)
+        );
+        suite::record("hostile", &case, "incorrect, its clock cut", &got, pass);
+        if !pass {
+            failures.push(format!("{who}: {got}; honest {}", summary(&honest)));
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));

@@ -72,7 +72,8 @@ fn honest_kernels_of_every_kind_are_ok_against_the_numpy_reference() {
             v["timing"]["min_ns"].as_f64().unwrap() < v["floor_ns"].as_f64().unwrap() / 2.0;
         // One call of the submission on each of the grade's input sets
         // (the public case's call before them warms it up), and the
-        // reference's on each: 20 sets, as these cases are small.
+        // reference's on each: 20 sets, as these cases are small, their
+        // calls timed in batches.
         assert_eq!(v["timing"]["reps"], 20, "{task}: {v}");
         assert_eq!(v["baseline"]["reps"], 20, "{task}: {v}");
         let speedup = v["speedup"].as_f64().unwrap();

@@ -74,6 +74,7 @@ pub struct Timing {
     pub min_ns: f64,
     /// Interquartile range over the median: how noisy the reps were.
     pub spread: f64,
+    /// The calls timed (a batch's calls, timed together, are one time).
     pub reps: u32,
 }
 

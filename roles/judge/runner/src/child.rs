@@ -28,7 +28,7 @@ use hpcagent_sandbox::hold::{ChildSignals, Hold, Lost};
 use hpcagent_sandbox::limits::Limits;
 use hpcagent_sandbox::namespaces::{NamespaceError, Spawn, describe_start_failure};
 
-use super::process::FAILED;
+use super::process::{BATCH, FAILED, MAX_BATCH};
 use super::protocol::{Report, RunnerSetup, read_frame};
 
 /// How a runner stopped being usable.
@@ -256,16 +256,32 @@ impl Child {
     /// Makes call `index` within `budget`; its time, from before anything
     /// can wake the runner to every thread of it stopped.
     pub fn call(&mut self, index: u32, budget: Duration) -> Result<Duration, Gone> {
+        self.make(&index.to_le_bytes(), budget)
+    }
+
+    /// Makes the calls `indices` in order, in one continue of the runner
+    /// ([`BATCH`]), within `budget` for them all; their time together, as
+    /// [`Child::call`] times one.
+    pub fn batch(&mut self, indices: &[u32], budget: Duration) -> Result<Duration, Gone> {
+        let count = u32::try_from(indices.len()).expect("a batch's size fits its word");
+        assert!(count <= MAX_BATCH, "a batch of {count} calls");
+        let message: Vec<u8> = std::iter::once(BATCH | count)
+            .chain(indices.iter().copied())
+            .flat_map(u32::to_le_bytes)
+            .collect();
+        self.make(&message, budget)
+    }
+
+    /// Writes `message` (a call, or a batch) to the stopped runner, lets it
+    /// run, and times it until it says it is done and is stopped again.
+    fn make(&mut self, message: &[u8], budget: Duration) -> Result<Duration, Gone> {
         let start = Instant::now();
         let deadline = start + budget;
-        // The runner is stopped: a channel it cannot take four bytes on
-        // is one it filled itself, and never drains.
-        match self
-            .calls
-            .as_ref()
-            .map(|c| (&*c).write(&index.to_le_bytes()))
-        {
-            Some(Ok(4)) => {}
+        // The runner is stopped: a channel it cannot take the message on
+        // (a pipe's write of up to a page is whole or nothing) is one it
+        // filled itself, and never drains.
+        match self.calls.as_ref().map(|c| (&*c).write(message)) {
+            Some(Ok(n)) if n == message.len() => {}
             Some(Ok(_)) => return Err(self.kill(Gone::TimedOut)),
             Some(Err(e)) if e.kind() == std::io::ErrorKind::WouldBlock => {
                 return Err(self.kill(Gone::TimedOut));

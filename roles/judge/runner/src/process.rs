@@ -45,6 +45,15 @@ pub const FAILED: u8 = b'F';
 /// alone (the index written, the runner continued and woken, its byte
 /// read, every thread stopped), which every call's time includes.
 pub const FLOOR: u32 = u32::MAX;
+/// A batch: a call index with this bit set (and not [`FLOOR`]) says that
+/// as many indices as its other bits count follow, in the same write; the
+/// runner makes those calls in order and reports once, when the last has
+/// returned.
+pub const BATCH: u32 = 1 << 31;
+/// The most calls a batch holds: its words fit in one write of a pipe's
+/// atomic size (`PIPE_BUF`), which a stopped runner's channel takes whole
+/// or not at all.
+pub const MAX_BATCH: u32 = 4096 / 4 - 1;
 
 /// Where the runner failed, and why in words: the report's `Failed` frame.
 type Failure = (&'static str, String);
@@ -126,18 +135,18 @@ fn run(calls_in: &mut impl BufRead, report: &mut File) -> Result<(), Failure> {
     send(report, &Report::Ready);
     let mut totals: BTreeMap<String, f64> = BTreeMap::new();
     let mut made = 0u32;
-    let mut index = [0u8; 4];
-    while calls_in.read_exact(&mut index).is_ok() {
-        let index = u32::from_le_bytes(index);
-        if index == FLOOR {
+    let mut batch = Vec::new();
+    while let Some(indices) = next_calls(calls_in, &mut batch) {
+        if indices.is_empty() {
             let _ = report.write_all(&[DONE]);
             continue;
         }
-        let index = index as usize;
         if let Some(p) = &papi {
             p.start().map_err(at("papi"))?;
         }
-        let called = calls.call(code, index, &buffers);
+        let called = indices
+            .iter()
+            .try_for_each(|&index| calls.call(code, index as usize, &buffers));
         if let Some(p) = &papi {
             for (name, value) in p.stop().map_err(at("papi"))? {
                 *totals.entry(name).or_default() += value;
@@ -152,7 +161,7 @@ fn run(calls_in: &mut impl BufRead, report: &mut File) -> Result<(), Failure> {
                 return Err((stage, message));
             }
         }
-        made += 1;
+        made += indices.len() as u32;
     }
     if counters && made > 0 {
         totals.values_mut().for_each(|v| *v /= made as f64);
@@ -165,6 +174,31 @@ fn run(calls_in: &mut impl BufRead, report: &mut File) -> Result<(), Failure> {
     // Keep the library mapped until every call is done.
     drop(library);
     Ok(())
+}
+
+/// The calls the supervisor asks for next, read into `batch`: one call,
+/// none (an empty call, [`FLOOR`], answered at once), or a [`BATCH`];
+/// `None` at the end of the calls.
+fn next_calls<'b>(calls_in: &mut impl BufRead, batch: &'b mut Vec<u32>) -> Option<&'b [u32]> {
+    let mut word = || {
+        let mut bytes = [0u8; 4];
+        calls_in
+            .read_exact(&mut bytes)
+            .ok()
+            .map(|()| u32::from_le_bytes(bytes))
+    };
+    let index = word()?;
+    batch.clear();
+    match index {
+        FLOOR => {}
+        _ if index & BATCH != 0 => {
+            for _ in 0..index & !BATCH {
+                batch.push(word()?);
+            }
+        }
+        _ => batch.push(index),
+    }
+    Some(batch)
 }
 
 fn send(report: &mut File, message: &Report) {
@@ -404,5 +438,31 @@ fn default_fault_actions() {
     for signal in [libc::SIGSEGV, libc::SIGBUS] {
         // SAFETY: restores a default disposition; no handler runs.
         unsafe { libc::signal(signal, libc::SIG_DFL) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(words: &[u32]) -> Vec<u8> {
+        words.iter().flat_map(|w| w.to_le_bytes()).collect()
+    }
+
+    #[test]
+    fn calls_come_one_at_a_time_empty_or_in_a_batch() {
+        let stream = words(&[3, FLOOR, BATCH | 3, 0, 1, 2, 1, BATCH | 2, 5]);
+        let mut stream = stream.as_slice();
+        let mut batch = Vec::new();
+        let mut next = || next_calls(&mut stream, &mut batch).map(<[u32]>::to_vec);
+        assert_eq!(next(), Some(vec![3]));
+        assert_eq!(next(), Some(vec![]), "an empty call");
+        assert_eq!(next(), Some(vec![0, 1, 2]));
+        assert_eq!(next(), Some(vec![1]));
+        assert_eq!(
+            next(),
+            None,
+            "a batch whose indices stop short ends the calls"
+        );
     }
 }

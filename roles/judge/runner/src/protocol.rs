@@ -141,6 +141,16 @@ pub enum Step {
         #[serde(default)]
         sets: Vec<Vec<Option<PathBuf>>>,
     },
+    /// The `checks` steps after this one, checks of one call each on
+    /// argument lists whose arrays lie apart and that have no workspace,
+    /// made in one continue of the submission's runner: their inputs are
+    /// all written first, the runner makes the calls in order, and the lot
+    /// is timed as one interval ([`Event::Batch`]), whose round trip is
+    /// paid once instead of once a call. Each check's outputs are read
+    /// and reported afterwards as its own. Every call's outputs held
+    /// canaries when the batch began, so a call the runner did not make (a
+    /// batch cut short) leaves outputs that are wrong.
+    Batch { checks: u32 },
     /// `calls` empty calls on the baseline's runner: the runner's per-call
     /// floor ([`super::floor`]), for a run whose submission is timed
     /// against a reference timed inside its own process (no pairs: the
@@ -202,6 +212,9 @@ pub enum Event {
     },
     /// One of the submission's calls in a check or profile step.
     Call { step: usize, ns: u64 },
+    /// A [`Step::Batch`]: its `calls` calls of the submission, timed as
+    /// one interval of `ns` (the round trip's floor not taken off).
+    Batch { step: usize, calls: u32, ns: u64 },
     /// The runner's per-call floor, measured on the baseline's runner
     /// after the warm-up pair ([`super::floor`]); sent before the first
     /// pair, whose times and every later pair's are net of it. Or of a

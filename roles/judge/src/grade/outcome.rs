@@ -163,8 +163,9 @@ fn judge_answers(verdict: &mut Verdict, read: &Read<'_>, outcome: &RunOutcome, m
 
 /// The submission's and the baseline's times, and the speedup with its
 /// interval, from the timed pairs; without pairs, the calls of the timed
-/// checks (timed against NumPy: each as it would be timed inside its
-/// runner, where the run measured the runner's floor), else of the public
+/// checks, or their batches' calls, each batch one time a call (timed
+/// against NumPy: each as it would be timed inside its runner, where the
+/// run measured the runner's floor), else of the public
 /// step (a profile's). Either way net of the floor the verdict names.
 fn timings(verdict: &mut Verdict, outcome: &RunOutcome, read: &Read<'_>) -> Option<Speedup> {
     let floors: Vec<Floor> = outcome
@@ -207,10 +208,30 @@ fn timings(verdict: &mut Verdict, outcome: &RunOutcome, read: &Read<'_>) -> Opti
                 Event::Call { step, ns } if timed.contains(step) => {
                     Some(floor.map_or(*ns, |floor| floor.inside(*ns)))
                 }
+                // A batch's calls are all timed ones, one time a call.
+                Event::Batch { calls, ns, .. } => {
+                    Some(floor.map_or(*ns / u64::from((*calls).max(1)), |floor| {
+                        floor.inside_batch(*ns, *calls)
+                    }))
+                }
                 _ => None,
             })
             .collect();
         verdict.timing = Timing::from_samples(&calls);
+        // A batch is one time for several calls: `reps` counts the calls.
+        let batched: u32 = outcome
+            .events
+            .iter()
+            .filter_map(|e| match e {
+                Event::Batch { calls, .. } => Some(*calls),
+                _ => None,
+            })
+            .sum();
+        if let Some(timing) = verdict.timing.as_mut()
+            && batched > 0
+        {
+            timing.reps = batched;
+        }
         return None;
     }
     let (baseline, candidate): (Vec<u64>, Vec<u64>) = pairs.iter().copied().unzip();

@@ -43,6 +43,9 @@ pub(crate) struct Planner<'a> {
     /// How timed pairs draw an array, by name, where not as the kernel
     /// says (a corpus whose draw depends on the shapes a call passes).
     pub draws: BTreeMap<String, Init>,
+    /// Copies of the kernel's arrays in the run's buffers: a batch's
+    /// checks each call on a copy of their own ([`Self::batch`]).
+    copies: usize,
 }
 
 impl<'a> Planner<'a> {
@@ -54,6 +57,7 @@ impl<'a> Planner<'a> {
             steps: Vec::new(),
             per_case: false,
             draws: BTreeMap::new(),
+            copies: 1,
         }
     }
 
@@ -74,11 +78,17 @@ impl<'a> Planner<'a> {
 
     /// The argument list of `case`, added once.
     fn call_of(&mut self, case: &CaseInputs) -> Result<usize, PlanError> {
-        if !self.per_case {
-            return self.call(&case.sizes);
-        }
-        let args = case_args(self.kernel, self.precision, case)?;
+        let args = self.args_of(case)?;
         Ok(self.add(args))
+    }
+
+    /// The arguments of `case`: its own shapes and values, or the
+    /// kernel's at its sizes.
+    fn args_of(&self, case: &CaseInputs) -> Result<Vec<RunArg>, PlanError> {
+        match self.per_case {
+            true => case_args(self.kernel, self.precision, case),
+            false => call_args(self.kernel, self.precision, &case.sizes),
+        }
     }
 
     fn add(&mut self, args: Vec<RunArg>) -> usize {
@@ -191,6 +201,44 @@ impl<'a> Planner<'a> {
         Ok(self.steps.len() - 1)
     }
 
+    /// A batch: a check of one call on each of `cases`, made in one
+    /// continue of the runner and timed together (`Step::Batch`), each on
+    /// a copy of the arrays of its own; the checks' steps.
+    pub fn batch(&mut self, label: &str, cases: &[&CaseInputs]) -> Result<Vec<usize>, PlanError> {
+        self.steps.push(Step::Batch {
+            checks: cases.len() as u32,
+        });
+        self.copies = self.copies.max(cases.len());
+        let arrays = self.kernel.arrays.len();
+        let mut steps = Vec::with_capacity(cases.len());
+        for (copy, case) in cases.iter().enumerate() {
+            let args = self
+                .args_of(case)?
+                .into_iter()
+                .map(|arg| match arg {
+                    RunArg::Array { index, shape } => RunArg::Array {
+                        index: index + copy * arrays,
+                        shape,
+                    },
+                    other => other,
+                })
+                .collect();
+            let call = self.add(args);
+            let mut inputs = vec![None; copy * arrays];
+            inputs.extend(input_files(self.kernel, case));
+            self.steps.push(Step::Check {
+                label: format!("{label} {copy}"),
+                call,
+                inputs,
+                calls: 1,
+                outputs: true,
+                digest: false,
+            });
+            steps.push(self.steps.len() - 1);
+        }
+        Ok(steps)
+    }
+
     /// `calls` empty calls on the run's baseline (an empty kernel where
     /// nothing is timed in pairs): the runner's per-call floor.
     pub fn floor(&mut self, calls: u32) {
@@ -217,11 +265,12 @@ impl<'a> Planner<'a> {
         Ok(())
     }
 
-    /// The ABI's arrays, in argument order.
+    /// The ABI's arrays, in argument order, once for each copy the
+    /// run's batches use.
     pub fn arrays(&self) -> Vec<ArraySpec> {
-        self.kernel
-            .arrays
-            .iter()
+        let arrays = self.kernel.arrays.iter().cycle();
+        arrays
+            .take(self.kernel.arrays.len() * self.copies)
             .map(|a| ArraySpec {
                 name: a.name.clone(),
                 dtype: a.elem.resolve(self.precision),

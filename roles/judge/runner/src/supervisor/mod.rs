@@ -12,6 +12,10 @@
 //!   ahead), in rounds of one pair in each order (which first, drawn),
 //!   under the node's timing lock, and compare their outputs; they go on
 //!   until the verdict is decided or their time is up ([`crate::timing`]);
+//! - a batch makes several checks' calls in one continue of the
+//!   submission's runner, their inputs all written first, and times them
+//!   together: the round trip is paid once for them all, and every
+//!   call's outputs are read back and checked as its own check's;
 //! - a profile calls the submission on known inputs for a while.
 //!
 //! Every call is timed here, from outside the runner ([`super::child`]),
@@ -45,9 +49,9 @@ use hpcagent_sandbox::hold::ChildSignals;
 
 use super::child::{Child, Gone, Start};
 use super::floor::{FLOOR_CALLS, Floor};
-use super::process::FLOOR;
+use super::process::{FLOOR, MAX_BATCH};
 use super::protocol::{
-    CallBudget, Event, Isolation, Report, Request, RunnerSetup, Side, Step, write_frame,
+    CallBudget, Event, Isolation, Report, Request, RunArg, RunnerSetup, Side, Step, write_frame,
 };
 use crate::timing::{Order, StopRule};
 use hpcagent_corpus::Tolerance;
@@ -283,11 +287,17 @@ impl<'a> Run<'a> {
     }
 
     fn steps(&mut self, request: &Request) {
-        for (index, step) in request.steps.iter().enumerate() {
+        let mut index = 0;
+        while let Some(step) = request.steps.get(index) {
             if self.over {
                 return;
             }
             match step {
+                Step::Batch { checks } => {
+                    let end = (index + 1 + *checks as usize).min(request.steps.len());
+                    self.batch(index, &request.steps[index + 1..end], *checks);
+                    index = end - 1;
+                }
                 Step::Check {
                     call,
                     inputs,
@@ -316,6 +326,7 @@ impl<'a> Run<'a> {
                     }
                 }
             }
+            index += 1;
         }
         if !self.over {
             send(self.channel, &Event::Done, &[]);
@@ -393,13 +404,64 @@ impl<'a> Run<'a> {
                 send(self.channel, &Event::OutputDigest { step, digest }, &[]);
             }
             if last && outputs {
-                for (array, bytes) in &produced {
-                    let array = array.to_string();
-                    send(self.channel, &Event::Output { step, array }, bytes);
-                }
+                send_outputs(self.channel, step, &produced);
             }
             if n == 0 && !last {
                 first = produced.iter().map(|r| r.1.to_vec()).collect();
+            }
+        }
+    }
+
+    /// A batch (step `step`): the `count` checks after it, one call each,
+    /// made in one continue of the submission's runner and timed as one
+    /// interval; then each check's outputs, as its own.
+    fn batch(&mut self, step: usize, checks: &[Step], count: u32) {
+        let sets = match batched(&self.request.calls, step, checks, count) {
+            Ok(sets) => sets,
+            Err(message) => {
+                self.over = true;
+                fail(self.channel, Side::Candidate, "batch", message);
+                return;
+            }
+        };
+        let mut values = Vec::with_capacity(sets.len());
+        for set in &sets {
+            let Some(set_values) = self.read_inputs(set.inputs) else {
+                return;
+            };
+            self.load(set.call, &set_values);
+            values.push(set_values);
+        }
+        let indices: Vec<u32> = sets.iter().map(|set| set.call as u32).collect();
+        let Some(ns) = self.round_trip(Side::Candidate, &indices) else {
+            return;
+        };
+        self.candidate_calls += sets.len();
+        send(
+            self.channel,
+            &Event::Batch {
+                step,
+                calls: count,
+                ns,
+            },
+            &[],
+        );
+        for (set, values) in sets.iter().zip(&values) {
+            if let Some(array) = self.modified_input(set.call, values) {
+                return self.input_modified(set.step, array);
+            }
+            let produced =
+                arrays::output_regions(self.request, &self.layout, &self.buffers, set.call);
+            if set.digest {
+                let digest = digest_of(produced.iter().map(|r| r.1));
+                let event = Event::OutputDigest {
+                    step: set.step,
+                    digest,
+                };
+                send(self.channel, &event, &[]);
+            }
+            if set.outputs {
+                send_outputs(self.channel, set.step, &produced);
             }
         }
     }
@@ -595,7 +657,7 @@ impl<'a> Run<'a> {
 
     /// Calls `side`'s runner; `None` (and the run is over) when it is gone.
     fn time(&mut self, side: Side, call: usize) -> Option<u64> {
-        let ns = self.round_trip(side, call as u32)?;
+        let ns = self.round_trip(side, &[call as u32])?;
         match side {
             Side::Baseline => {
                 let at = self.baseline_ns.partition_point(|&t| t <= ns);
@@ -612,21 +674,24 @@ impl<'a> Run<'a> {
     fn floor(&mut self, calls: usize) -> Option<Floor> {
         let mut times = Vec::with_capacity(calls.max(1));
         for _ in 0..calls.max(1) {
-            times.push(self.round_trip(Side::Baseline, FLOOR)?);
+            times.push(self.round_trip(Side::Baseline, &[FLOOR])?);
         }
         Some(Floor::of(&mut times))
     }
 
-    /// Makes call `index` on `side`'s runner and times it; `None` (and
-    /// the run is over) when the runner is gone.
-    fn round_trip(&mut self, side: Side, index: u32) -> Option<u64> {
-        let budget = self.budget(side);
+    /// Makes the calls `indices` on `side`'s runner (one, or a batch) and
+    /// times them; `None` (and the run is over) when the runner is gone.
+    fn round_trip(&mut self, side: Side, indices: &[u32]) -> Option<u64> {
+        let budget = self.budget(side) * indices.len() as u32;
         let child = match side {
             Side::Baseline => self.baseline.as_mut()?,
             Side::Candidate => &mut self.candidate,
         };
         self.cpus.apart();
-        let called = child.call(index, budget);
+        let called = match indices {
+            [index] => child.call(*index, budget),
+            _ => child.batch(indices, budget),
+        };
         self.cpus.beside_held();
         match called {
             Ok(elapsed) => Some(elapsed.as_nanos() as u64),
@@ -651,6 +716,79 @@ impl<'a> Run<'a> {
         }
         let median = times[times.len() / 2] as f64;
         Duration::from_nanos((factor * median) as u64).max(Duration::from_millis(floor_ms))
+    }
+}
+
+/// One check of a batch.
+#[derive(Debug)]
+struct Batched<'r> {
+    step: usize,
+    call: usize,
+    inputs: &'r [Option<PathBuf>],
+    outputs: bool,
+    digest: bool,
+}
+
+/// The `count` checks of the batch at step `step`, or why they cannot be
+/// one: each a check of one call, their arrays apart (every call's inputs
+/// are written before the first is made) and no workspace (which the
+/// calls would share, unzeroed between them).
+fn batched<'r>(
+    calls: &[Vec<RunArg>],
+    step: usize,
+    checks: &'r [Step],
+    count: u32,
+) -> Result<Vec<Batched<'r>>, String> {
+    if checks.len() != count as usize || !(1..=MAX_BATCH).contains(&count) {
+        return Err(format!(
+            "a batch of {count} checks, with {} steps after it (1 to {MAX_BATCH})",
+            checks.len()
+        ));
+    }
+    let mut used = std::collections::HashSet::new();
+    let mut sets = Vec::with_capacity(checks.len());
+    for (i, check) in checks.iter().enumerate() {
+        let Step::Check {
+            call,
+            inputs,
+            calls: 1,
+            outputs,
+            digest,
+            ..
+        } = check
+        else {
+            return Err(format!(
+                "step {} of a batch is not a check of one call",
+                i + 1
+            ));
+        };
+        for arg in calls.get(*call).into_iter().flatten() {
+            match arg {
+                RunArg::Array { index, .. } if !used.insert(*index) => {
+                    return Err(format!("the checks of a batch share the array {index}"));
+                }
+                RunArg::Workspace(bytes) if *bytes > 0 => {
+                    return Err("a batch's calls have a workspace".into());
+                }
+                _ => {}
+            }
+        }
+        sets.push(Batched {
+            step: step + 1 + i,
+            call: *call,
+            inputs,
+            outputs: *outputs,
+            digest: *digest,
+        });
+    }
+    Ok(sets)
+}
+
+/// A check's outputs, each as its own event.
+fn send_outputs(channel: &mut File, step: usize, produced: &[(&String, &[u8])]) {
+    for (array, bytes) in produced {
+        let array = array.to_string();
+        send(channel, &Event::Output { step, array }, bytes);
     }
 }
 
@@ -683,4 +821,56 @@ fn report_gone(channel: &mut File, side: Side, gone: Gone) {
         },
     };
     send(channel, &event, &[]);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(call: usize) -> Step {
+        Step::Check {
+            label: format!("set {call}"),
+            call,
+            inputs: Vec::new(),
+            calls: 1,
+            outputs: true,
+            digest: false,
+        }
+    }
+
+    fn array(index: usize) -> RunArg {
+        RunArg::Array {
+            index,
+            shape: vec![4],
+        }
+    }
+
+    #[test]
+    fn a_batch_is_checks_of_one_call_on_arrays_apart_without_a_workspace() {
+        let calls = vec![
+            vec![array(0), array(1), RunArg::Int(4), RunArg::Workspace(0)],
+            vec![array(2), array(3), RunArg::Int(4), RunArg::Workspace(0)],
+            vec![array(1), array(4)],
+            vec![array(5), RunArg::Workspace(64)],
+        ];
+        let checks = [check(0), check(1)];
+        let sets = batched(&calls, 7, &checks, 2).unwrap();
+        let steps: Vec<usize> = sets.iter().map(|set| set.step).collect();
+        assert_eq!(steps, [8, 9], "each check reports as its own step");
+        let refused = |checks: &[Step], count| batched(&calls, 0, checks, count).unwrap_err();
+        assert!(refused(&[check(0), check(2)], 2).contains("share the array 1"));
+        assert!(refused(&[check(0), check(3)], 2).contains("workspace"));
+        assert!(refused(&[check(0)], 2).contains("1 steps after it"));
+        assert!(refused(&[], 0).contains("a batch of 0"));
+        let repeated = Step::Check {
+            label: "repeated".into(),
+            call: 1,
+            inputs: Vec::new(),
+            calls: 3,
+            outputs: true,
+            digest: false,
+        };
+        assert!(refused(&[check(0), repeated], 2).contains("not a check of one call"));
+        assert!(refused(&[check(0), Step::Floor { calls: 1 }], 2).contains("not a check"));
+    }
 }

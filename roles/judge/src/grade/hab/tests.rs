@@ -479,3 +479,25 @@ fn a_grade_times_on_as_many_sets_as_its_bytes_and_the_reference_s_time_allow() {
     // Shapes an initializer decides: as if five fit.
     assert_eq!(timed_sets(None, Some(1_000)), 5);
 }
+
+#[test]
+fn timed_sets_are_cut_into_few_even_batches_of_at_most_five() {
+    for sets in 1..=TIMED_SETS.1 as usize {
+        let size = batch_size(sets);
+        let sizes: Vec<usize> = (0..sets)
+            .collect::<Vec<_>>()
+            .chunks(size)
+            .map(<[usize]>::len)
+            .collect();
+        assert_eq!(sizes.len(), sets.div_ceil(BATCH_SETS), "{sets}: {sizes:?}");
+        assert!(sizes.iter().all(|&n| n <= BATCH_SETS), "{sets}: {sizes:?}");
+        // No batch of one beside bigger ones: its round trip would weigh
+        // on its one call as on none of the others'.
+        assert!(
+            sets < 2 || sizes.iter().all(|&n| n >= 2),
+            "{sets}: {sizes:?}"
+        );
+    }
+    assert_eq!(batch_size(20), 5);
+    assert_eq!(batch_size(6), 3);
+}
