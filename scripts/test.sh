@@ -10,11 +10,15 @@ as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 # Debian packages the tests use beyond the Rust toolchain: the judge's
 # compilers (hipcc with its HIP runtime, which sees no device here) and
 # profilers; the system python's NumPy, which the judges the
-# isolation tests start as an unprivileged user run their oracle with; the
-# report's font and the browser that renders its page. Slurm and munge are
-# installed by up.sh itself.
+# isolation tests start as an unprivileged user run their oracle with, over
+# OpenBLAS as an operator's NumPy is (over Debian's reference BLAS a matrix
+# product's time swung with the sizes a grade draws: the same kernel read
+# 2.3x to 6.2x against NumPy, and an answer-table kernel 0.49x to 1.34x an
+# honest one's, where over OpenBLAS 0.69x to 0.88x); the report's font and
+# the browser that renders its page. Slurm and munge are installed by
+# up.sh itself.
 need=""
-for p in gcc g++ gfortran hipcc linux-perf papi-tools python3-numpy fonts-dejavu-core chromium; do dpkg -s "$p" >/dev/null 2>&1 || need="$need $p"; done
+for p in gcc g++ gfortran hipcc linux-perf papi-tools python3-numpy libopenblas0-pthread fonts-dejavu-core chromium; do dpkg -s "$p" >/dev/null 2>&1 || need="$need $p"; done
 if [ -n "$need" ]; then
   echo "[test] installing$need"
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $need >/dev/null ||
