@@ -71,6 +71,9 @@ pub struct Row {
     /// for them, first grade first.
     pub ours_s: Vec<f64>,
     pub peer_s: Vec<f64>,
+    /// Each judge's raw speedup of each of its grades that ended correct.
+    pub ours_speedups: Vec<f64>,
+    pub peer_speedups: Vec<f64>,
 }
 
 impl Row {
@@ -254,8 +257,9 @@ fn grade(
         note: String::new(),
         ours_s: Vec::new(),
         peer_s: Vec::new(),
+        ours_speedups: Vec::new(),
+        peer_speedups: Vec::new(),
     };
-    let (mut our_speedups, mut peer_speedups) = (Vec::new(), Vec::new());
     for round in 0..rounds {
         let (seconds, verdict) = ours.verdict(&kernel.key, &ours_source, false)?;
         row.ours_s.push(seconds);
@@ -267,7 +271,7 @@ fn grade(
             }
         }
         match verdict.status() {
-            pb::Status::Ok if row.ours == "ok" => our_speedups.push(verdict.speedup),
+            pb::Status::Ok if row.ours == "ok" => row.ours_speedups.push(verdict.speedup),
             // A later grade that did not end ok is said, not left out quietly.
             _ if round > 0 && row.ours == "ok" => {
                 row.note.push_str(&format!(
@@ -291,15 +295,15 @@ fn grade(
             }
             row.peer_correct = false;
         }
-        peer_speedups.extend(
+        row.peer_speedups.extend(
             answer["speedups"]
                 .as_object()
                 .and_then(|s| s.values().find_map(serde_json::Value::as_f64)),
         );
     }
-    let median = |v: &mut Vec<f64>| (!v.is_empty()).then(|| crate::stats::median(v));
-    row.ours_speedup = median(&mut our_speedups);
-    row.peer_speedup = median(&mut peer_speedups);
+    let median = |v: &[f64]| (!v.is_empty()).then(|| crate::stats::median(&mut v.to_vec()));
+    row.ours_speedup = median(&row.ours_speedups);
+    row.peer_speedup = median(&row.peer_speedups);
     Ok(row)
 }
 
@@ -351,8 +355,39 @@ pub fn render(o: &Outcome) -> String {
         o.untranslated.len()
     ));
     out.push('\n');
+    out.push_str(&steadiness(&o.rows));
     out.push_str(&cost(&o.rows));
     out
+}
+
+/// How far each judge's own grades of a kernel lie apart (its fastest
+/// speedup over its slowest), over the kernels both grade correct: the
+/// agreement the target asks of two judges cannot be finer than each
+/// judge's agreement with itself.
+fn steadiness(rows: &[Row]) -> String {
+    let graded: Vec<&Row> = rows.iter().filter(|r| r.ratio().is_some()).collect();
+    let apart = |speedups: &[f64]| {
+        let low = speedups.iter().copied().fold(f64::INFINITY, f64::min);
+        let high = speedups.iter().copied().fold(0.0, f64::max);
+        high / low
+    };
+    let line = |name: &str, speedups: &dyn Fn(&Row) -> &[f64]| {
+        let mut spreads: Vec<f64> = graded.iter().map(|r| apart(speedups(r))).collect();
+        let within = spreads.iter().filter(|s| **s <= FACTOR).count();
+        let median = match spreads.is_empty() {
+            true => "-".to_string(),
+            false => format!("{:.2}×", crate::stats::median(&mut spreads)),
+        };
+        format!(
+            "{name}: {within} of {} within {FACTOR}× (median {median})",
+            graded.len()
+        )
+    };
+    format!(
+        "each judge against itself, its fastest grade of a kernel over its slowest: {}; {}\n",
+        line("hpcagent", &|r| &r.ours_speedups),
+        line("HPCAgent-Bench", &|r| &r.peer_speedups)
+    )
 }
 
 /// What each judge's grades cost, hpcagent's over HPCAgent-Bench's: a
@@ -421,6 +456,8 @@ mod tests {
             note: String::new(),
             ours_s: vec![3.0, 1.0],
             peer_s: vec![1.0, 1.0],
+            ours_speedups: o.into_iter().collect(),
+            peer_speedups: p.into_iter().collect(),
         };
         assert_eq!(row("ok", Some(3.0), true, Some(2.0)).ratio(), Some(1.5));
         assert_eq!(row("ok", Some(3.0), false, Some(2.0)).ratio(), None);
@@ -438,6 +475,37 @@ mod tests {
              3.00× (0.50–3.00×); within 2× of HPCAgent-Bench's: 1 of 2\n\
              later grades: hpcagent 7.0 s, HPCAgent-Bench 5.0 s (1.40×); by grade median \
              1.00× (1.00–2.00×)\n"
+        );
+    }
+
+    #[test]
+    fn each_judge_s_grades_of_a_kernel_are_held_against_each_other() {
+        let row = |ours: &[f64], peer: &[f64]| Row {
+            key: String::new(),
+            track: String::new(),
+            denominator: String::new(),
+            ours: "ok".into(),
+            ours_speedup: Some(ours[0]),
+            peer_correct: true,
+            peer_speedup: Some(peer[0]),
+            note: String::new(),
+            ours_s: Vec::new(),
+            peer_s: Vec::new(),
+            ours_speedups: ours.to_vec(),
+            peer_speedups: peer.to_vec(),
+        };
+        let mut wrong = row(&[1.0], &[1.0]);
+        wrong.ours = "incorrect".into();
+        let line = steadiness(&[
+            row(&[2.0, 2.2, 2.1], &[10.0, 30.0, 17.0]),
+            row(&[5.0, 5.0, 5.0], &[4.0, 5.0, 4.5]),
+            wrong,
+        ]);
+        assert_eq!(
+            line,
+            "each judge against itself, its fastest grade of a kernel over its slowest: \
+             hpcagent: 2 of 2 within 1.5× (median 1.10×); \
+             HPCAgent-Bench: 1 of 2 within 1.5× (median 3.00×)\n"
         );
     }
 }
