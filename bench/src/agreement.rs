@@ -373,13 +373,23 @@ fn steadiness(rows: &[Row]) -> String {
     };
     let line = |name: &str, speedups: &dyn Fn(&Row) -> &[f64]| {
         let mut spreads: Vec<f64> = graded.iter().map(|r| apart(speedups(r))).collect();
-        let within = spreads.iter().filter(|s| **s <= FACTOR).count();
+        let beyond: Vec<String> = graded
+            .iter()
+            .zip(&spreads)
+            .filter(|(_, s)| **s > FACTOR)
+            .map(|(r, s)| format!("{} {s:.2}×", r.key.rsplit('/').next().unwrap_or("")))
+            .collect();
+        let within = spreads.len() - beyond.len();
         let median = match spreads.is_empty() {
             true => "-".to_string(),
             false => format!("{:.2}×", crate::stats::median(&mut spreads)),
         };
+        let beyond = match beyond.is_empty() {
+            true => String::new(),
+            false => format!(", beyond: {}", beyond.join(", ")),
+        };
         format!(
-            "{name}: {within} of {} within {FACTOR}× (median {median})",
+            "{name}: {within} of {} within {FACTOR}× (median {median}{beyond})",
             graded.len()
         )
     };
@@ -481,7 +491,7 @@ mod tests {
     #[test]
     fn each_judge_s_grades_of_a_kernel_are_held_against_each_other() {
         let row = |ours: &[f64], peer: &[f64]| Row {
-            key: String::new(),
+            key: "track/k/k".into(),
             track: String::new(),
             denominator: String::new(),
             ours: "ok".into(),
@@ -505,7 +515,7 @@ mod tests {
             line,
             "each judge against itself, its fastest grade of a kernel over its slowest: \
              hpcagent: 2 of 2 within 1.5× (median 1.10×); \
-             HPCAgent-Bench: 1 of 2 within 1.5× (median 3.00×)\n"
+             HPCAgent-Bench: 1 of 2 within 1.5× (median 3.00×, beyond: k 3.00×)\n"
         );
     }
 }
