@@ -65,6 +65,9 @@ pub struct Row {
     /// its raw speedup (the median).
     pub peer_correct: bool,
     pub peer_speedup: Option<f64>,
+    /// A request to HPCAgent-Bench's judge failed (no answer, or none
+    /// that reads as JSON): the kernel is not compared.
+    pub peer_failed: bool,
     /// Why either did not grade it, in words.
     pub note: String,
     /// Each judge's grades of the kernel, in seconds as the client waited
@@ -254,6 +257,7 @@ fn grade(
         ours_speedup: None,
         peer_correct: true,
         peer_speedup: None,
+        peer_failed: false,
         note: String::new(),
         ours_s: Vec::new(),
         peer_s: Vec::new(),
@@ -282,7 +286,18 @@ fn grade(
             }
             _ => {}
         }
-        let (seconds, answer) = peer.post(&kernel.stem, source, false)?;
+        let (seconds, answer) = match peer.post(&kernel.stem, source, false) {
+            Ok(answered) => answered,
+            Err(e) => {
+                // The row says so and the bench goes on: an end here lost
+                // the summary of every kernel graded before it.
+                row.note
+                    .push_str(&format!("HPCAgent-Bench's request failed: {e:#}"));
+                row.peer_correct = false;
+                row.peer_failed = true;
+                break;
+            }
+        };
         row.peer_s.push(seconds);
         if answer["correct"] != true {
             if row.peer_correct {
@@ -326,6 +341,7 @@ pub fn render(o: &Outcome) -> String {
         };
         let peer = match (row.peer_correct, row.peer_speedup) {
             (true, Some(s)) => format!("{s:.2}×"),
+            _ if row.peer_failed => "failed".into(),
             _ => "not correct".into(),
         };
         let ratio = row.ratio().map_or("-".into(), |r| format!("{r:.2}"));
@@ -463,6 +479,7 @@ mod tests {
             ours_speedup: o,
             peer_correct: correct,
             peer_speedup: p,
+            peer_failed: false,
             note: String::new(),
             ours_s: vec![3.0, 1.0],
             peer_s: vec![1.0, 1.0],
@@ -498,6 +515,7 @@ mod tests {
             ours_speedup: Some(ours[0]),
             peer_correct: true,
             peer_speedup: Some(peer[0]),
+            peer_failed: false,
             note: String::new(),
             ours_s: Vec::new(),
             peer_s: Vec::new(),

@@ -336,6 +336,13 @@ fn agreement_bench(a: AgreementArgs) -> anyhow::Result<()> {
     } else {
         println!("{}", agreement::render(&outcome));
     }
+    // The summary is printed, but a bench that could not compare every
+    // kernel did not measure what it was asked to.
+    let failed = outcome.rows.iter().filter(|row| row.peer_failed).count();
+    anyhow::ensure!(
+        failed == 0,
+        "HPCAgent-Bench's judge failed its requests for {failed} kernel(s): those are not compared"
+    );
     Ok(())
 }
 
