@@ -403,19 +403,21 @@ fn hab_steps<'a>(
         step: planner.check("public", &data[0].0, true, submit)?,
         repeats: false,
     };
-    let mut timed_steps = Vec::new();
-    if let Timed::AgainstNumpy(sets) = timed
-        && let Some(batches) = batches(sets)
-    {
-        // The floor's empty calls before each batch, and after the last:
-        // the round trip as the batches met it, taken off each once.
-        for (i, batch) in batches.into_iter().enumerate() {
-            planner.floor(BATCH_FLOOR_CALLS);
-            let cases: Vec<&CaseInputs> = batch.iter().map(|set| &set.inputs).collect();
-            timed_steps.extend(planner.batch(&format!("timed batch {i}"), &cases)?);
-        }
-        planner.floor(BATCH_FLOOR_CALLS);
-    } else if let Timed::AgainstNumpy(sets) = timed {
+    let timed_steps = match timed {
+        Timed::AgainstNumpy(sets) => numpy_steps(&mut planner, sets)?,
+        _ => Vec::new(),
+    };
+    let (planner, mut marks) = checks_after_public(planner, public, data, submit)?;
+    marks.timed = timed_steps;
+    Ok((planner, marks))
+}
+
+/// The checks that time the submission on each of `sets` against NumPy,
+/// in batches where they can be, with the empty calls of the runner's
+/// floor beside them; the checks' steps.
+fn numpy_steps(planner: &mut Planner<'_>, sets: &[HabCase]) -> Result<Vec<usize>, PlanError> {
+    let mut steps = Vec::new();
+    let Some(batches) = batches(sets) else {
         // An empty call beside each timed one, as the timed calls are
         // made (after inputs are written, a runner's CPU idle or not),
         // before and after in turn: the floor as the calls met it.
@@ -423,15 +425,22 @@ fn hab_steps<'a>(
             if i % 2 == 0 {
                 planner.floor(1);
             }
-            timed_steps.push(planner.check(&format!("timed {i}"), &set.inputs, true, false)?);
+            steps.push(planner.check(&format!("timed {i}"), &set.inputs, true, false)?);
             if i % 2 == 1 {
                 planner.floor(1);
             }
         }
+        return Ok(steps);
+    };
+    // The floor's empty calls before each batch, and after the last: the
+    // round trip as the batches met it, taken off each once.
+    for (i, batch) in batches.into_iter().enumerate() {
+        planner.floor(BATCH_FLOOR_CALLS);
+        let cases: Vec<&CaseInputs> = batch.iter().map(|set| &set.inputs).collect();
+        steps.extend(planner.batch(&format!("timed batch {i}"), &cases)?);
     }
-    let (planner, mut marks) = checks_after_public(planner, public, data, submit)?;
-    marks.timed = timed_steps;
-    Ok((planner, marks))
+    planner.floor(BATCH_FLOOR_CALLS);
+    Ok(steps)
 }
 
 /// How a grade's sets against NumPy are cut into batches (`Step::Batch`),
