@@ -431,19 +431,22 @@ fn children(pid: u32) -> Vec<(u32, String)> {
     found
 }
 
+/// The judge's Python workers.
+fn python_workers(judge: &JudgeServer) -> Vec<u32> {
+    children(judge.pid())
+        .into_iter()
+        .filter(|(_, cmd)| cmd.contains("hab_inputs.py --serve"))
+        .map(|(pid, _)| pid)
+        .collect()
+}
+
 /// A judge makes HPCAgent-Bench's cases, grade after grade and task after
 /// task, in one Python of its own, started before the first grade: not a
 /// process per grade or per case.
 #[test]
 fn one_python_worker_makes_every_grade_s_cases() {
     let judge = JudgeServer::start(&corpus_args(false), &[], None);
-    let workers = || -> Vec<u32> {
-        children(judge.pid())
-            .into_iter()
-            .filter(|(_, cmd)| cmd.contains("hab_inputs.py --serve"))
-            .map(|(pid, _)| pid)
-            .collect()
-    };
+    let workers = || python_workers(&judge);
     let first = common::wait_until(
         std::time::Duration::from_secs(30),
         "the judge's Python worker started",
@@ -459,4 +462,35 @@ fn one_python_worker_makes_every_grade_s_cases() {
         assert_eq!(v["status"], "ok", "{task}: {}", summary(&v));
         assert_eq!(workers(), first, "{:?}", children(judge.pid()));
     }
+}
+
+/// A grade draws its timed sets while the submission builds, and calls
+/// the reference on them only once the build is done: a build that fails
+/// meanwhile is the grade's verdict, leaves none of the sets behind, and
+/// the same worker makes the next grade's.
+#[test]
+fn a_build_that_fails_while_the_sets_are_drawn_is_a_build_error_and_leaves_nothing() {
+    let judge = JudgeServer::start(&corpus_args(false), &[], None);
+    let v = judge.grade("score", "formula", "c", "hab/formula_ok.c", &[]);
+    assert_eq!(v["status"], "ok", "{}", summary(&v));
+    let workers = || python_workers(&judge);
+    let first = workers();
+    assert_eq!(first.len(), 1, "{:?}", children(judge.pid()));
+    let mut kept = common::reference_dirs(&judge.cache, "");
+    kept.sort();
+    for _ in 0..3 {
+        let v = judge.grade("score", "formula", "c", "gemm_build_error.c", &[]);
+        assert_eq!(v["status"], "build_error", "{}", summary(&v));
+        assert!(
+            v["build_log"].as_str().unwrap_or("").contains("error"),
+            "{v}"
+        );
+    }
+    let mut now = common::reference_dirs(&judge.cache, "");
+    now.sort();
+    assert_eq!(now, kept, "the failed grades left cases behind");
+    assert_eq!(workers(), first, "{:?}", children(judge.pid()));
+    let v = judge.grade("score", "formula", "c", "hab/formula_ok.c", &[]);
+    assert_eq!(v["status"], "ok", "{}", summary(&v));
+    assert!(v["speedup"].as_f64().unwrap_or(0.0) > 0.0, "{v}");
 }

@@ -18,6 +18,7 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 
+use super::worker::Word;
 use super::{
     ArrayData, CaseInputs, DataCache, DataError, Reference, bound, create_private_dir, io,
     private_tempdir, publish,
@@ -346,6 +347,20 @@ impl DataCache {
         plans: &[InputPlan],
         need: Need,
     ) -> Result<Vec<HabCase>, DataError> {
+        self.hab_cases_gated(kernel, plans, need, None).await
+    }
+
+    /// As [`Self::hab_cases`], with the reference's calls of the cases it
+    /// makes waiting for `word` where given, their inputs drawn before it
+    /// ([`super::worker::Worker::call_gated`]); a word of false is
+    /// [`DataError::Cancelled`].
+    pub async fn hab_cases_gated(
+        &self,
+        kernel: &hpcagent_corpus::Kernel,
+        plans: &[InputPlan],
+        need: Need,
+        word: Option<Word>,
+    ) -> Result<Vec<HabCase>, DataError> {
         let mut keys = Vec::new();
         for plan in plans {
             let plan_text =
@@ -389,7 +404,7 @@ impl DataCache {
             })
             .collect();
         if !missing.is_empty() {
-            self.make_cases(&missing, need).await?;
+            self.make_cases(&missing, need, word).await?;
             self.trim().await;
         }
         drop(held);
@@ -422,6 +437,7 @@ impl DataCache {
         &self,
         missing: &[(InputPlan, PathBuf, PathBuf)],
         need: Need,
+        word: Option<Word>,
     ) -> Result<(), DataError> {
         let private = self.root.join("reference");
         create_private_dir(&private)?;
@@ -434,10 +450,15 @@ impl DataCache {
             "op": "cases", "plans": plans, "out": made.path(), "flags": need.flags(),
         });
         let worker = self.worker()?;
-        worker
-            .call(request, self.reference_timeout)
-            .await
-            .map_err(|e| DataError::Reference(format!("making the inputs failed:\n{e}")))?;
+        let limit = self.reference_timeout;
+        let answer = match word {
+            Some(word) => worker.call_gated(request, word, limit).await,
+            None => worker.call(request, limit).await,
+        }
+        .map_err(|e| DataError::Reference(format!("making the inputs failed:\n{e}")))?;
+        if answer["cancelled"].as_bool() == Some(true) {
+            return Err(DataError::Cancelled);
+        }
         let (root, missing, dir) = (
             self.root.clone(),
             missing.to_vec(),

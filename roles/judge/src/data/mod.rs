@@ -101,6 +101,9 @@ pub enum DataError {
     },
     #[error("the reference failed: {0}")]
     Reference(String),
+    /// The grade that asked said to stop before the reference's calls.
+    #[error("the cases' making was cancelled before their reference was called")]
+    Cancelled,
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> DataError + '_ {

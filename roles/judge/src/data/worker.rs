@@ -9,7 +9,10 @@
 //! the traceback's last lines) a line on its stdout; what the code it runs
 //! prints goes to its stderr, whose last lines are kept for when it dies.
 //! An answer of another id (a request whose grade went away) is passed
-//! over. A worker that died, or outlived a request's time limit, is gone:
+//! over. A gated request (a grade's timed sets) has two more lines: the
+//! worker's `{"id", "drawn": true}` once the inputs are drawn, and the
+//! judge's `{"id", "go": bool}` before the reference is called, which may
+//! come first ([`Worker::call_gated`]). A worker that died, or outlived a request's time limit, is gone:
 //! the request fails saying why, and the next one starts another worker.
 //! A request whose caller went away before its answer came kills the
 //! worker too (its answer would still be on the way).
@@ -176,7 +179,58 @@ impl Worker {
 
     /// Sends `request` (an object; its `id` is set here) and returns the
     /// answer, within `limit`.
-    pub async fn call(&self, mut request: Value, limit: Duration) -> Result<Value, WorkerError> {
+    pub async fn call(&self, request: Value, limit: Duration) -> Result<Value, WorkerError> {
+        let (mut busy, id) = self.send(request).await?;
+        let running = busy.slot.as_mut().expect("started");
+        let answer = match tokio::time::timeout(limit, answer(running, id)).await {
+            Ok(answer) => answer?,
+            Err(_) => return Err(WorkerError::TimedOut(limit)),
+        };
+        busy.answered = true;
+        succeeded(answer)
+    }
+
+    /// Sends `request` gated (`hab_inputs.py`'s `Gate`): the worker draws
+    /// the inputs, then waits for `word` before it calls the reference;
+    /// a word of false, whenever it comes, cancels the rest (the answer
+    /// says `"cancelled": true`). `limit` bounds the worker's work before
+    /// and after the word, not the wait for it.
+    pub async fn call_gated(
+        &self,
+        mut request: Value,
+        word: Word,
+        limit: Duration,
+    ) -> Result<Value, WorkerError> {
+        request["gated"] = true.into();
+        let (mut busy, id) = self.send(request).await?;
+        let running = busy.slot.as_mut().expect("started");
+        let mut word = Some(word);
+        let first = match drawn_or_answered(running, id, &mut word, limit).await {
+            Ok(first) => first,
+            Err(Unread::Ended(why)) => return Err(died(running, why).await),
+            Err(Unread::Other(e)) => return Err(e),
+        };
+        let answer = if first["drawn"].as_bool() == Some(true) {
+            if let Some(word) = word.take() {
+                let go = word.await;
+                if let Err(e) = say(&mut running.stdin, id, go).await {
+                    return Err(died(running, e.to_string()).await);
+                }
+            }
+            match tokio::time::timeout(limit, answer(running, id)).await {
+                Ok(answer) => answer?,
+                Err(_) => return Err(WorkerError::TimedOut(limit)),
+            }
+        } else {
+            first
+        };
+        busy.answered = true;
+        succeeded(answer)
+    }
+
+    /// Writes `request` with an id of its own to the worker (started here
+    /// when none runs), which it holds until the answer.
+    async fn send(&self, mut request: Value) -> Result<(Busy<'_>, u64), WorkerError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         request["id"] = id.into();
         let mut line = request.to_string();
@@ -213,40 +267,94 @@ impl Worker {
                 }
             }
         }
-        let running = busy.slot.as_mut().expect("started");
-        let answer = match tokio::time::timeout(limit, answer(running, id)).await {
-            Ok(Ok(answer)) => answer,
-            Ok(Err(e)) => return Err(e),
-            Err(_) => return Err(WorkerError::TimedOut(limit)),
-        };
-        busy.answered = true;
-        if answer["ok"].as_bool() == Some(true) {
-            Ok(answer)
-        } else {
-            Err(WorkerError::Failed(
-                answer["error"]
-                    .as_str()
-                    .unwrap_or("it failed and did not say why")
-                    .to_string(),
-            ))
+        Ok((busy, id))
+    }
+}
+
+/// The judge's word on a gated request: true, go on to the reference;
+/// false, stop.
+pub type Word = std::pin::Pin<Box<dyn Future<Output = bool> + Send>>;
+
+/// An answer that says it failed, as the error it says.
+fn succeeded(answer: Value) -> Result<Value, WorkerError> {
+    if answer["ok"].as_bool() == Some(true) {
+        Ok(answer)
+    } else {
+        Err(WorkerError::Failed(
+            answer["error"]
+                .as_str()
+                .unwrap_or("it failed and did not say why")
+                .to_string(),
+        ))
+    }
+}
+
+/// The worker's first line on gated request `id` (that it drew, or its
+/// answer), within `limit`; the word is said, and taken out of `word`,
+/// if it comes first.
+async fn drawn_or_answered(
+    running: &mut Running,
+    id: u64,
+    word: &mut Option<Word>,
+    limit: Duration,
+) -> Result<Value, Unread> {
+    let Running { stdin, stdout, .. } = running;
+    let reading = line_of(stdout, id);
+    tokio::pin!(reading);
+    let deadline = tokio::time::sleep(limit);
+    tokio::pin!(deadline);
+    loop {
+        tokio::select! {
+            go = async { word.as_mut().expect("guarded").await }, if word.is_some() => {
+                *word = None;
+                say(stdin, id, go).await.map_err(|e| Unread::Ended(e.to_string()))?;
+            }
+            line = &mut reading => return line,
+            () = &mut deadline => return Err(Unread::Other(WorkerError::TimedOut(limit))),
         }
     }
 }
 
+/// Says the judge's word on gated request `id`.
+async fn say(stdin: &mut ChildStdin, id: u64, go: bool) -> std::io::Result<()> {
+    let line = format!("{}\n", serde_json::json!({"id": id, "go": go}));
+    stdin.write_all(line.as_bytes()).await?;
+    stdin.flush().await
+}
+
+/// Why no line came: the worker's output ended (it died), or something
+/// else went wrong.
+enum Unread {
+    Ended(String),
+    Other(WorkerError),
+}
+
 /// The worker's answer to request `id`, those of others passed over.
 async fn answer(running: &mut Running, id: u64) -> Result<Value, WorkerError> {
+    match line_of(&mut running.stdout, id).await {
+        Ok(line) => Ok(line),
+        Err(Unread::Ended(why)) => Err(died(running, why).await),
+        Err(Unread::Other(e)) => Err(e),
+    }
+}
+
+/// The worker's next line on request `id`, those on others passed over.
+async fn line_of(stdout: &mut BufReader<ChildStdout>, id: u64) -> Result<Value, Unread> {
     loop {
         let mut line = String::new();
-        match running.stdout.read_line(&mut line).await {
-            Ok(0) => return Err(died(running, "its output ended".into()).await),
+        match stdout.read_line(&mut line).await {
+            Ok(0) => return Err(Unread::Ended("its output ended".into())),
             Ok(_) => {}
-            Err(e) => return Err(died(running, e.to_string()).await),
+            Err(e) => return Err(Unread::Ended(e.to_string())),
         }
-        let answer: Value = serde_json::from_str(&line).map_err(|e| {
-            WorkerError::Garbled(format!("{e}: {}", hpcagent_common::words::tail(&line, 200)))
+        let value: Value = serde_json::from_str(&line).map_err(|e| {
+            Unread::Other(WorkerError::Garbled(format!(
+                "{e}: {}",
+                hpcagent_common::words::tail(&line, 200)
+            )))
         })?;
-        if answer["id"].as_u64() == Some(id) {
-            return Ok(answer);
+        if value["id"].as_u64() == Some(id) {
+            return Ok(value);
         }
     }
 }
@@ -359,29 +467,13 @@ mod tests {
             // A request it dies of: said, with what it printed last; the
             // next request gets another worker.
             let root = tempfile::tempdir().unwrap();
-            let dir = root.path().join("t/k");
-            std::fs::create_dir_all(&dir).unwrap();
-            std::fs::write(
-                dir.join("k.yaml"),
-                "name: k\nparameters:\n  S: {N: 8}\ninit:\n  func_name: initialize\n\
-                 \x20 input_args: [N]\n  output_args: [x]\n  arrays:\n    x: (N,)\n\
-                 output_args: [x]\n",
+            let plan = plans_of(
+                root.path(),
+                "import os, sys; print('the initializer gives up', file=sys.stderr, \
+                 flush=True); os._exit(3)",
+                1,
             )
-            .unwrap();
-            std::fs::write(dir.join("k_numpy.py"), "def k(x, N):\n    x[:] = 1\n").unwrap();
-            std::fs::write(
-                dir.join("k.py"),
-                "import os, sys\n\ndef initialize(N, datatype=None):\n\
-                 \x20   print('the initializer gives up', file=sys.stderr, flush=True)\n\
-                 \x20   os._exit(3)\n",
-            )
-            .unwrap();
-            let (kernels, refused) = hpcagent_corpus::hab::load(root.path()).unwrap();
-            assert!(refused.is_empty(), "{refused:?}");
-            let symbols = kernels[0].preset_symbols("S").unwrap();
-            let plan = kernels[0]
-                .input_plan(root.path(), symbols, 42, "fp64")
-                .unwrap();
+            .remove(0);
             let out = tempfile::tempdir().unwrap();
             let request = serde_json::json!({"op": "cases", "plans": [plan],
                                              "out": out.path(), "flags": ["--case"]});
@@ -471,6 +563,107 @@ mod tests {
                 let expected = if kernel.stem == "a" { 1.0 } else { 2.0 };
                 assert_eq!(first, expected, "{}", kernel.stem);
             }
+        });
+        assert_eq!(w.starts(), 1);
+    }
+
+    /// `count` plans of the S case of a task `k` whose initializer runs
+    /// `body` (Python, after `import time, numpy as np`) and returns x of N
+    /// elements, and whose reference sets x to 1.
+    fn plans_of(root: &Path, body: &str, count: usize) -> Vec<hpcagent_corpus::hab::InputPlan> {
+        let dir = root.join("t/k");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join("k.yaml"),
+            "name: k\nparameters:\n  S: {N: 8}\ninit:\n  func_name: initialize\n\
+             \x20 input_args: [N]\n  output_args: [x]\n  arrays:\n    x: (N,)\n\
+             output_args: [x]\n",
+        )
+        .unwrap();
+        std::fs::write(dir.join("k_numpy.py"), "def k(x, N):\n    x[:] = 1\n").unwrap();
+        std::fs::write(
+            dir.join("k.py"),
+            format!(
+                "import time, numpy as np\n\ndef initialize(N, datatype=np.float64):\n\
+                 \x20   {body}\n    return np.arange(N, dtype=datatype)\n"
+            ),
+        )
+        .unwrap();
+        let (kernels, refused) = hpcagent_corpus::hab::load(root).unwrap();
+        assert!(refused.is_empty(), "{refused:?}");
+        let symbols = kernels[0].preset_symbols("S").unwrap();
+        let plan = kernels[0].input_plan(root, symbols, 42, "fp64").unwrap();
+        vec![plan; count]
+    }
+
+    fn made(out: &Path, count: usize, file: &str) -> usize {
+        (0..count)
+            .filter(|i| out.join(i.to_string()).join(file).exists())
+            .count()
+    }
+
+    #[test]
+    fn a_gated_request_draws_every_set_first_and_calls_the_reference_on_the_word() {
+        let root = tempfile::tempdir().unwrap();
+        let plans = plans_of(root.path(), "pass", 3);
+        let home = tempfile::tempdir().unwrap();
+        let w = worker(home.path());
+        let out = tempfile::tempdir().unwrap();
+        let request = serde_json::json!({"op": "cases", "plans": plans, "out": out.path(),
+                                         "flags": ["--case", "--reference", "--warm"]});
+        let (go, word) = tokio::sync::oneshot::channel::<bool>();
+        let word: Word = Box::pin(async { word.await.unwrap() });
+        // Says go once every set is drawn, and the reference has not been
+        // called on any while the worker waited.
+        let judge = async {
+            let start = std::time::Instant::now();
+            while made(out.path(), 3, "x.bin") < 3 {
+                assert!(start.elapsed() < LIMIT, "the sets were not drawn");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            assert_eq!(made(out.path(), 3, "expected"), 0);
+            assert_eq!(made(out.path(), 3, "timing.json"), 0);
+            go.send(true).unwrap();
+        };
+        let (answer, ()) =
+            runtime().block_on(async { tokio::join!(w.call_gated(request, word, LIMIT), judge) });
+        let answer = answer.unwrap();
+        assert_eq!(answer["cancelled"], Value::Null, "{answer}");
+        assert_eq!(made(out.path(), 3, "timing.json"), 3);
+        for i in 0..3 {
+            let bytes = std::fs::read(out.path().join(format!("{i}/expected/x.bin"))).unwrap();
+            let values: Vec<f64> = bytes
+                .chunks(8)
+                .map(|b| f64::from_le_bytes(b.try_into().unwrap()))
+                .collect();
+            assert_eq!(values, vec![1.0; 8]);
+        }
+        assert_eq!(w.starts(), 1);
+    }
+
+    #[test]
+    fn a_word_of_no_stops_the_drawing_and_the_worker_stays() {
+        let root = tempfile::tempdir().unwrap();
+        let plans = plans_of(root.path(), "time.sleep(0.2)", 20);
+        let home = tempfile::tempdir().unwrap();
+        let w = worker(home.path());
+        let out = tempfile::tempdir().unwrap();
+        let request = serde_json::json!({"op": "cases", "plans": plans, "out": out.path(),
+                                         "flags": ["--case", "--reference", "--warm"]});
+        runtime().block_on(async {
+            let answer = w
+                .call_gated(request, Box::pin(async { false }), LIMIT)
+                .await
+                .unwrap();
+            assert_eq!(answer["cancelled"], true, "{answer}");
+            // The word came while the first sets were drawn: the rest were
+            // not, and no reference was called.
+            assert!(made(out.path(), 20, "x.bin") <= 2);
+            assert_eq!(made(out.path(), 20, "expected"), 0);
+            w.call(serde_json::json!({"op": "ping"}), LIMIT)
+                .await
+                .unwrap();
         });
         assert_eq!(w.starts(), 1);
     }

@@ -28,13 +28,14 @@
 use rand_core::RngCore;
 
 use crate::data::hab::{HabCase, HabDataError, Need, check_fits};
+use crate::data::worker::Word;
 use crate::data::{CaseInputs, Reference};
 use crate::hab_tasks::{Denominator, HabTasks, renaming};
-use crate::judge::{Judge, Submission};
+use crate::judge::{Judge, JudgeError, Submission};
 use crate::slots::Slot;
 use crate::verdict::{Status, Verdict};
 use hpcagent_corpus::hab::{HabError, InputPlan, Kernel, ROTATIONS, Symbols, Variation};
-use hpcagent_corpus::{Preset, Sizes};
+use hpcagent_corpus::{Precision, Preset, Sizes};
 use hpcagent_runner::draw::seeded_rng;
 use hpcagent_runner::timing::{FEWEST_TO_TELL, ROUND};
 
@@ -124,111 +125,174 @@ impl Drop for Used<'_> {
     }
 }
 
-/// Grades a built submission to an HPCAgent-Bench task.
+/// Grades a submission to an HPCAgent-Bench task. Its build and the
+/// grade's data (the cases, the baseline, the timed sets' inputs) are made
+/// at once; the NumPy reference's timed calls wait for the build's end
+/// ([`crate::data::worker::Worker::call_gated`]), so that nothing of the
+/// grade runs beside them.
 pub(super) async fn grade_hab(
     judge: &Judge,
     tasks: &HabTasks,
-    prepared: &Prepared<'_>,
+    submission: &Submission,
     mode: Mode,
     secret: u64,
     slot: &Slot,
-    verdict: Verdict,
-) -> Verdict {
-    let kernel = prepared.kernel;
-    let manifested = match tasks.find(&kernel.id) {
-        Ok(m) => m,
-        Err(e) => return fail(verdict, Status::HarnessError, e.to_string()),
+) -> Result<Verdict, JudgeError> {
+    let (kernel, precision) = judge.resolve(&submission.task_id, submission.precision)?;
+    let preset = submission.preset.unwrap_or(judge.config.preset);
+    // The grade's own secret for what it times: unknown before it began.
+    let timing: [u8; 32] = rand::random();
+    let (built, word) = tokio::sync::oneshot::channel();
+    let build = async {
+        let prepared = prepare(judge, submission, &[], slot).await;
+        let _ = built.send(matches!(prepared, Ok(Ok(_))));
+        prepared
     };
-    if let Err(why) = can_grade(judge, tasks, manifested, prepared.preset).await {
-        return fail(verdict, Status::HarnessError, why.to_string());
-    }
-    let denominator = tasks.denominator(manifested);
-    let mut verdict = verdict;
-    verdict.denominator = denominator.word().into();
-    let baseline = match hab_baseline(judge, tasks, prepared, manifested, &denominator, slot).await
-    {
-        Ok(built) => built,
-        Err(e) => return fail(verdict, Status::HarnessError, e),
-    };
-    let made = match hab_cases(
+    let word: Word = Box::pin(async { word.await.unwrap_or(false) });
+    let task = Task {
         judge,
         tasks,
         kernel,
-        manifested,
-        prepared.preset,
-        mode,
-        secret,
-    )
-    .await
-    {
-        Ok(made) => made,
-        Err(e) => return fail(verdict, Status::HarnessError, e),
+        precision,
+        preset,
+        slot,
     };
-    // The grade's own secret for what it times: unknown before it began.
-    let timing: [u8; 32] = rand::random();
-    let paired = baseline.is_some();
-    let timed = match timed_cases(
-        judge, tasks, prepared, manifested, paired, &made[0], &timing,
-    )
-    .await
-    {
-        Ok((timed, sizes)) => {
-            verdict.timed_sizes = sizes;
-            timed
-        }
-        Err(e) => return fail(verdict, Status::HarnessError, e),
-    };
-    // Against NumPy, timed inside its process, the submission's calls
-    // are counted as they would be timed inside its runner: the runner's
-    // floor, measured on a runner of the judge's empty kernel, is taken
-    // off them (runner/floor.rs).
-    let floor_kernel = match &timed {
-        Timed::AgainstNumpy(_) => match empty_kernel(judge, prepared, manifested, slot).await {
-            Ok(built) => Some(built),
-            Err(e) => return fail(verdict, Status::HarnessError, e),
-        },
-        _ => None,
-    };
-    let _used = Used {
+    let (prepared, data) = tokio::join!(build, task.data(mode, secret, &timing, word));
+    let _used = data.as_ref().ok().map(|data| Used {
         data: &judge.data,
-        sets: timed.sets(),
+        sets: data.timed.sets(),
+    });
+    let (prepared, mut verdict) = match prepared? {
+        Ok(prepared) => prepared,
+        Err(verdict) => return Ok(verdict),
     };
-    let data: Vec<(CaseInputs, Reference)> = made
+    verdict.status = Status::Ok;
+    let data = match &data {
+        Ok(data) => data,
+        Err(e) => {
+            if let Ok(manifested) = tasks.find(&kernel.id) {
+                verdict.denominator = tasks.denominator(manifested).word().into();
+            }
+            return Ok(fail(verdict, Status::HarnessError, e.clone()));
+        }
+    };
+    Ok(judged(judge, &prepared, data, mode, &timing, slot, verdict).await)
+}
+
+/// What a grade of an HPCAgent-Bench task needs besides the submission's
+/// build.
+struct Task<'a> {
+    judge: &'a Judge,
+    tasks: &'a HabTasks,
+    kernel: &'a hpcagent_corpus::Kernel,
+    precision: Precision,
+    preset: Preset,
+    slot: &'a Slot,
+}
+
+/// A grade's data, made beside the submission's build.
+struct Data {
+    denominator: Denominator,
+    /// The library the submission is timed beside: the baseline it is
+    /// paired with, else the empty kernel the runner's floor is measured
+    /// on (against NumPy).
+    beside: crate::build::Built,
+    /// The cases it checks.
+    made: Vec<HabCase>,
+    timed: Timed,
+    sizes: Sizes,
+}
+
+impl Task<'_> {
+    /// The grade's data: the baseline, the cases, and what it times, the
+    /// reference's timed calls waiting for `word`.
+    async fn data(
+        &self,
+        mode: Mode,
+        secret: u64,
+        timing: &[u8; 32],
+        word: Word,
+    ) -> Result<Data, String> {
+        let (judge, tasks) = (self.judge, self.tasks);
+        let manifested = tasks.find(&self.kernel.id).map_err(|e| e.to_string())?;
+        can_grade(judge, tasks, manifested, self.preset)
+            .await
+            .map_err(|e| e.to_string())?;
+        let denominator = tasks.denominator(manifested);
+        let baseline = self.baseline(manifested, &denominator).await?;
+        let made = hab_cases(
+            judge,
+            tasks,
+            self.kernel,
+            manifested,
+            self.preset,
+            mode,
+            secret,
+        )
+        .await?;
+        let beside = match baseline {
+            Some(built) => built,
+            None => self.empty_kernel(manifested).await?,
+        };
+        let paired = !matches!(denominator, Denominator::Numpy);
+        let (timed, sizes) = timed_cases(self, manifested, paired, &made[0], timing, word).await?;
+        Ok(Data {
+            denominator,
+            beside,
+            made,
+            timed,
+            sizes,
+        })
+    }
+}
+
+/// The grade of the built submission on its data.
+async fn judged(
+    judge: &Judge,
+    prepared: &Prepared<'_>,
+    data: &Data,
+    mode: Mode,
+    timing: &[u8; 32],
+    slot: &Slot,
+    mut verdict: Verdict,
+) -> Verdict {
+    verdict.denominator = data.denominator.word().into();
+    verdict.timed_sizes = data.sizes.clone();
+    let cases: Vec<(CaseInputs, Reference)> = data
+        .made
         .iter()
         .map(|c| (c.inputs.clone(), c.reference.clone()))
         .collect();
-    let sets: Vec<(CaseInputs, Reference)> = match &timed {
+    let sets: Vec<(CaseInputs, Reference)> = match &data.timed {
         Timed::AgainstNumpy(sets) => sets
             .iter()
             .map(|c| (c.inputs.clone(), c.reference.clone()))
             .collect(),
         _ => Vec::new(),
     };
-    let (planner, marks) = match hab_steps(judge, prepared, &timed, &timing, mode, &data) {
+    let (planner, marks) = match hab_steps(judge, prepared, &data.timed, timing, mode, &cases) {
         Ok(p) => p,
         Err(e) => return fail(verdict, Status::HarnessError, e.to_string()),
     };
-    let read = marks.resolve(&data, &sets);
+    let read = marks.resolve(&cases, &sets);
     let extras = Extras {
-        expected: Some(Expected::of(&read, kernel.tolerance(prepared.precision))),
+        expected: Some(Expected::of(
+            &read,
+            prepared.kernel.tolerance(prepared.precision),
+        )),
         ..Extras::default()
     };
-    let outcome = match run(
-        judge,
-        prepared,
-        baseline.as_ref().or(floor_kernel.as_ref()),
-        planner,
-        slot,
-        extras,
-    )
-    .await
-    {
+    // Against NumPy, timed inside its process, the submission's calls
+    // are counted as they would be timed inside its runner: the runner's
+    // floor, measured on a runner of the judge's empty kernel, is taken
+    // off them (runner/floor.rs).
+    let outcome = match run(judge, prepared, Some(&data.beside), planner, slot, extras).await {
         Ok((o, _sandbox)) => o,
         Err(e) => return fail(verdict, Status::HarnessError, e.to_string()),
     };
     judge_outcome(&mut verdict, &read, &outcome, mode);
-    verdict.denominator = denominator.word().into();
-    if let Timed::AgainstNumpy(sets) = &timed {
+    verdict.denominator = data.denominator.word().into();
+    if let Timed::AgainstNumpy(sets) = &data.timed {
         let reference_ns: Vec<u64> = sets
             .iter()
             .flat_map(|set| set.reference_ns.iter().copied())
@@ -266,17 +330,17 @@ pub(crate) async fn hab_cases(
 }
 
 /// What the grade times, and the input sets made for it from its
-/// `secret`; the sizes they have.
+/// `secret`; the sizes they have. Against NumPy the sets' reference calls
+/// wait for `word`.
 async fn timed_cases(
-    judge: &Judge,
-    tasks: &HabTasks,
-    prepared: &Prepared<'_>,
+    task: &Task<'_>,
     manifested: &Kernel,
     paired: bool,
     public: &HabCase,
     secret: &[u8; 32],
+    word: Word,
 ) -> Result<(Timed, Sizes), String> {
-    let (kernel, preset) = (prepared.kernel, prepared.preset);
+    let (judge, tasks, kernel, preset) = (task.judge, task.tasks, task.kernel, task.preset);
     let draws = timed_draws(manifested, preset, secret).map_err(|e| e.to_string())?;
     let bytes = manifested.bytes_at(&draws[0]).ok();
     let count = match paired {
@@ -343,7 +407,7 @@ async fn timed_cases(
         .map_err(|e| e.to_string())?;
     let sets = judge
         .data
-        .hab_cases(kernel, &plans, Need::TimedReference)
+        .hab_cases_gated(kernel, &plans, Need::TimedReference, Some(word))
         .await
         .map_err(|e| e.to_string())?;
     let sizes = sets[0].sizes.clone();
@@ -470,82 +534,77 @@ fn batch_size(sets: usize) -> usize {
     sets.div_ceil(count).max(1)
 }
 
-/// The C the task's speedup divides, built like a submission (from
-/// the build cache after the first time): the overlay's, or the one
-/// HPCAgent-Bench's translator emits (made once per judge cache);
-/// none where the denominator is NumPy. C the translator emitted (its
-/// own symbol, no workspace pair, which the calling convention lets
-/// the caller pass anyway) gets the task's symbol by a define.
-async fn hab_baseline(
-    judge: &Judge,
-    tasks: &HabTasks,
-    prepared: &Prepared<'_>,
-    manifested: &Kernel,
-    denominator: &Denominator,
-    slot: &Slot,
-) -> Result<Option<crate::build::Built>, String> {
-    let (source, what) = match denominator {
-        Denominator::Numpy => return Ok(None),
-        Denominator::Overlay(file) => (
-            std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?,
-            format!("the overlay's baseline {}", file.display()),
-        ),
-        Denominator::Translator => {
-            let translated = judge
-                .data
-                .translated(&tasks.root, manifested, &prepared.kernel.fingerprint)
-                .await
-                .map_err(|e| {
-                    format!(
-                        "{}: HPCAgent-Bench times this task against its translator's C, \
+impl Task<'_> {
+    /// The C the task's speedup divides, built like a submission (from
+    /// the build cache after the first time): the overlay's, or the one
+    /// HPCAgent-Bench's translator emits (made once per judge cache);
+    /// none where the denominator is NumPy. C the translator emitted (its
+    /// own symbol, no workspace pair, which the calling convention lets
+    /// the caller pass anyway) gets the task's symbol by a define.
+    async fn baseline(
+        &self,
+        manifested: &Kernel,
+        denominator: &Denominator,
+    ) -> Result<Option<crate::build::Built>, String> {
+        let (judge, tasks) = (self.judge, self.tasks);
+        let (source, what) = match denominator {
+            Denominator::Numpy => return Ok(None),
+            Denominator::Overlay(file) => (
+                std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?,
+                format!("the overlay's baseline {}", file.display()),
+            ),
+            Denominator::Translator => {
+                let translated = judge
+                    .data
+                    .translated(&tasks.root, manifested, &self.kernel.fingerprint)
+                    .await
+                    .map_err(|e| {
+                        format!(
+                            "{}: HPCAgent-Bench times this task against its translator's C, \
                          which cannot be made here: {e}",
-                        manifested.key
-                    )
-                })?;
-            (
-                translated.source,
-                format!(
-                    "HPCAgent-Bench's translator's C ({})",
-                    translated.file.display()
-                ),
-            )
+                            manifested.key
+                        )
+                    })?;
+                (
+                    translated.source,
+                    format!(
+                        "HPCAgent-Bench's translator's C ({})",
+                        translated.file.display()
+                    ),
+                )
+            }
+        };
+        let defines: Vec<String> = renaming(manifested, &source)
+            .map(|emitted| format!("-D{emitted}={}", manifested.abi.symbol))
+            .into_iter()
+            .collect();
+        let submission = Submission::baseline(&self.kernel.id, self.precision, source);
+        match prepare(judge, &submission, &defines, self.slot).await {
+            Ok(Ok((built, _))) => Ok(Some(built.built)),
+            Ok(Err(v)) => Err(format!(
+                "{what} does not build: {} {}",
+                v.message, v.build_log
+            )),
+            Err(e) => Err(format!("{what}: {e}")),
         }
-    };
-    let defines: Vec<String> = renaming(manifested, &source)
-        .map(|emitted| format!("-D{emitted}={}", manifested.abi.symbol))
-        .into_iter()
-        .collect();
-    let submission = Submission::baseline(&prepared.kernel.id, prepared.precision, source);
-    match prepare(judge, &submission, &defines, slot).await {
-        Ok(Ok((built, _))) => Ok(Some(built.built)),
-        Ok(Err(v)) => Err(format!(
-            "{what} does not build: {} {}",
-            v.message, v.build_log
-        )),
-        Err(e) => Err(format!("{what}: {e}")),
     }
-}
 
-/// A kernel that does nothing, exported under the task's symbol, built
-/// like a baseline (from the build cache after the first time): the
-/// runner the floor is measured on where no baseline is timed in pairs.
-async fn empty_kernel(
-    judge: &Judge,
-    prepared: &Prepared<'_>,
-    manifested: &Kernel,
-    slot: &Slot,
-) -> Result<crate::build::Built, String> {
-    let source = format!("void {}(void) {{}}\n", manifested.abi.symbol);
-    let submission = Submission::baseline(&prepared.kernel.id, prepared.precision, source);
-    match prepare(judge, &submission, &[], slot).await {
-        Ok(Ok((built, _))) => Ok(built.built),
-        Ok(Err(v)) => Err(format!(
-            "the empty kernel the runner's floor is measured on does not build: {} {}",
-            v.message, v.build_log
-        )),
-        Err(e) => Err(format!(
-            "the empty kernel the runner's floor is measured on: {e}"
-        )),
+    /// A kernel that does nothing, exported under the task's symbol, built
+    /// like a baseline (from the build cache after the first time): the
+    /// runner the floor is measured on where no baseline is timed in pairs.
+    async fn empty_kernel(&self, manifested: &Kernel) -> Result<crate::build::Built, String> {
+        let source = format!("void {}(void) {{}}\n", manifested.abi.symbol);
+        let submission = Submission::baseline(&self.kernel.id, self.precision, source);
+        match prepare(self.judge, &submission, &[], self.slot).await {
+            Ok(Ok((built, _))) => Ok(built.built),
+            Ok(Err(v)) => Err(format!(
+                "the empty kernel the runner's floor is measured on does not build: {} {}",
+                v.message, v.build_log
+            )),
+            Err(e) => Err(format!(
+                "the empty kernel the runner's floor is measured on: {e}"
+            )),
+        }
     }
 }
 

@@ -82,16 +82,15 @@ impl Judge {
     ) -> Result<Verdict, JudgeError> {
         let start = Instant::now();
         let held = self.slots.acquire().await;
+        if let Some(tasks) = &self.hab {
+            let verdict = grade_hab(self, tasks, submission, mode, secret, &held.slot).await?;
+            return Ok(finish(verdict, start));
+        }
         let (prepared, mut verdict) = match prepare(self, submission, &[], &held.slot).await? {
             Ok(prepared) => prepared,
             Err(verdict) => return Ok(finish(verdict, start)),
         };
         verdict.status = Status::Ok;
-        if let Some(tasks) = &self.hab {
-            let verdict =
-                grade_hab(self, tasks, &prepared, mode, secret, &held.slot, verdict).await;
-            return Ok(finish(verdict, start));
-        }
         let baseline = match build_baseline(self, prepared.kernel, prepared.precision, &held.slot)
             .await
         {
