@@ -759,7 +759,11 @@ pub fn timing_lock_path() -> PathBuf {
 /// that draws inputs or times the reference runs while no grade on the
 /// node times its calls.
 pub(crate) async fn node_quiet() -> Result<Flock<std::fs::File>, LockError> {
-    let path = timing_lock_path();
+    quiet_at(timing_lock_path()).await
+}
+
+/// Waits for the timing lock at `path`, and holds it until dropped.
+pub(crate) async fn quiet_at(path: PathBuf) -> Result<Flock<std::fs::File>, LockError> {
     let held = path.clone();
     tokio::task::spawn_blocking(move || {
         let file = std::fs::OpenOptions::new()

@@ -18,7 +18,7 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 
-use super::worker::Word;
+use super::worker::Gate;
 use super::{
     ArrayData, CaseInputs, DataCache, DataError, Reference, bound, create_private_dir, io,
     private_tempdir, publish,
@@ -351,15 +351,15 @@ impl DataCache {
     }
 
     /// As [`Self::hab_cases`], with the reference's calls of the cases it
-    /// makes waiting for `word` where given, their inputs drawn before it
-    /// ([`super::worker::Worker::call_gated`]); a word of false is
-    /// [`DataError::Cancelled`].
+    /// makes waiting for `gate`'s word where given, their inputs drawn
+    /// before it ([`super::worker::Worker::call_gated`]); a word of false
+    /// is [`DataError::Cancelled`].
     pub async fn hab_cases_gated(
         &self,
         kernel: &hpcagent_corpus::Kernel,
         plans: &[InputPlan],
         need: Need,
-        word: Option<Word>,
+        gate: Option<Gate>,
     ) -> Result<Vec<HabCase>, DataError> {
         let mut keys = Vec::new();
         for plan in plans {
@@ -404,7 +404,7 @@ impl DataCache {
             })
             .collect();
         if !missing.is_empty() {
-            self.make_cases(&missing, need, word).await?;
+            self.make_cases(&missing, need, gate).await?;
             self.trim().await;
         }
         drop(held);
@@ -437,7 +437,7 @@ impl DataCache {
         &self,
         missing: &[(InputPlan, PathBuf, PathBuf)],
         need: Need,
-        word: Option<Word>,
+        gate: Option<Gate>,
     ) -> Result<(), DataError> {
         let private = self.root.join("reference");
         create_private_dir(&private)?;
@@ -451,8 +451,8 @@ impl DataCache {
         });
         let worker = self.worker()?;
         let limit = self.reference_timeout;
-        let answer = match word {
-            Some(word) => worker.call_gated(request, word, limit).await,
+        let answer = match gate {
+            Some(gate) => worker.call_gated(request, gate, limit).await,
             None => worker.call(request, limit).await,
         }
         .map_err(|e| DataError::Reference(format!("making the inputs failed:\n{e}")))?;

@@ -191,16 +191,17 @@ impl Worker {
     }
 
     /// Sends `request` gated (`hab_inputs.py`'s `Gate`): the worker draws
-    /// the inputs, then waits for `word` before it calls the reference;
-    /// a word of false, whenever it comes, cancels the rest (the answer
-    /// says `"cancelled": true`). `limit` bounds the worker's work before
-    /// and after the word, not the wait for it.
+    /// the inputs, then waits for the gate's word before it calls the
+    /// reference; a word of false, whenever it comes, cancels the rest
+    /// (the answer says `"cancelled": true`). `limit` bounds the worker's
+    /// work before and after the word, not the wait for it.
     pub async fn call_gated(
         &self,
         mut request: Value,
-        word: Word,
+        gate: Gate,
         limit: Duration,
     ) -> Result<Value, WorkerError> {
+        let Gate { word, drawn } = gate;
         request["gated"] = true.into();
         let (mut busy, id) = self.send(request).await?;
         let running = busy.slot.as_mut().expect("started");
@@ -211,6 +212,7 @@ impl Worker {
             Err(Unread::Other(e)) => return Err(e),
         };
         let answer = if first["drawn"].as_bool() == Some(true) {
+            drawn();
             if let Some(word) = word.take() {
                 let go = word.await;
                 if let Err(e) = say(&mut running.stdin, id, go).await {
@@ -274,6 +276,24 @@ impl Worker {
 /// The judge's word on a gated request: true, go on to the reference;
 /// false, stop.
 pub type Word = std::pin::Pin<Box<dyn Future<Output = bool> + Send>>;
+
+/// What a gated request waits on: the judge's word, and what to do once
+/// the worker says it drew the inputs (`drawn`: run then, or never where
+/// it answers first).
+pub struct Gate {
+    pub word: Word,
+    pub drawn: Box<dyn FnOnce() + Send>,
+}
+
+impl Gate {
+    /// A gate that waits for `word` alone.
+    pub fn on(word: Word) -> Gate {
+        Gate {
+            word,
+            drawn: Box::new(|| ()),
+        }
+    }
+}
 
 /// An answer that says it failed, as the error it says.
 fn succeeded(answer: Value) -> Result<Value, WorkerError> {
@@ -626,8 +646,8 @@ mod tests {
             assert_eq!(made(out.path(), 3, "timing.json"), 0);
             go.send(true).unwrap();
         };
-        let (answer, ()) =
-            runtime().block_on(async { tokio::join!(w.call_gated(request, word, LIMIT), judge) });
+        let (answer, ()) = runtime()
+            .block_on(async { tokio::join!(w.call_gated(request, Gate::on(word), LIMIT), judge) });
         let answer = answer.unwrap();
         assert_eq!(answer["cancelled"], Value::Null, "{answer}");
         assert_eq!(made(out.path(), 3, "timing.json"), 3);
@@ -653,7 +673,7 @@ mod tests {
                                          "flags": ["--case", "--reference", "--warm"]});
         runtime().block_on(async {
             let answer = w
-                .call_gated(request, Box::pin(async { false }), LIMIT)
+                .call_gated(request, Gate::on(Box::pin(async { false })), LIMIT)
                 .await
                 .unwrap();
             assert_eq!(answer["cancelled"], true, "{answer}");

@@ -25,10 +25,14 @@
 //! (against NumPy, up to 20 of them, [`TIMED_SETS`], each called once,
 //! small ones in batches timed together: [`BATCH_SETS`]).
 
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use nix::fcntl::Flock;
 use rand_core::RngCore;
 
 use crate::data::hab::{HabCase, HabDataError, Need, check_fits};
-use crate::data::worker::Word;
+use crate::data::worker::{Gate, Word};
 use crate::data::{CaseInputs, Reference};
 use crate::hab_tasks::{Denominator, HabTasks, renaming};
 use crate::judge::{Judge, JudgeError, Submission};
@@ -400,18 +404,53 @@ async fn timed_cases(
         let sets = std::iter::once(first).chain(same).collect();
         return Ok((Timed::OnSets(sets), sizes));
     }
-    // The reference is timed as the sets are made: while no grade on
-    // the node times its calls, as warming makes a case.
-    let _quiet = crate::judge::node_quiet()
-        .await
-        .map_err(|e| e.to_string())?;
+    let (gate, timing) = quiet_gate(word, crate::judge::timing_lock_path()).await?;
     let sets = judge
         .data
-        .hab_cases_gated(kernel, &plans, Need::TimedReference, Some(word))
-        .await
-        .map_err(|e| e.to_string())?;
+        .hab_cases_gated(kernel, &plans, Need::TimedReference, Some(gate))
+        .await;
+    let held = timing.lock().expect("timing lock").take();
+    if let Some(Err(e)) = held {
+        return Err(e);
+    }
+    let sets = sets.map_err(|e| e.to_string())?;
     let sizes = sets[0].sizes.clone();
     Ok((Timed::AgainstNumpy(sets), sizes))
+}
+
+/// The node's timing lock, once taken by a gate's word.
+type TimingLock = Arc<Mutex<Option<Result<Flock<std::fs::File>, String>>>>;
+
+/// The gate of a grade's timed sets: the sets are drawn, and the
+/// reference timed on them, while no grade on the node times its calls
+/// (the node's timing lock, as warming makes a case); between the two,
+/// while the grade waits for its build (`built`), the lock is let go, so
+/// that another slot's grade can time its calls. Where the build ends
+/// first, the lock is simply held on. The lock taken for the reference
+/// is held in what is returned, until the grade drops it. `lock`: the
+/// node's timing lock's file.
+async fn quiet_gate(built: Word, lock: PathBuf) -> Result<(Gate, TimingLock), String> {
+    let drawing = crate::judge::quiet_at(lock.clone())
+        .await
+        .map_err(|e| e.to_string())?;
+    let timing: TimingLock = Arc::new(Mutex::new(None));
+    let held = timing.clone();
+    let word: Word = Box::pin(async move {
+        if !built.await {
+            return false;
+        }
+        let lock = crate::judge::quiet_at(lock)
+            .await
+            .map_err(|e| e.to_string());
+        let go = lock.is_ok();
+        *held.lock().expect("timing lock") = Some(lock);
+        go
+    });
+    let gate = Gate {
+        word,
+        drawn: Box::new(move || drop(drawing)),
+    };
+    Ok((gate, timing))
 }
 
 /// Why this judge cannot grade the task at `preset`, if it cannot: a

@@ -501,3 +501,50 @@ fn timed_sets_are_cut_into_few_even_batches_of_at_most_five() {
     assert_eq!(batch_size(20), 5);
     assert_eq!(batch_size(6), 3);
 }
+
+/// Whether another open of the lock file could take it now.
+fn free(lock: &Path) -> bool {
+    let file = std::fs::File::open(lock).unwrap();
+    match nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock) {
+        Ok(_) => true,
+        Err((_, nix::errno::Errno::EWOULDBLOCK)) => false,
+        Err((_, e)) => panic!("{e}"),
+    }
+}
+
+#[test]
+fn the_timing_lock_is_let_go_while_a_grade_waits_for_its_build() {
+    let dir = tempfile::tempdir().unwrap();
+    let lock = dir.path().join("timing.lock");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let (built, word) = tokio::sync::oneshot::channel::<bool>();
+        let word: Word = Box::pin(async { word.await.unwrap() });
+        let (gate, timing) = quiet_gate(word, lock.clone()).await.unwrap();
+        let Gate { word, drawn } = gate;
+        // Held while the sets are drawn, and let go once they are.
+        assert!(!free(&lock));
+        drawn();
+        assert!(free(&lock));
+        // Taken again for the reference once the build is done, and held
+        // until the grade lets it go.
+        built.send(true).unwrap();
+        assert!(word.await);
+        assert!(!free(&lock));
+        assert!(matches!(*timing.lock().unwrap(), Some(Ok(_))));
+        drop(timing);
+        assert!(free(&lock));
+    });
+    // A build that failed: the word is no, and the lock stays free.
+    runtime.block_on(async {
+        let built: Word = Box::pin(async { false });
+        let (gate, timing) = quiet_gate(built, lock.clone()).await.unwrap();
+        drop(gate.drawn);
+        assert!(!gate.word.await);
+        assert!(free(&lock));
+        assert!(timing.lock().unwrap().is_none());
+    });
+}
