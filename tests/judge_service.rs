@@ -1065,3 +1065,58 @@ fn pairs_that_end_undecided_are_timed_again_in_fresh_runners() {
     assert!(pairs >= 4 && pairs.is_multiple_of(2), "{v}");
     assert!(v["speedup"].as_f64().unwrap() < 0.1, "{v}");
 }
+
+/// A pair's inputs are compared once, after both of its calls: a change
+/// made by either side is still told as whose it was, in either order of
+/// the pair (drawn anew for each grade). A submission that writes its
+/// input is `incorrect`; a baseline that does is the task's fault, said as
+/// the judge's.
+#[test]
+fn an_input_changed_in_a_pair_is_told_whose_in_either_order() {
+    let corpus = tempfile::tempdir().unwrap();
+    write_kernel(corpus.path(), "doubled", "2.0 * x", "2.0 * x[i]");
+    write_kernel(
+        corpus.path(),
+        "spoiled",
+        "2.0 * x",
+        "2.0 * x[i], ((real *)x)[i] = 0",
+    );
+    let corpus_arg = corpus.path().display().to_string();
+    let judge = JudgeServer::start(&["--corpus", &corpus_arg], &[], None);
+    let sources = tempfile::tempdir().unwrap();
+    let kernel = |name: &str, body: &str| {
+        let path = sources.path().join(format!("{name}.c"));
+        std::fs::write(
+            &path,
+            format!(
+                "#include <stdint.h>\nvoid {name}_fp64(const double *restrict x, double *restrict y, \
+                 const int64_t N, uint8_t *restrict workspace, const int64_t workspace_size)\n\
+                 {{ for (int64_t i = 0; i < N; i++) {{ {body}; }} }}\n"
+            ),
+        )
+        .unwrap();
+        path
+    };
+    let writes = kernel("doubled", "y[i] = 2.0 * x[i]; ((double *)x)[i] = 1");
+    let honest = kernel("spoiled", "y[i] = 2.0 * x[i]");
+    for _ in 0..4 {
+        let v = judge.grade_file_as("score", "doubled", "c", &writes);
+        assert_eq!(status(&v), "incorrect", "{v}");
+        assert!(
+            v["message"]
+                .as_str()
+                .unwrap()
+                .contains("input x was modified"),
+            "{v}"
+        );
+        let v = judge.grade_file_as("score", "spoiled", "c", &honest);
+        assert_eq!(status(&v), "harness_error", "{v}");
+        assert!(
+            v["message"]
+                .as_str()
+                .unwrap()
+                .contains("the baseline changed its input x"),
+            "{v}"
+        );
+    }
+}

@@ -51,9 +51,9 @@ impl Run<'_> {
     }
 
     /// As [`Self::load`], but the read-only inputs left as the last call
-    /// left them: for a call right after one whose inputs were found
-    /// unchanged ([`Self::modified_input`]), they already hold `values`,
-    /// and rewriting them would cost a copy of every input per pair.
+    /// left them: for the second call of a pair, whose inputs are checked
+    /// unchanged after both calls ([`Self::modified_input`]); rewriting
+    /// them would cost a copy of every input per pair.
     pub(super) fn reload(&mut self, call: usize, values: &Values) {
         self.load_but(call, values, true);
     }
