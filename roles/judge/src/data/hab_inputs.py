@@ -461,40 +461,39 @@ def write_expected(out, plan, outputs):
         np.ascontiguousarray(value, dtype=stored).tofile(os.path.join(out, "expected", name + ".bin"))
 
 
-def tries(plan):
-    return [plan["symbols"]] + plan.get("fallbacks", [])
+def at_first_that_takes(plan, out, start, attempt):
+    """attempt(plan at some symbols, their index) at the plan's symbols or,
+    where the initializer or the reference refuses them (drawn sizes a
+    relation of the manifest's does not hold at), at the first of its
+    fallbacks they take, from the `start`th on; what a refused attempt
+    wrote in `out` is removed."""
+    tries = [plan["symbols"]] + plan.get("fallbacks", [])
+    for i in range(start, len(tries)):
+        try:
+            return attempt({**plan, "symbols": tries[i]}, i)
+        except Exception:
+            if i + 1 == len(tries):
+                raise
+            shutil.rmtree(out, ignore_errors=True)
 
 
 def make(plan, out, flags, warm, memo, drawn=None):
-    """One plan's case into `out`, at its symbols or, where the initializer
-    or the reference refuses them (drawn sizes a relation of the manifest's
-    does not hold at), at the first of its fallbacks they take. `warm`: call
-    the reference once first, untimed. `drawn`: what draw_case made of the
-    plan already."""
-    at = tries(plan)
-    first = drawn[0] if drawn else 0
-    for i in range(first, len(at)):
-        planned = {**plan, "symbols": at[i]}
-        try:
-            made = drawn[1] if drawn and i == first else draw_inputs(planned, out, flags, memo)
-            return finish(planned, out, flags, warm, made)
-        except Exception:
-            if i + 1 == len(at):
-                raise
-            shutil.rmtree(out, ignore_errors=True)
+    """One plan's case into `out` (at_first_that_takes). `warm`: call the
+    reference once first, untimed. `drawn`: what draw_case made of the
+    plan already, used where it was made."""
+    first, inputs = drawn or (0, None)
+
+    def attempt(planned, i):
+        made = inputs if drawn and i == first else draw_inputs(planned, out, flags, memo)
+        return finish(planned, out, flags, warm, made)
+
+    return at_first_that_takes(plan, out, first, attempt)
 
 
 def draw_case(plan, out, flags, memo):
     """A plan's inputs alone, at the first of its sizes its initializer
     takes: that one's index among them, and the inputs (written)."""
-    at = tries(plan)
-    for i, symbols in enumerate(at):
-        try:
-            return i, draw_inputs({**plan, "symbols": symbols}, out, flags, memo)
-        except Exception:
-            if i + 1 == len(at):
-                raise
-            shutil.rmtree(out, ignore_errors=True)
+    return at_first_that_takes(plan, out, 0, lambda planned, i: (i, draw_inputs(planned, out, flags, memo)))
 
 
 def draw_inputs(plan, out, flags, memo):

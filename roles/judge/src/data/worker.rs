@@ -12,8 +12,9 @@
 //! over. A gated request (a grade's timed sets) has two more lines: the
 //! worker's `{"id", "drawn": true}` once the inputs are drawn, and the
 //! judge's `{"id", "go": bool}` before the reference is called, which may
-//! come first ([`Worker::call_gated`]). A worker that died, or outlived a request's time limit, is gone:
-//! the request fails saying why, and the next one starts another worker.
+//! come first ([`Worker::call_gated`]). A worker that died, or outlived a
+//! request's time limit, is gone: the request fails saying why, and the
+//! next one starts another worker.
 //! A request whose caller went away before its answer came kills the
 //! worker too (its answer would still be on the way).
 //!
@@ -182,10 +183,7 @@ impl Worker {
     pub async fn call(&self, request: Value, limit: Duration) -> Result<Value, WorkerError> {
         let (mut busy, id) = self.send(request).await?;
         let running = busy.slot.as_mut().expect("started");
-        let answer = match tokio::time::timeout(limit, answer(running, id)).await {
-            Ok(answer) => answer?,
-            Err(_) => return Err(WorkerError::TimedOut(limit)),
-        };
+        let answer = answer_within(running, id, limit).await?;
         busy.answered = true;
         succeeded(answer)
     }
@@ -208,8 +206,7 @@ impl Worker {
         let mut word = Some(word);
         let first = match drawn_or_answered(running, id, &mut word, limit).await {
             Ok(first) => first,
-            Err(Unread::Ended(why)) => return Err(died(running, why).await),
-            Err(Unread::Other(e)) => return Err(e),
+            Err(unread) => return Err(unread.into_error(running).await),
         };
         let answer = if first["drawn"].as_bool() == Some(true) {
             drawn();
@@ -219,10 +216,7 @@ impl Worker {
                     return Err(died(running, e.to_string()).await);
                 }
             }
-            match tokio::time::timeout(limit, answer(running, id)).await {
-                Ok(answer) => answer?,
-                Err(_) => return Err(WorkerError::TimedOut(limit)),
-            }
+            answer_within(running, id, limit).await?
         } else {
             first
         };
@@ -349,12 +343,28 @@ enum Unread {
     Other(WorkerError),
 }
 
-/// The worker's answer to request `id`, those of others passed over.
-async fn answer(running: &mut Running, id: u64) -> Result<Value, WorkerError> {
-    match line_of(&mut running.stdout, id).await {
-        Ok(line) => Ok(line),
-        Err(Unread::Ended(why)) => Err(died(running, why).await),
-        Err(Unread::Other(e)) => Err(e),
+impl Unread {
+    /// The request's error: a worker whose output ended is said dead,
+    /// with what it printed last.
+    async fn into_error(self, running: &mut Running) -> WorkerError {
+        match self {
+            Unread::Ended(why) => died(running, why).await,
+            Unread::Other(e) => e,
+        }
+    }
+}
+
+/// The worker's answer to request `id`, those of others passed over,
+/// within `limit`.
+async fn answer_within(
+    running: &mut Running,
+    id: u64,
+    limit: Duration,
+) -> Result<Value, WorkerError> {
+    match tokio::time::timeout(limit, line_of(&mut running.stdout, id)).await {
+        Ok(Ok(answer)) => Ok(answer),
+        Ok(Err(unread)) => Err(unread.into_error(running).await),
+        Err(_) => Err(WorkerError::TimedOut(limit)),
     }
 }
 
