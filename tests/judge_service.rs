@@ -162,6 +162,17 @@ hostile!(
     "incorrect",
     "input A was modified"
 );
+// The input's pages are mapped from a descriptor open for reading alone:
+// mapped from the writable one and protected, mprotect would undo it, the
+// write would land without a fault, and nothing after the call compares
+// the input any more.
+hostile!(
+    a_kernel_that_makes_its_input_writable_again,
+    "gemm",
+    "gemm_unprotects_its_input.c",
+    "incorrect",
+    "input A was modified"
+);
 hostile!(
     a_kernel_that_segfaults,
     "gemm",

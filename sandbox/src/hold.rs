@@ -174,6 +174,16 @@ pub struct Hold {
     traced: bool,
     /// How it ended, once reaped.
     ended: Option<i32>,
+    /// The last memory fault on its way to a thread of it (ptrace).
+    fault: Option<Fault>,
+}
+
+/// A memory fault (`SIGSEGV`, `SIGBUS`) a thread of a traced process met:
+/// the signal, and the address it faulted at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fault {
+    pub signal: i32,
+    pub address: u64,
 }
 
 /// Stop signals: delivered to a seized thread they would start a group
@@ -197,6 +207,7 @@ impl Hold {
             threads: BTreeMap::from([(pid, Thread::Running)]),
             traced: true,
             ended: None,
+            fault: None,
         })
     }
 
@@ -207,6 +218,7 @@ impl Hold {
             threads: BTreeMap::new(),
             traced: false,
             ended: None,
+            fault: None,
         }
     }
 
@@ -218,6 +230,13 @@ impl Hold {
     /// How it ended, once it has.
     pub fn ended(&self) -> Option<i32> {
         self.ended
+    }
+
+    /// The last memory fault delivered to it, where it is traced: a
+    /// process killed by `SIGSEGV` died of this one (it may have handled
+    /// earlier ones).
+    pub fn fault(&self) -> Option<Fault> {
+        self.fault
     }
 
     /// Its threads known now (one for a hold by signals).
@@ -381,6 +400,9 @@ impl Hold {
             if !STOP_SIGNALS.contains(&sig) {
                 signal = sig;
             }
+            if sig == libc::SIGSEGV || sig == libc::SIGBUS {
+                self.fault = fault_of(tid, sig).or(self.fault);
+            }
         }
         // Anything else (PTRACE_EVENT_STOP: an interrupt, a new thread's
         // first stop) is a stop with nothing to deliver.
@@ -411,6 +433,23 @@ impl Hold {
             }
         }
     }
+}
+
+/// The fault `signal` on its way to the stopped tracee `tid`, from its
+/// signal information.
+fn fault_of(tid: libc::pid_t, signal: i32) -> Option<Fault> {
+    // SAFETY: a zeroed siginfo_t is a valid value to be overwritten.
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    // SAFETY: ptrace writes the tracee's siginfo into a stack value of its size.
+    let r = unsafe { libc::ptrace(libc::PTRACE_GETSIGINFO, tid, 0, &mut info) };
+    // Only the kernel's own (a positive code): a signal a process sends
+    // itself carries no address.
+    if r != 0 || info.si_code <= 0 {
+        return None;
+    }
+    // SAFETY: for a fault's SIGSEGV and SIGBUS the union holds its address.
+    let address = unsafe { info.si_addr() } as u64;
+    Some(Fault { signal, address })
 }
 
 fn cont(tid: libc::pid_t, signal: i32) {

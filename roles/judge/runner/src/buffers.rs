@@ -82,6 +82,8 @@ pub enum BufferError {
     Seal(std::io::Error),
     #[error("cannot allocate {bytes} bytes of buffers for the run's arrays: {error}")]
     Allocate { bytes: usize, error: std::io::Error },
+    #[error("a read-only descriptor of the shared buffers: {0}")]
+    ReadOnly(std::io::Error),
     /// `at` is " at 0x…" where a fixed address was asked for, else "".
     #[error("cannot map {bytes} bytes of buffers{at}: {error}")]
     Map {
@@ -135,6 +137,19 @@ impl Mapping {
         Ok((fd, mapping))
     }
 
+    /// A descriptor of the memory file `fd` open for reading alone, for
+    /// [`Mapping::protect`].
+    pub fn read_only(fd: i32) -> Result<OwnedFd, BufferError> {
+        let path = std::ffi::CString::new(format!("/proc/self/fd/{fd}")).expect("no NUL");
+        // SAFETY: opens a path of our own descriptor table.
+        let opened = unsafe { libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+        if opened < 0 {
+            return Err(BufferError::ReadOnly(std::io::Error::last_os_error()));
+        }
+        // SAFETY: a descriptor just returned to us.
+        Ok(unsafe { OwnedFd::from_raw_fd(opened) })
+    }
+
     /// Maps the shared buffers from `fd`, at `address` when given (and only
     /// there).
     pub fn map(fd: i32, layout: &Layout, address: Option<u64>) -> Result<Mapping, BufferError> {
@@ -166,6 +181,46 @@ impl Mapping {
             base: base as *mut u8,
             len: layout.total,
         })
+    }
+
+    /// Maps `regions` (offset, bytes) of this mapping again, read-only,
+    /// from `read_only`: a descriptor of the same memory file opened for
+    /// reading alone. A mapping of a file not open for writing cannot be
+    /// made writable (`mprotect` refuses), written through
+    /// `/proc/self/mem`, or punched (`MADV_REMOVE`): the process that
+    /// holds it, once it has closed its writable descriptor, cannot change
+    /// those bytes at all, and a write to them faults at its address.
+    pub fn protect(&self, read_only: i32, regions: &[(usize, usize)]) -> Result<(), BufferError> {
+        for &(offset, bytes) in regions.iter().filter(|r| r.1 > 0) {
+            let len = bytes.div_ceil(PAGE) * PAGE;
+            assert!(
+                offset % PAGE == 0 && offset + len <= self.len,
+                "a region of the buffers"
+            );
+            let at = self.at(offset);
+            // SAFETY: replaces pages of our own mapping, in bounds, with
+            // the same file's pages read-only.
+            let mapped = unsafe {
+                libc::mmap(
+                    at,
+                    len,
+                    libc::PROT_READ,
+                    libc::MAP_SHARED | libc::MAP_FIXED,
+                    read_only,
+                    offset as libc::off_t,
+                )
+            };
+            if mapped != at {
+                return Err(BufferError::Map {
+                    bytes: len,
+                    at: format!(" at {:#x} (read-only)", at as u64),
+                    error: std::io::Error::last_os_error(),
+                });
+            }
+            // SAFETY: the range just mapped; advice only.
+            unsafe { libc::madvise(at, len, libc::MADV_HUGEPAGE) };
+        }
+        Ok(())
     }
 
     /// The address of byte `offset`.
@@ -232,5 +287,70 @@ mod tests {
         assert_ne!(unsafe { libc::ftruncate(fd.as_raw_fd(), 0) }, 0);
         // The address is taken now: a second mapping there is refused.
         assert!(Mapping::map(fd.as_raw_fd(), &layout, Some(ADDRESS)).is_err());
+    }
+
+    /// What a process could do to its own mapping to write a region: make
+    /// it writable again, write it through `/proc/self/mem`, or punch it
+    /// out of the file; true where any of them changed a byte the other
+    /// mapping reads.
+    fn written_anyway(theirs: &Mapping, ours: &Mapping) -> bool {
+        let at = theirs.at(0);
+        // SAFETY: our own mapping's first page, restored below.
+        let unprotected = unsafe { libc::mprotect(at, PAGE, libc::PROT_READ | libc::PROT_WRITE) };
+        if unprotected == 0 {
+            // SAFETY: the page was just made writable.
+            unsafe { *(at as *mut u8) = 7 };
+        }
+        let mem = std::fs::OpenOptions::new()
+            .write(true)
+            .open("/proc/self/mem");
+        if let Ok(mem) = mem {
+            let _ = std::os::unix::fs::FileExt::write_at(&mem, &[8], at as u64 + 1);
+        }
+        // SAFETY: advice on our own mapping's second page.
+        unsafe { libc::madvise(theirs.at(PAGE), PAGE, libc::MADV_REMOVE) };
+        ours.bytes(0, 2) != [1, 2] || ours.bytes(PAGE, 1) != [3]
+    }
+
+    #[test]
+    fn a_region_mapped_read_only_cannot_be_written_by_the_process_that_maps_it() {
+        let layout = Layout::new(&[2 * PAGE]);
+        let fd_and_ours = || {
+            let (fd, mut ours) = Mapping::create(&layout).unwrap();
+            ours.bytes_mut(0, 2).copy_from_slice(&[1, 2]);
+            ours.bytes_mut(PAGE, 1).copy_from_slice(&[3]);
+            (fd, ours)
+        };
+        // Protected as a page alone would be, from the writable file: undone.
+        let (fd, ours) = fd_and_ours();
+        let theirs = Mapping::map(fd.as_raw_fd(), &layout, None).unwrap();
+        // SAFETY: our own mapping.
+        let protected = unsafe { libc::mprotect(theirs.at(0), 2 * PAGE, libc::PROT_READ) };
+        assert_eq!(protected, 0);
+        assert!(written_anyway(&theirs, &ours), "the control wrote nothing");
+        // Mapped from a descriptor open for reading: nothing gets through.
+        let (fd, ours) = fd_and_ours();
+        let theirs = Mapping::map(fd.as_raw_fd(), &layout, None).unwrap();
+        let read_only = Mapping::read_only(fd.as_raw_fd()).unwrap();
+        theirs
+            .protect(read_only.as_raw_fd(), &[(0, 2 * PAGE)])
+            .unwrap();
+        assert!(!written_anyway(&theirs, &ours));
+        assert_eq!(theirs.bytes(0, 2), [1, 2], "it still reads the region");
+        // A plain write faults, at the address written.
+        // SAFETY: the child writes one byte of a read-only page and exits.
+        let pid = unsafe { libc::fork() };
+        if pid == 0 {
+            // SAFETY: as above; the write faults before the exit.
+            unsafe {
+                std::ptr::write_volatile(theirs.at(PAGE) as *mut u8, 9);
+                libc::_exit(0);
+            }
+        }
+        let mut status = 0;
+        // SAFETY: waits for the child just forked.
+        unsafe { libc::waitpid(pid, &mut status, 0) };
+        assert!(libc::WIFSIGNALED(status) && libc::WTERMSIG(status) == libc::SIGSEGV);
+        assert_eq!(ours.bytes(PAGE, 1), [3]);
     }
 }

@@ -24,7 +24,7 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use hpcagent_sandbox::hold::{ChildSignals, Hold, Lost};
+use hpcagent_sandbox::hold::{ChildSignals, Fault, Hold, Lost};
 use hpcagent_sandbox::limits::Limits;
 use hpcagent_sandbox::namespaces::{NamespaceError, Spawn, describe_start_failure};
 
@@ -100,8 +100,10 @@ pub struct Start<'a> {
     pub env: &'a [(String, String)],
     /// `/dev/null`, its stdin.
     pub null: i32,
-    /// The run's shared buffers.
+    /// The run's shared buffers, and a descriptor of them open for
+    /// reading alone (its inputs are mapped from it).
     pub buffers: i32,
+    pub buffers_read_only: i32,
     /// Its stdout and stderr.
     pub output: (i32, i32),
     pub limits: &'a Limits,
@@ -160,6 +162,7 @@ impl Child {
                 report_w.as_raw_fd(),
                 calls_r.as_raw_fd(),
                 start.buffers,
+                start.buffers_read_only,
             ],
             limits: start.limits.clone(),
             namespaces: start.namespaces,
@@ -206,6 +209,11 @@ impl Child {
             }
         }
         Ok(child)
+    }
+
+    /// The last memory fault the runner met, where it is held by ptrace.
+    pub fn fault(&self) -> Option<Fault> {
+        self.hold.fault()
     }
 
     /// Whether the runner is held by ptrace (it cannot end its stops).

@@ -27,6 +27,10 @@
 //!   with the baseline's on the same inputs, and output arrays hold
 //!   canaries before each call ([`verify`]): caches, replays and skipped
 //!   work are wrong answers.
+//! - **Inputs it cannot change.** The arrays a kernel only reads are mapped
+//!   read-only in every runner from a descriptor that cannot write them
+//!   ([`buffers`]); a write faults, and the fault's address says whose input
+//!   it was.
 //! - **Nothing it does outlives or leaves its run.** A PID, mount, IPC and
 //!   network namespace per run, Landlock, limits, and the whole tree killed
 //!   at the end; the node's timing lock is the supervisor's own open file,

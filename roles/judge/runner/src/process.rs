@@ -35,6 +35,9 @@ pub const REPORT_FD: i32 = 3;
 pub const CALLS_FD: i32 = 4;
 /// The shared buffers' memory file, closed once mapped.
 pub const BUFFERS_FD: i32 = 5;
+/// The same file open for reading alone: the inputs' regions are mapped
+/// from it, so that no code of the runner's can write them ([`Mapping::protect`]).
+pub const BUFFERS_READ_ONLY_FD: i32 = 6;
 
 /// A call has returned.
 pub const DONE: u8 = b'D';
@@ -99,6 +102,9 @@ fn run(calls_in: &mut impl BufRead, report: &mut File) -> Result<(), Failure> {
     };
     let buffers =
         Mapping::map(BUFFERS_FD, &layout, Some(super::buffers::ADDRESS)).map_err(at("buffers"))?;
+    buffers
+        .protect(BUFFERS_READ_ONLY_FD, &input_regions(&setup))
+        .map_err(at("buffers"))?;
     if let Some(id) = setup.run_as {
         become_user(id).map_err(at("privileges"))?;
         // Changing user clears the parent-death signal: ask for it again.
@@ -409,6 +415,19 @@ impl Calls {
         }
         Ok(())
     }
+}
+
+/// The regions of the arrays the kernel only reads: mapped read-only, a
+/// write to one faults, and the supervisor needs no check that a call
+/// left them as written.
+fn input_regions(setup: &RunnerSetup) -> Vec<(usize, usize)> {
+    setup
+        .arrays
+        .iter()
+        .enumerate()
+        .filter(|(_, spec)| spec.role == hpcagent_corpus::Role::In)
+        .map(|(index, _)| (setup.offsets[index], setup.sizes[index]))
+        .collect()
 }
 
 /// The largest use of region `region` (an array, or the workspace last).

@@ -47,24 +47,28 @@ impl Deref for Bytes {
 impl Run<'_> {
     /// Writes a call's inputs, canaries and a zeroed workspace into the buffers.
     pub(super) fn load(&mut self, call: usize, values: &Values) {
-        self.load_but(call, values, false);
+        self.write(call, values, Written::All);
     }
 
-    /// As [`Self::load`], but the read-only inputs left as the last call
-    /// left them: for the second call of a pair, whose inputs are checked
-    /// unchanged after both calls ([`Self::modified_input`]); rewriting
-    /// them would cost a copy of every input per pair.
+    /// As [`Self::load`], but the read-only inputs left as they are: no
+    /// call can change them (their regions are read-only in the runners),
+    /// and rewriting them would cost a copy of every input per call.
     pub(super) fn reload(&mut self, call: usize, values: &Values) {
-        self.load_but(call, values, true);
+        self.write(call, values, Written::AllButReadOnly);
     }
 
-    fn load_but(&mut self, call: usize, values: &Values, read_only: bool) {
+    /// Writes a call's read-only inputs alone, for the calls [`Self::reload`]s.
+    pub(super) fn place(&mut self, call: usize, values: &Values) {
+        self.write(call, values, Written::ReadOnly);
+    }
+
+    fn write(&mut self, call: usize, values: &Values, written: Written) {
         let request = self.request;
         for arg in &request.calls[call] {
             match arg {
                 RunArg::Array { index, shape } => {
                     let spec = &request.arrays[*index];
-                    if read_only && spec.role == Role::In {
+                    if !written.includes(spec.role == Role::In) {
                         continue;
                     }
                     let bytes = RunArg::elements(shape) * spec.dtype.size();
@@ -75,7 +79,7 @@ impl Run<'_> {
                         None => canary::write(spec.dtype, region),
                     }
                 }
-                RunArg::Workspace(bytes) => {
+                RunArg::Workspace(bytes) if written != Written::ReadOnly => {
                     let at = *self.layout.offsets.last().expect("a workspace region");
                     self.buffers.bytes_mut(at, *bytes as usize).fill(0);
                 }
@@ -99,22 +103,6 @@ impl Run<'_> {
     /// Each output array of the last call, (name, its bytes in the buffers).
     pub(super) fn output_regions(&self, call: usize) -> Vec<(&String, &[u8])> {
         output_regions(self.request, &self.layout, &self.buffers, call)
-    }
-
-    /// The first input array the last call changed.
-    pub(super) fn modified_input(&self, call: usize, values: &Values) -> Option<String> {
-        self.request.calls[call].iter().find_map(|arg| {
-            let RunArg::Array { index, shape } = arg else {
-                return None;
-            };
-            let spec = &self.request.arrays[*index];
-            if spec.role != Role::In {
-                return None;
-            }
-            let bytes = RunArg::elements(shape) * spec.dtype.size();
-            let region = self.buffers.bytes(self.layout.offsets[*index], bytes);
-            (Some(region) != values[*index].as_deref().map(|b| &**b)).then(|| spec.name.clone())
-        })
     }
 
     /// Where the submission's outputs (`theirs`) differ from the baseline's
@@ -162,11 +150,13 @@ impl Run<'_> {
         None
     }
 
-    /// Fresh inputs of argument list `call` for pair `n` into `values`
-    /// (reusing its memory): every input array drawn anew from the grade's
-    /// secret seed, as its kernel draws it.
+    /// Fresh inputs of argument list `call` for pair `n`: every input
+    /// array drawn anew from the grade's secret seed, as its kernel draws
+    /// it; the read-only ones straight into the buffers (they stay as
+    /// drawn through both calls), the others into `values` (reusing its
+    /// memory), to be written before each call.
     pub(super) fn fresh(
-        &self,
+        &mut self,
         call: usize,
         seed: &[u8; 32],
         n: u32,
@@ -182,13 +172,20 @@ impl Run<'_> {
                 continue;
             }
             let rng = seeded_rng(&[b"timed pair", seed, &n.to_le_bytes(), spec.name.as_bytes()]);
+            let len = RunArg::elements(shape) * spec.dtype.size();
+            let cpus = &self.request.limits.cpus;
+            if spec.role == Role::In {
+                let region = self.buffers.bytes_mut(self.layout.offsets[*index], len);
+                draw_on(cpus, spec.init, spec.dtype, rng, region);
+                continue;
+            }
             let shared = values[*index].get_or_insert_with(|| Rc::new(Bytes::Drawn(Vec::new())));
             // A step's pairs are drawn or read from sets, never both.
             let Some(Bytes::Drawn(bytes)) = Rc::get_mut(shared) else {
                 unreachable!("a pair's drawn inputs are its own and drawn")
             };
-            bytes.resize(RunArg::elements(shape) * spec.dtype.size(), 0);
-            draw_on(&self.request.limits.cpus, spec.init, spec.dtype, rng, bytes);
+            bytes.resize(len, 0);
+            draw_on(cpus, spec.init, spec.dtype, rng, bytes);
         }
     }
 
@@ -331,6 +328,26 @@ fn draw_on(cpus: &[usize], init: Init, dtype: DType, rng: ChaCha8Rng, out: &mut 
             });
         }
     });
+}
+
+/// Which of a call's arrays [`Run::write`] writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Written {
+    All,
+    /// The outputs' canaries, the arrays read and written, the workspace.
+    AllButReadOnly,
+    /// The inputs a kernel only reads.
+    ReadOnly,
+}
+
+impl Written {
+    fn includes(self, read_only: bool) -> bool {
+        match self {
+            Written::All => true,
+            Written::AllButReadOnly => !read_only,
+            Written::ReadOnly => read_only,
+        }
+    }
 }
 
 /// Bytes each region needs: every array as large as its largest use, then

@@ -22,9 +22,11 @@
 //! and its inputs are written and outputs read here, in this process's own
 //! mapping of the run's buffers, while every runner is stopped
 //! ([`super::buffers`]). Before every call the inputs hold their values
-//! for it (written anew, or for a pair's second call its read-only inputs
-//! checked unchanged since the first), the outputs hold canaries and the
-//! workspace zeros.
+//! for it, the outputs hold canaries and the workspace zeros. The arrays a
+//! kernel only reads are mapped read-only in both runners: no call can
+//! change them, so they are written once for all the calls on the same
+//! values, and a write to one ends the runner by a fault at its address,
+//! which says whose input it was ([`Run::written_input`]).
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -131,6 +133,8 @@ struct Run<'a> {
     /// each call's device time in the same order.
     candidate_calls: usize,
     timed_calls: Vec<usize>,
+    /// The step being run.
+    step: usize,
 }
 
 impl<'a> Run<'a> {
@@ -163,7 +167,10 @@ impl<'a> Run<'a> {
         };
         let sizes = region_sizes(request);
         let layout = Layout::new(&sizes);
-        let (memfd, buffers) = match Mapping::create(&layout) {
+        let made = Mapping::create(&layout).and_then(|(memfd, buffers)| {
+            Ok((Mapping::read_only(memfd.as_raw_fd())?, memfd, buffers))
+        });
+        let (read_only, memfd, buffers) = match made {
             Ok(made) => made,
             Err(e) => {
                 fail(channel, Side::Candidate, "buffers", e.to_string());
@@ -188,6 +195,7 @@ impl<'a> Run<'a> {
             env: &env,
             null: null.as_raw_fd(),
             buffers: memfd.as_raw_fd(),
+            buffers_read_only: read_only.as_raw_fd(),
             output,
             limits: &request.limits,
             namespaces: request.namespaces,
@@ -283,6 +291,7 @@ impl<'a> Run<'a> {
             over: false,
             candidate_calls: 0,
             timed_calls: Vec::new(),
+            step: 0,
         })
     }
 
@@ -292,6 +301,7 @@ impl<'a> Run<'a> {
             if self.over {
                 return;
             }
+            self.step = index;
             match step {
                 Step::Batch { checks } => {
                     let end = (index + 1 + *checks as usize).min(request.steps.len());
@@ -312,7 +322,7 @@ impl<'a> Run<'a> {
                     stop,
                     tolerance,
                     sets,
-                } => self.pairs(index, *call, seed, sets, *stop, *tolerance),
+                } => self.pairs(*call, seed, sets, *stop, *tolerance),
                 Step::Profile {
                     call,
                     inputs,
@@ -385,7 +395,7 @@ impl<'a> Run<'a> {
         // only a step of several calls keeps a copy, of its first call's.
         let mut first: Vec<Vec<u8>> = Vec::new();
         for n in 0..calls {
-            let Some(ns) = self.call_candidate(call, &values, step) else {
+            let Some(ns) = self.call_candidate(call, &values, n == 0) else {
                 return;
             };
             send(self.channel, &Event::Call { step, ns }, &[]);
@@ -446,10 +456,7 @@ impl<'a> Run<'a> {
             },
             &[],
         );
-        for (set, values) in sets.iter().zip(&values) {
-            if let Some(array) = self.modified_input(set.call, values) {
-                return self.input_modified(set.step, array);
-            }
+        for set in &sets {
             let produced =
                 arrays::output_regions(self.request, &self.layout, &self.buffers, set.call);
             if set.digest {
@@ -485,7 +492,7 @@ impl<'a> Run<'a> {
             if n >= fewest && spent as f64 / 1e9 >= seconds {
                 break;
             }
-            let Some(ns) = self.call_candidate(call, &values, step) else {
+            let Some(ns) = self.call_candidate(call, &values, n == 0) else {
                 return;
             };
             spent += ns;
@@ -497,7 +504,6 @@ impl<'a> Run<'a> {
     /// `sets`, when given, until they run out), until `stop`.
     fn pairs(
         &mut self,
-        step: usize,
         call: usize,
         seed: &[u8; 32],
         sets: &[Vec<Option<PathBuf>>],
@@ -541,6 +547,7 @@ impl<'a> Run<'a> {
                     Some(set) => values = set,
                     None => return,
                 }
+                self.place(call, &values);
             }
             let values = &values;
             // Neither gains from the order, and no rhythm keeps to it.
@@ -549,8 +556,7 @@ impl<'a> Run<'a> {
             } else {
                 Side::Candidate
             };
-            let Some((baseline_ns, candidate_ns)) =
-                self.pair(step, call, values, first, &mut saved)
+            let Some((baseline_ns, candidate_ns)) = self.pair(call, values, first, &mut saved)
             else {
                 return;
             };
@@ -592,13 +598,13 @@ impl<'a> Run<'a> {
         }
     }
 
-    /// One pair, `first` first, each call on `values` written just before
-    /// it: the first call's outputs copied into `saved` right after it, the
-    /// second's left in the buffers. Its (baseline, candidate) times, or
-    /// `None` when the run is over.
+    /// One pair, `first` first, on the read-only inputs in place and the
+    /// rest of `values` written before each call: the first call's outputs
+    /// copied into `saved` right after it, the second's left in the
+    /// buffers. Its (baseline, candidate) times, or `None` when the run is
+    /// over.
     fn pair(
         &mut self,
-        step: usize,
         call: usize,
         values: &Values,
         first: Side,
@@ -610,13 +616,7 @@ impl<'a> Run<'a> {
         };
         let mut times = (0, 0);
         for (n, side) in [first, second].into_iter().enumerate() {
-            // The second call finds the inputs as the first left them; the
-            // check after both tells a change by either.
-            if n == 0 {
-                self.load(call, values);
-            } else {
-                self.reload(call, values);
-            }
+            self.reload(call, values);
             let ns = self.time(side, call)?;
             match side {
                 Side::Baseline => times.0 = ns,
@@ -626,49 +626,69 @@ impl<'a> Run<'a> {
                 self.read_outputs(call, saved);
             }
         }
-        // One compare of every input a pair, not one after each call: at
-        // L it was a quarter of a memory-bound grade's own work.
-        if let Some(array) = self.modified_input(call, values) {
-            self.whose_change(step, call, values, array);
-            return None;
-        }
         Some(times)
     }
 
-    /// Says who changed the input `array` in a pair: the baseline, where
-    /// it changes an input again when called alone on inputs written
-    /// afresh (it is the corpus's code, and does the same each call; the
-    /// submission's runner is held stopped meanwhile), else the
-    /// submission. The run is over either way.
-    fn whose_change(&mut self, step: usize, call: usize, values: &Values, array: String) {
-        self.load(call, values);
-        if self.time(Side::Baseline, call).is_none() {
-            return;
+    /// One call of the submission on `values`: all of them written, on
+    /// the `first` call of a step, else all but the read-only inputs, which
+    /// no call can change.
+    fn call_candidate(&mut self, call: usize, values: &Values, first: bool) -> Option<u64> {
+        match first {
+            true => self.load(call, values),
+            false => self.reload(call, values),
         }
-        match self.modified_input(call, values) {
-            Some(changed) => {
-                self.over = true;
-                let message = format!("the baseline changed its input {changed}");
+        self.time(Side::Candidate, call)
+    }
+
+    /// Tells a runner that died of a write to an input as such: the
+    /// submission's is `InputModified`, the baseline's the harness's. A
+    /// fault elsewhere, or a runner gone otherwise, is said as it is.
+    fn lost(&mut self, side: Side, gone: Gone) {
+        self.over = true;
+        let Some(array) = self.written_input(side, &gone) else {
+            return report_gone(self.channel, side, gone);
+        };
+        match side {
+            Side::Candidate => {
+                let event = Event::InputModified {
+                    step: self.step,
+                    array,
+                };
+                send(self.channel, &event, &[]);
+            }
+            Side::Baseline => {
+                let message = format!("the baseline changed its input {array}");
                 fail(self.channel, Side::Baseline, "inputs", message);
             }
-            None => self.input_modified(step, array),
         }
     }
 
-    /// One call of the submission on `values`, with the input check.
-    fn call_candidate(&mut self, call: usize, values: &Values, step: usize) -> Option<u64> {
-        self.load(call, values);
-        let ns = self.time(Side::Candidate, call)?;
-        if let Some(array) = self.modified_input(call, values) {
-            self.input_modified(step, array);
+    /// The read-only input whose region `side`'s runner faulted in, where
+    /// it died of that fault.
+    fn written_input(&self, side: Side, gone: &Gone) -> Option<String> {
+        let Gone::Ended {
+            signal: Some(libc::SIGSEGV | libc::SIGBUS),
+            ..
+        } = gone
+        else {
             return None;
-        }
-        Some(ns)
-    }
-
-    fn input_modified(&mut self, step: usize, array: String) {
-        self.over = true;
-        send(self.channel, &Event::InputModified { step, array }, &[]);
+        };
+        let child = match side {
+            Side::Baseline => self.baseline.as_ref()?,
+            Side::Candidate => &self.candidate,
+        };
+        let address = child
+            .fault()?
+            .address
+            .checked_sub(super::buffers::ADDRESS)? as usize;
+        let arrays = self.request.arrays.iter().enumerate();
+        arrays
+            .filter(|(_, spec)| spec.role == hpcagent_corpus::Role::In)
+            .find(|&(index, _)| {
+                let at = self.layout.offsets[index];
+                (at..at + self.layout.sizes[index]).contains(&address)
+            })
+            .map(|(_, spec)| spec.name.clone())
     }
 
     /// Calls `side`'s runner; `None` (and the run is over) when it is gone.
@@ -712,8 +732,7 @@ impl<'a> Run<'a> {
         match called {
             Ok(elapsed) => Some(elapsed.as_nanos() as u64),
             Err(gone) => {
-                self.over = true;
-                report_gone(self.channel, side, gone);
+                self.lost(side, gone);
                 None
             }
         }
@@ -815,7 +834,7 @@ fn digest_of<'b>(outputs: impl Iterator<Item = &'b [u8]>) -> String {
     hash.finalize().iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// Holds the node's timing lock (a descriptor the run keeps open) while alive.
+/// Says how a runner was lost.
 fn report_gone(channel: &mut File, side: Side, gone: Gone) {
     let event = match gone {
         Gone::Failed { stage, message } => Event::Failed {
