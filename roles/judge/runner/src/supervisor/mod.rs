@@ -434,13 +434,11 @@ impl<'a> Run<'a> {
                 return;
             }
         };
-        let mut values = Vec::with_capacity(sets.len());
         for set in &sets {
-            let Some(set_values) = self.read_inputs(set.inputs) else {
+            let Some(values) = self.read_inputs(set.inputs) else {
                 return;
             };
-            self.load(set.call, &set_values);
-            values.push(set_values);
+            self.load(set.call, &values);
         }
         let indices: Vec<u32> = sets.iter().map(|set| set.call as u32).collect();
         let Some(ns) = self.round_trip(Side::Candidate, &indices) else {
