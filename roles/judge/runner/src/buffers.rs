@@ -64,6 +64,21 @@ impl Layout {
     }
 }
 
+/// The regions of the arrays of `arrays` a kernel only reads, (the array's
+/// index, its bytes in the buffers), where `offsets` and `sizes` lay them
+/// out: what each runner maps read-only ([`Mapping::protect`]).
+pub fn read_only_regions<'a>(
+    arrays: &'a [crate::protocol::ArraySpec],
+    offsets: &'a [usize],
+    sizes: &'a [usize],
+) -> impl Iterator<Item = (usize, std::ops::Range<usize>)> + 'a {
+    arrays
+        .iter()
+        .enumerate()
+        .filter(|(_, spec)| spec.role == hpcagent_corpus::Role::In)
+        .map(|(index, _)| (index, offsets[index]..offsets[index] + sizes[index]))
+}
+
 /// A mapping of the shared buffers.
 pub struct Mapping {
     base: *mut u8,

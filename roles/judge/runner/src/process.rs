@@ -24,7 +24,7 @@ use libffi::middle::{Arg, Cif, CodePtr, Type};
 use hpcagent_sandbox::landlock::{Confinement, Enforcement, become_user};
 use hpcagent_sandbox::seccomp::{Filters, Profile};
 
-use super::buffers::{Layout, Mapping};
+use super::buffers::{Layout, Mapping, read_only_regions};
 use super::device::{self, Device};
 use super::papi::Papi;
 use super::protocol::{Report, RunArg, RunnerSetup, write_frame};
@@ -417,16 +417,12 @@ impl Calls {
     }
 }
 
-/// The regions of the arrays the kernel only reads: mapped read-only, a
-/// write to one faults, and the supervisor needs no check that a call
-/// left them as written.
+/// The regions the runner maps read-only, (offset, bytes): a write to one
+/// faults, and the supervisor needs no check that a call left them as
+/// written.
 fn input_regions(setup: &RunnerSetup) -> Vec<(usize, usize)> {
-    setup
-        .arrays
-        .iter()
-        .enumerate()
-        .filter(|(_, spec)| spec.role == hpcagent_corpus::Role::In)
-        .map(|(index, _)| (setup.offsets[index], setup.sizes[index]))
+    read_only_regions(&setup.arrays, &setup.offsets, &setup.sizes)
+        .map(|(_, region)| (region.start, region.len()))
         .collect()
 }
 

@@ -46,7 +46,7 @@ use arrays::{Bytes, Values, region_sizes};
 use cpus::Cpus;
 use timing_lock::TimingLock;
 
-use super::buffers::{Layout, Mapping};
+use super::buffers::{Layout, Mapping, read_only_regions};
 use hpcagent_sandbox::hold::ChildSignals;
 
 use super::child::{Child, Gone, Start};
@@ -679,14 +679,10 @@ impl<'a> Run<'a> {
             .fault()?
             .address
             .checked_sub(super::buffers::ADDRESS)? as usize;
-        let arrays = self.request.arrays.iter().enumerate();
-        arrays
-            .filter(|(_, spec)| spec.role == hpcagent_corpus::Role::In)
-            .find(|&(index, _)| {
-                let at = self.layout.offsets[index];
-                (at..at + self.layout.sizes[index]).contains(&address)
-            })
-            .map(|(_, spec)| spec.name.clone())
+        let arrays = &self.request.arrays;
+        read_only_regions(arrays, &self.layout.offsets, &self.layout.sizes)
+            .find(|(_, region)| region.contains(&address))
+            .map(|(index, _)| arrays[index].name.clone())
     }
 
     /// Calls `side`'s runner; `None` (and the run is over) when it is gone.
