@@ -9,7 +9,7 @@ use std::ops::Deref;
 use std::path::PathBuf;
 use std::rc::Rc;
 
-use super::{Run, fail};
+use super::{Run, fail, spread};
 use rand_chacha::ChaCha8Rng;
 
 use crate::buffers::{Layout, Mapping};
@@ -73,10 +73,13 @@ impl Run<'_> {
                     }
                     let bytes = RunArg::elements(shape) * spec.dtype.size();
                     let at = self.layout.offsets[*index];
+                    let cpus = spread::cpus_for(self.cpus.every(), bytes);
                     let region = self.buffers.bytes_mut(at, bytes);
                     match &values[*index] {
-                        Some(input) => region.copy_from_slice(input),
-                        None => canary::write(spec.dtype, region),
+                        Some(input) => spread::zip_mut(cpus, region, input, |to, from| {
+                            to.copy_from_slice(from)
+                        }),
+                        None => spread::each_mut(cpus, region, |to| canary::write(spec.dtype, to)),
                     }
                 }
                 RunArg::Workspace(bytes) if written != Written::ReadOnly => {
@@ -95,8 +98,9 @@ impl Run<'_> {
         let regions = self.output_regions(call);
         into.resize_with(regions.len(), Default::default);
         for (bytes, (_, region)) in into.iter_mut().zip(regions) {
-            bytes.clear();
-            bytes.extend_from_slice(region);
+            bytes.resize(region.len(), 0);
+            let cpus = spread::cpus_for(self.cpus.every(), region.len());
+            spread::zip_mut(cpus, bytes, region, |to, from| to.copy_from_slice(from));
         }
     }
 
@@ -124,7 +128,8 @@ impl Run<'_> {
         for (((name, expected), actual), (dtype, shape)) in names.zip(ours).zip(theirs).zip(shapes)
         {
             // Most pairs' answers are the same bits: one pass says so.
-            if same_and_written(dtype, expected, actual) {
+            let cpus = spread::cpus_for(self.cpus.every(), actual.len());
+            if spread::all(cpus, expected, actual, |o, t| same_and_written(dtype, o, t)) {
                 continue;
             }
             let expected = widened(dtype, expected);
@@ -173,7 +178,11 @@ impl Run<'_> {
             }
             let rng = seeded_rng(&[b"timed pair", seed, &n.to_le_bytes(), spec.name.as_bytes()]);
             let len = RunArg::elements(shape) * spec.dtype.size();
-            let cpus = &self.request.limits.cpus;
+            // Beyond any cache, on the supervisor's CPUs too ([`spread`]).
+            let cpus = match len >= spread::SPREAD_BYTES {
+                true => self.cpus.every(),
+                false => &self.request.limits.cpus,
+            };
             if spec.role == Role::In {
                 let region = self.buffers.bytes_mut(self.layout.offsets[*index], len);
                 draw_on(cpus, spec.init, spec.dtype, rng, region);
@@ -302,7 +311,7 @@ pub(super) fn output_regions<'r>(
 }
 
 /// Draws `out` from `rng` as one [`Draw`] would, in pieces on each of
-/// `cpus` (the slot's, idle between calls) when it is large: a pair of a
+/// `cpus` (idle between calls) when it is large: a pair of a
 /// kernel with large inputs otherwise spends longer drawing them than
 /// calling it.
 fn draw_on(cpus: &[usize], init: Init, dtype: DType, rng: ChaCha8Rng, out: &mut [u8]) {
@@ -323,7 +332,7 @@ fn draw_on(cpus: &[usize], init: Init, dtype: DType, rng: ChaCha8Rng, out: &mut 
         for ((k, piece), &cpu) in out.chunks_mut(elements * size).enumerate().zip(cpus) {
             let rng = rng.clone();
             scope.spawn(move || {
-                pin_this_thread(cpu);
+                spread::pin_this_thread(cpu);
                 Draw::from_element(init, dtype, rng, (k * elements) as u64).fill(piece);
             });
         }
@@ -383,16 +392,6 @@ pub(super) fn widened(dtype: DType, bytes: &[u8]) -> Cow<'_, [u8]> {
         ),
         _ => Cow::Borrowed(bytes),
     }
-}
-
-/// Keeps the calling thread on `cpu`.
-fn pin_this_thread(cpu: usize) {
-    // SAFETY: a zeroed cpu_set_t is empty; CPU_SET bounds-checks.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    // SAFETY: CPU_SET writes one bit of the set it is given, in bounds.
-    unsafe { libc::CPU_SET(cpu, &mut set) };
-    // SAFETY: a stack value of the size passed; 0 is this thread.
-    unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) };
 }
 
 #[cfg(test)]

@@ -22,6 +22,8 @@ pub(super) struct Cpus {
     own: CpuSet,
     /// The runner's first CPU, where it is not one of the supervisor's.
     runner: Option<CpuSet>,
+    /// The runners' CPUs, then the supervisor's own.
+    every: Vec<usize>,
 }
 
 impl Cpus {
@@ -36,7 +38,16 @@ impl Cpus {
                 set.set(cpu).ok()?;
                 Some(set)
             });
-        Cpus { own, runner }
+        let own_only = (0..CpuSet::count())
+            .filter(|&cpu| own.is_set(cpu).unwrap_or(false) && !runner_cpus.contains(&cpu));
+        let every = runner_cpus.iter().copied().chain(own_only).collect();
+        Cpus { own, runner, every }
+    }
+
+    /// The runners' CPUs, then the supervisor's own: all the CPUs a run
+    /// may work on while its runners are held.
+    pub(super) fn every(&self) -> &[usize] {
+        &self.every
     }
 
     /// On the runner's CPU: every runner is held.

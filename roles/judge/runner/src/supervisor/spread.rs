@@ -1,0 +1,191 @@
+//! The supervisor's work on an array too large for any cache, shared
+//! between every CPU the run may use while its runners are held (theirs and
+//! the supervisor's own): drawing it, writing it or its canaries before a
+//! call, copying, comparing and hashing its outputs after one.
+//!
+//! A smaller array's work stays where it is (on the runner's CPU, for the
+//! caches: [`super::cpus`]), or on the runners' CPUs for a draw. Beyond
+//! [`SPREAD_BYTES`] the calls read and write the array in memory whichever
+//! core touched it last, so a piece done on another core costs them
+//! nothing; done on one core, conv-2d at L (two arrays of 1.6 GB) spent a
+//! third of its grade drawing and copying between calls, and a pair's
+//! overhead took as long as its calls.
+
+/// Bytes from which an array's work is shared between the CPUs.
+pub(super) const SPREAD_BYTES: usize = 256 << 20;
+
+/// The CPUs an array of `bytes` is worked on: `every` for one of
+/// [`SPREAD_BYTES`] or more, else none (the calling thread alone).
+pub(super) fn cpus_for(every: &[usize], bytes: usize) -> &[usize] {
+    match bytes >= SPREAD_BYTES {
+        true => every,
+        false => &[],
+    }
+}
+
+/// `work` on matching pieces of `dst` and `src` (of one length), one piece
+/// on each of `cpus` (none or one: all of it on the calling thread).
+pub(super) fn zip_mut(
+    cpus: &[usize],
+    dst: &mut [u8],
+    src: &[u8],
+    work: impl Fn(&mut [u8], &[u8]) + Sync,
+) {
+    let piece = piece(cpus, dst.len());
+    if piece >= dst.len() {
+        return work(dst, src);
+    }
+    let work = &work;
+    std::thread::scope(|scope| {
+        for ((dst, src), &cpu) in dst.chunks_mut(piece).zip(src.chunks(piece)).zip(cpus) {
+            scope.spawn(move || {
+                pin_this_thread(cpu);
+                work(dst, src);
+            });
+        }
+    });
+}
+
+/// `work` on pieces of `dst`, one on each of `cpus`, as [`zip_mut`].
+pub(super) fn each_mut(cpus: &[usize], dst: &mut [u8], work: impl Fn(&mut [u8]) + Sync) {
+    let piece = piece(cpus, dst.len());
+    if piece >= dst.len() {
+        return work(dst);
+    }
+    let work = &work;
+    std::thread::scope(|scope| {
+        for (dst, &cpu) in dst.chunks_mut(piece).zip(cpus) {
+            scope.spawn(move || {
+                pin_this_thread(cpu);
+                work(dst);
+            });
+        }
+    });
+}
+
+/// Whether `test` holds for every pair of matching pieces of `a` and `b`
+/// (of one length), a piece on each of `cpus`, as [`zip_mut`].
+pub(super) fn all(
+    cpus: &[usize],
+    a: &[u8],
+    b: &[u8],
+    test: impl Fn(&[u8], &[u8]) -> bool + Sync,
+) -> bool {
+    let piece = piece(cpus, a.len());
+    if piece >= a.len() || a.len() != b.len() {
+        return test(a, b);
+    }
+    let test = &test;
+    std::thread::scope(|scope| {
+        let pieces: Vec<_> = a
+            .chunks(piece)
+            .zip(b.chunks(piece))
+            .zip(cpus)
+            .map(|((a, b), &cpu)| {
+                scope.spawn(move || {
+                    pin_this_thread(cpu);
+                    test(a, b)
+                })
+            })
+            .collect();
+        pieces
+            .into_iter()
+            .all(|p| p.join().expect("a piece's thread"))
+    })
+}
+
+/// `each` of the pieces of `piece` bytes of `bytes`, in order, the pieces
+/// dealt out to `cpus` in turn (all on the calling thread for none or one).
+pub(super) fn map_pieces<T: Send>(
+    cpus: &[usize],
+    bytes: &[u8],
+    piece: usize,
+    each: impl Fn(&[u8]) -> T + Sync,
+) -> Vec<T> {
+    let pieces: Vec<&[u8]> = bytes.chunks(piece.max(1)).collect();
+    if cpus.len() < 2 || pieces.len() < 2 {
+        return pieces.into_iter().map(each).collect();
+    }
+    let (each, pieces) = (&each, &pieces);
+    let mut done: Vec<(usize, T)> = std::thread::scope(|scope| {
+        let threads: Vec<_> = (cpus.iter().enumerate())
+            .map(|(k, &cpu)| {
+                scope.spawn(move || {
+                    pin_this_thread(cpu);
+                    (pieces.iter().enumerate().skip(k).step_by(cpus.len()))
+                        .map(|(i, piece)| (i, each(piece)))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        (threads.into_iter())
+            .flat_map(|thread| thread.join().expect("a piece's thread"))
+            .collect()
+    });
+    done.sort_unstable_by_key(|(i, _)| *i);
+    done.into_iter().map(|(_, value)| value).collect()
+}
+
+/// Bytes of each piece of `len` shared between `cpus`: whole cache lines,
+/// so that every piece starts on an element of any type.
+fn piece(cpus: &[usize], len: usize) -> usize {
+    len.div_ceil(cpus.len().max(1)).next_multiple_of(64).max(64)
+}
+
+/// Keeps the calling thread on `cpu`.
+pub(super) fn pin_this_thread(cpu: usize) {
+    // SAFETY: a zeroed cpu_set_t is empty; CPU_SET bounds-checks.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: CPU_SET writes one bit of the set it is given, in bounds.
+    unsafe { libc::CPU_SET(cpu, &mut set) };
+    // SAFETY: a stack value of the size passed; 0 is this thread.
+    unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn work_in_pieces_covers_every_byte_once_and_tells_any_difference() {
+        // CPU 0 three times: any machine has it. An odd length, and one
+        // under a cache line a piece.
+        for len in [3 * 64 * 1000 + 17, 100, 0] {
+            let src: Vec<u8> = (0..len).map(|i| (i * 7 % 251) as u8).collect();
+            let mut dst = vec![0u8; len];
+            zip_mut(&[0, 0, 0], &mut dst, &src, |d, s| d.copy_from_slice(s));
+            assert!(dst == src, "{len}");
+            let mut filled = vec![0u8; len];
+            each_mut(&[0, 0, 0], &mut filled, |d| {
+                d.iter_mut().for_each(|b| *b += 1)
+            });
+            assert!(filled.iter().all(|&b| b == 1), "{len}: each byte once");
+            let same = |a: &[u8], b: &[u8]| a == b;
+            assert!(all(&[0, 0, 0], &dst, &src, same));
+            if len > 0 {
+                dst[len - 1] ^= 1;
+                assert!(!all(&[0, 0, 0], &dst, &src, same), "{len}: the last piece");
+                dst[len - 1] ^= 1;
+                dst[0] ^= 1;
+                assert!(!all(&[0, 0, 0], &dst, &src, same), "{len}: the first piece");
+            }
+        }
+    }
+
+    #[test]
+    fn pieces_mapped_on_several_cpus_come_back_in_order() {
+        let bytes: Vec<u8> = (0..1000u32).map(|i| (i % 256) as u8).collect();
+        let firsts = |cpus: &[usize]| map_pieces(cpus, &bytes, 64, |p| (p[0], p.len()));
+        let alone = firsts(&[]);
+        assert_eq!(alone.len(), 16);
+        assert_eq!(alone[15], (192, 1000 - 15 * 64));
+        assert_eq!(firsts(&[0, 0, 0]), alone);
+        assert!(map_pieces(&[0, 0], &[], 64, |p| p.len()).is_empty());
+    }
+
+    #[test]
+    fn only_an_array_beyond_any_cache_is_shared() {
+        assert_eq!(cpus_for(&[1, 0], SPREAD_BYTES - 1), &[] as &[usize]);
+        assert_eq!(cpus_for(&[1, 0], SPREAD_BYTES), &[1, 0]);
+    }
+}
