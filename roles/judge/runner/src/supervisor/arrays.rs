@@ -328,14 +328,9 @@ fn draw_on(cpus: &[usize], init: Init, dtype: DType, rng: ChaCha8Rng, out: &mut 
     }
     // Whole elements, an even number of them (normal values come in pairs).
     let elements = (out.len() / size).div_ceil(pieces).next_multiple_of(2);
-    std::thread::scope(|scope| {
-        for ((k, piece), &cpu) in out.chunks_mut(elements * size).enumerate().zip(cpus) {
-            let rng = rng.clone();
-            scope.spawn(move || {
-                spread::pin_this_thread(cpu);
-                Draw::from_element(init, dtype, rng, (k * elements) as u64).fill(piece);
-            });
-        }
+    let pieces = out.chunks_mut(elements * size).enumerate();
+    spread::on_cpus(cpus, pieces, |(k, piece)| {
+        Draw::from_element(init, dtype, rng.clone(), (k * elements) as u64).fill(piece)
     });
 }
 

@@ -32,35 +32,14 @@ pub(super) fn zip_mut(
     work: impl Fn(&mut [u8], &[u8]) + Sync,
 ) {
     let piece = piece(cpus, dst.len());
-    if piece >= dst.len() {
-        return work(dst, src);
-    }
-    let work = &work;
-    std::thread::scope(|scope| {
-        for ((dst, src), &cpu) in dst.chunks_mut(piece).zip(src.chunks(piece)).zip(cpus) {
-            scope.spawn(move || {
-                pin_this_thread(cpu);
-                work(dst, src);
-            });
-        }
-    });
+    let pieces = dst.chunks_mut(piece).zip(src.chunks(piece));
+    on_cpus(cpus, pieces, |(dst, src)| work(dst, src));
 }
 
 /// `work` on pieces of `dst`, one on each of `cpus`, as [`zip_mut`].
 pub(super) fn each_mut(cpus: &[usize], dst: &mut [u8], work: impl Fn(&mut [u8]) + Sync) {
     let piece = piece(cpus, dst.len());
-    if piece >= dst.len() {
-        return work(dst);
-    }
-    let work = &work;
-    std::thread::scope(|scope| {
-        for (dst, &cpu) in dst.chunks_mut(piece).zip(cpus) {
-            scope.spawn(move || {
-                pin_this_thread(cpu);
-                work(dst);
-            });
-        }
-    });
+    on_cpus(cpus, dst.chunks_mut(piece), work);
 }
 
 /// Whether `test` holds for every pair of matching pieces of `a` and `b`
@@ -71,27 +50,14 @@ pub(super) fn all(
     b: &[u8],
     test: impl Fn(&[u8], &[u8]) -> bool + Sync,
 ) -> bool {
-    let piece = piece(cpus, a.len());
-    if piece >= a.len() || a.len() != b.len() {
+    if a.len() != b.len() {
         return test(a, b);
     }
-    let test = &test;
-    std::thread::scope(|scope| {
-        let pieces: Vec<_> = a
-            .chunks(piece)
-            .zip(b.chunks(piece))
-            .zip(cpus)
-            .map(|((a, b), &cpu)| {
-                scope.spawn(move || {
-                    pin_this_thread(cpu);
-                    test(a, b)
-                })
-            })
-            .collect();
-        pieces
-            .into_iter()
-            .all(|p| p.join().expect("a piece's thread"))
-    })
+    let piece = piece(cpus, a.len());
+    let pieces = a.chunks(piece).zip(b.chunks(piece));
+    on_cpus(cpus, pieces, |(a, b)| test(a, b))
+        .into_iter()
+        .all(|same| same)
 }
 
 /// `each` of the pieces of `piece` bytes of `bytes`, in order, the pieces
@@ -103,27 +69,43 @@ pub(super) fn map_pieces<T: Send>(
     each: impl Fn(&[u8]) -> T + Sync,
 ) -> Vec<T> {
     let pieces: Vec<&[u8]> = bytes.chunks(piece.max(1)).collect();
-    if cpus.len() < 2 || pieces.len() < 2 {
-        return pieces.into_iter().map(each).collect();
+    let turns = cpus.len().max(1);
+    let dealt = on_cpus(cpus, 0..turns, |k| {
+        (pieces.iter().enumerate().skip(k).step_by(turns))
+            .map(|(i, piece)| (i, each(piece)))
+            .collect::<Vec<_>>()
+    });
+    let mut done: Vec<(usize, T)> = dealt.into_iter().flatten().collect();
+    done.sort_unstable_by_key(|(i, _)| *i);
+    done.into_iter().map(|(_, value)| value).collect()
+}
+
+/// `work` on each of `pieces`, in order: the first on the first of `cpus`,
+/// and so on (round again where there are more pieces than CPUs), each on
+/// a thread kept on its CPU; on the calling thread where `cpus` has fewer
+/// than two.
+pub(super) fn on_cpus<P: Send, T: Send>(
+    cpus: &[usize],
+    pieces: impl Iterator<Item = P>,
+    work: impl Fn(P) -> T + Sync,
+) -> Vec<T> {
+    if cpus.len() < 2 {
+        return pieces.map(work).collect();
     }
-    let (each, pieces) = (&each, &pieces);
-    let mut done: Vec<(usize, T)> = std::thread::scope(|scope| {
-        let threads: Vec<_> = (cpus.iter().enumerate())
-            .map(|(k, &cpu)| {
+    let work = &work;
+    std::thread::scope(|scope| {
+        let threads: Vec<_> = (pieces.zip(cpus.iter().cycle()))
+            .map(|(piece, &cpu)| {
                 scope.spawn(move || {
                     pin_this_thread(cpu);
-                    (pieces.iter().enumerate().skip(k).step_by(cpus.len()))
-                        .map(|(i, piece)| (i, each(piece)))
-                        .collect::<Vec<_>>()
+                    work(piece)
                 })
             })
             .collect();
         (threads.into_iter())
-            .flat_map(|thread| thread.join().expect("a piece's thread"))
+            .map(|thread| thread.join().expect("a piece's thread"))
             .collect()
-    });
-    done.sort_unstable_by_key(|(i, _)| *i);
-    done.into_iter().map(|(_, value)| value).collect()
+    })
 }
 
 /// Bytes of each piece of `len` shared between `cpus`: whole cache lines,
@@ -133,7 +115,7 @@ fn piece(cpus: &[usize], len: usize) -> usize {
 }
 
 /// Keeps the calling thread on `cpu`.
-pub(super) fn pin_this_thread(cpu: usize) {
+fn pin_this_thread(cpu: usize) {
     // SAFETY: a zeroed cpu_set_t is empty; CPU_SET bounds-checks.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
     // SAFETY: CPU_SET writes one bit of the set it is given, in bounds.
@@ -181,6 +163,8 @@ mod tests {
         assert_eq!(alone[15], (192, 1000 - 15 * 64));
         assert_eq!(firsts(&[0, 0, 0]), alone);
         assert!(map_pieces(&[0, 0], &[], 64, |p| p.len()).is_empty());
+        // More pieces than CPUs: none is left out.
+        assert_eq!(on_cpus(&[0, 0], 0..5, |i| i * 10), vec![0, 10, 20, 30, 40]);
     }
 
     #[test]
