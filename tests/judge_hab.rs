@@ -13,6 +13,7 @@
 mod common;
 
 use std::sync::OnceLock;
+use std::time::Duration;
 
 use common::{JudgeServer, repo};
 use serde_json::Value;
@@ -279,11 +280,12 @@ fn the_task_shows_the_manifest_s_name_hints_and_level_budget() {
 
 /// `--warm` makes a task's cases before any grade asks: the public case
 /// and the five a submit checks are in the cache while the judge is idle,
-/// and a task it cannot find is passed over without stopping it.
+/// and a task it cannot find is passed over without stopping it. (Timed
+/// in pairs against the overlay's baseline: no input sets are made ahead.)
 #[test]
 fn a_warmed_judge_has_the_cases_of_a_submit_before_it_is_asked() {
     let cache = tempfile::tempdir().unwrap();
-    let mut args = corpus_args(false);
+    let mut args = corpus_args(true);
     args.extend(["--warm", "product,no_such_task"]);
     let judge = JudgeServer::start(&args, &[], Some(cache.path()));
     let cases = || product_cases(cache.path());
@@ -299,11 +301,12 @@ fn a_warmed_judge_has_the_cases_of_a_submit_before_it_is_asked() {
 }
 
 /// Warming stops at its disk budget: with none, no case is made ahead,
-/// and a Score makes only the one it needs.
+/// and a Score makes only the one it needs (timed in pairs: no input sets
+/// are made ahead).
 #[test]
 fn warming_stops_at_its_disk_budget() {
     let cache = tempfile::tempdir().unwrap();
-    let mut args = corpus_args(false);
+    let mut args = corpus_args(true);
     args.extend(["--warm", "product", "--warm-budget", "0"]);
     let judge = JudgeServer::start(&args, &[], Some(cache.path()));
     let v = judge.grade("score", "product", "c", "hab/product_ok.c", &[]);
@@ -466,18 +469,13 @@ fn one_python_worker_makes_every_grade_s_cases() {
 
 /// A grade draws its timed sets while the submission builds, and calls
 /// the reference on them only once the build is done: a build that fails
-/// meanwhile is the grade's verdict, leaves none of the sets behind, and
-/// the same worker makes the next grade's.
+/// meanwhile is the grade's verdict, leaves none of the sets behind (only
+/// the public case stays), and the same worker makes the next grade's.
 #[test]
 fn a_build_that_fails_while_the_sets_are_drawn_is_a_build_error_and_leaves_nothing() {
     let judge = JudgeServer::start(&corpus_args(false), &[], None);
-    let v = judge.grade("score", "formula", "c", "hab/formula_ok.c", &[]);
-    assert_eq!(v["status"], "ok", "{}", summary(&v));
     let workers = || python_workers(&judge);
-    let first = workers();
-    assert_eq!(first.len(), 1, "{:?}", children(judge.pid()));
-    let mut kept = common::reference_dirs(&judge.cache, "");
-    kept.sort();
+    let mut first = None;
     for _ in 0..3 {
         let v = judge.grade("score", "formula", "c", "gemm_build_error.c", &[]);
         assert_eq!(v["status"], "build_error", "{}", summary(&v));
@@ -485,12 +483,91 @@ fn a_build_that_fails_while_the_sets_are_drawn_is_a_build_error_and_leaves_nothi
             v["build_log"].as_str().unwrap_or("").contains("error"),
             "{v}"
         );
+        let cases = common::reference_dirs(&judge.cache, "");
+        assert_eq!(
+            cases.len(),
+            1,
+            "the failed grade left cases behind: {cases:?}"
+        );
+        let now = workers();
+        assert_eq!(now.len(), 1, "{:?}", children(judge.pid()));
+        assert_eq!(*first.get_or_insert(now.clone()), now);
     }
-    let mut now = common::reference_dirs(&judge.cache, "");
-    now.sort();
-    assert_eq!(now, kept, "the failed grades left cases behind");
-    assert_eq!(workers(), first, "{:?}", children(judge.pid()));
     let v = judge.grade("score", "formula", "c", "hab/formula_ok.c", &[]);
     assert_eq!(v["status"], "ok", "{}", summary(&v));
     assert!(v["speedup"].as_f64().unwrap_or(0.0) > 0.0, "{v}");
+}
+
+/// After a grade against NumPy the judge makes the next grade's timed sets
+/// of the task while it is idle. A grade whose build fails leaves them;
+/// the next that builds times on them, and on them alone (the judge then
+/// makes the following grade's); and a submission that reads the judge's
+/// cache while it is timed on them reads nothing.
+#[test]
+fn the_next_grade_s_sets_are_made_while_the_judge_is_idle_and_timed_on_once() {
+    let judge = JudgeServer::start(&corpus_args(false), &[], None);
+    let v = judge.grade("score", "formula", "c", "hab/formula_ok.c", &[]);
+    assert_eq!(v["status"], "ok", "{}", summary(&v));
+    // The public case, and the batch.
+    let made = made_ahead(&judge, 1);
+    for _ in 0..2 {
+        let v = judge.grade("score", "formula", "c", "gemm_build_error.c", &[]);
+        assert_eq!(v["status"], "build_error", "{}", summary(&v));
+        let mut now = common::reference_dirs(&judge.cache, "");
+        now.sort();
+        assert_eq!(now, made, "a grade that failed its build took the sets");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let reader = dir.path().join("formula_reads_the_cache.c");
+    let source =
+        std::fs::read_to_string(repo().join("tests/submissions/hab/formula_reads_the_cache.c"))
+            .unwrap();
+    std::fs::write(
+        &reader,
+        format!(
+            "#define TARGET {:?}\n{source}",
+            judge.cache.display().to_string()
+        ),
+    )
+    .unwrap();
+    let v = judge.grade_file_as("score", "formula", "c", &reader);
+    assert_eq!(v["status"], "ok", "{}", summary(&v));
+    assert!(v["speedup"].as_f64().unwrap_or(0.0) > 0.0, "{v}");
+    let next = made_ahead(&judge, 1);
+    let kept: Vec<&String> = made.iter().filter(|dir| next.contains(dir)).collect();
+    assert_eq!(
+        kept.len(),
+        1,
+        "the grade did not time on the sets made ahead, or left them: {made:?} then {next:?}"
+    );
+}
+
+/// A judge started with `--warm` on a task timed against NumPy makes, after
+/// the cases of a submit, the input sets its first grade times on; the
+/// grade times on them.
+#[test]
+fn a_warmed_judge_makes_its_first_grade_s_sets() {
+    let mut args = corpus_args(false);
+    args.extend(["--warm", "formula"]);
+    let judge = JudgeServer::start(&args, &[], None);
+    let cases = 6;
+    let made = made_ahead(&judge, cases);
+    let v = judge.grade("submit", "formula", "c", "hab/formula_ok.c", &[]);
+    assert_eq!(v["status"], "ok", "{}", summary(&v));
+    let next = made_ahead(&judge, cases);
+    let kept = made.iter().filter(|dir| next.contains(dir)).count();
+    assert_eq!(kept, cases, "{made:?} then {next:?}");
+}
+
+/// The cases in `judge`'s cache once a batch of sets made ahead is in it
+/// beside `beside` others (at least the fewest sets a grade times on, none
+/// half made), sorted.
+fn made_ahead(judge: &JudgeServer, beside: usize) -> Vec<String> {
+    let fewest = 3;
+    common::wait_until(Duration::from_secs(120), "the sets made ahead", || {
+        let mut cases = common::reference_dirs(&judge.cache, "");
+        cases.sort();
+        let whole = !cases.iter().any(|c| c.starts_with('.'));
+        (whole && cases.len() >= beside + fewest).then_some(cases)
+    })
 }

@@ -558,6 +558,7 @@ impl Peer {
             "build": [], "workspace_bytes": null,
         });
         let url = format!("{}/{}", self.url, if submit { "submit" } else { "score" });
+        let _quiet = crate::judge::node_quiet()?;
         let started = Instant::now();
         let text = self.runtime.block_on(async {
             self.http

@@ -15,6 +15,7 @@ use nix::fcntl::{Flock, FlockArg};
 
 use crate::build::{self, Builder, flags, toolchain::Toolchain};
 use crate::data::DataCache;
+use crate::grade::Ahead;
 use crate::hab_tasks::{Denominator, HabTaskError, HabTasks};
 use crate::peers::Peers;
 use crate::profilers::Profilers;
@@ -300,6 +301,8 @@ pub struct Judge {
     pub hab: Option<HabTasks>,
     pub builder: Builder,
     pub data: DataCache,
+    /// Input sets of grades against NumPy, made while it is idle.
+    pub(crate) ahead: Ahead,
     pub slots: Slots,
     pub isolation: Isolation,
     pub profilers: Profilers,
@@ -382,9 +385,11 @@ impl Judge {
             &slots::allowed_cpus(),
             &gpus,
         );
+        let data = DataCache::new(cache.clone(), config.python.clone())
+            .with_bound(config.case_cache_bytes);
         Ok(Judge {
-            data: DataCache::new(cache.clone(), config.python.clone())
-                .with_bound(config.case_cache_bytes),
+            ahead: Ahead::new(data.clone()),
+            data,
             profilers: Profilers::detect(),
             peers: Peers::fixed(config.peers.clone()),
             config,

@@ -6,10 +6,11 @@
 //! HPCAgent-Bench draws them, and its NumPy reference's outputs. A fresh
 //! judge's first grade paid for that, and a submit for five held-out cases
 //! more; and on the loop-level track, for the C its translator emits, the
-//! grade's baseline, which warming makes first. Made here, they are in the judge's cache when the grade comes, and
-//! a later judge on the same cache finds them there. (The input sets a
-//! grade times on are drawn from a secret of that grade: they cannot be
-//! made ahead.)
+//! grade's baseline, which warming makes first. Made here, they are in
+//! the judge's cache when the grade comes, and a later judge on the same
+//! cache finds them there. For a task timed against NumPy, the input sets
+//! its first grade times on are made last, as after a grade
+//! ([`crate::grade::make_ahead`]), for this judge alone.
 //!
 //! A case is made only while the judge grades nothing, and under the
 //! node's timing lock, taken for that case on a descriptor of its own (a lock is per
@@ -177,6 +178,7 @@ async fn warm_task(
         Mode::Submit,
     )?;
     let mut bytes = 0;
+    let mut public = None;
     for plan in &plans {
         // Grades first: a case is made only while this judge grades
         // nothing, and the node's lock is held for one case at a time,
@@ -188,6 +190,13 @@ async fn warm_task(
             .hab_cases(kernel, std::slice::from_ref(plan), Need::Reference)
             .await?;
         bytes += case.iter().map(HabCase::bytes).sum::<u64>();
+        public = public.or(case.into_iter().next());
+    }
+    if let Some(public) = public
+        && hab.denominator(manifested) == Denominator::Numpy
+    {
+        grades_first(judge).await;
+        crate::grade::make_ahead(judge, hab, kernel, preset, &public);
     }
     Ok(bytes)
 }

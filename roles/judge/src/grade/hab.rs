@@ -43,6 +43,10 @@ use hpcagent_corpus::{Precision, Preset, Sizes};
 use hpcagent_runner::draw::seeded_rng;
 use hpcagent_runner::timing::{FEWEST_TO_TELL, ROUND};
 
+mod ahead;
+
+pub(crate) use ahead::Ahead;
+
 use super::{
     Expected, Extras, Marks, Mode, PlanError, Planner, Prepared, Public, checks_after_public, fail,
     judge_outcome, prepare, run,
@@ -144,7 +148,9 @@ pub(super) async fn grade_hab(
 ) -> Result<Verdict, JudgeError> {
     let (kernel, precision) = judge.resolve(&submission.task_id, submission.precision)?;
     let preset = submission.preset.unwrap_or(judge.config.preset);
-    // The grade's own secret for what it times: unknown before it began.
+    let grading = judge.ahead.enter().await;
+    // The grade's own secret for what it times, unless it takes sets made
+    // ahead (of a secret of their own): told to no one.
     let timing: [u8; 32] = rand::random();
     let (built, word) = tokio::sync::oneshot::channel();
     let build = async {
@@ -180,7 +186,50 @@ pub(super) async fn grade_hab(
             return Ok(fail(verdict, Status::HarnessError, e.clone()));
         }
     };
-    Ok(judged(judge, &prepared, data, mode, &timing, slot, verdict).await)
+    let verdict = judged(judge, &prepared, data, mode, &timing, slot, verdict).await;
+    drop(grading);
+    if let Timed::AgainstNumpy(_) = data.timed {
+        make_ahead(judge, tasks, kernel, preset, &data.made[0]);
+    }
+    Ok(verdict)
+}
+
+/// The next grade's sets of `kernel` (timed against NumPy) at `preset`,
+/// `public` its public case, made while the judge is idle where they are
+/// small ([`ahead`]): after a grade, or once warming made its cases.
+pub(crate) fn make_ahead(
+    judge: &Judge,
+    tasks: &HabTasks,
+    kernel: &hpcagent_corpus::Kernel,
+    preset: Preset,
+    public: &HabCase,
+) {
+    let Ok(manifested) = tasks.find(&kernel.id) else {
+        return;
+    };
+    let secret: [u8; 32] = rand::random();
+    let Ok(draws) = timed_draws(manifested, preset, &secret) else {
+        return;
+    };
+    let bytes = manifested.bytes_at(&draws[0]).ok();
+    let reference_ns = public.reference_ns.first().copied();
+    let count = timed_sets(bytes, reference_ns);
+    let small = bytes.is_some_and(|b| b * u64::from(count) <= ahead::AHEAD_BYTES)
+        && reference_ns.is_some_and(|ns| {
+            u128::from(ns) * u128::from(count) <= ahead::AHEAD_REFERENCE.as_nanos()
+        });
+    if !small {
+        return;
+    }
+    let Ok(plans) = timed_plans(&tasks.root, manifested, &draws, &secret, count) else {
+        return;
+    };
+    let key = ahead::Key {
+        task: manifested.key.clone(),
+        preset,
+    };
+    let lock = crate::judge::timing_lock_path();
+    judge.ahead.make(key, kernel.clone(), plans, lock);
 }
 
 /// What a grade of an HPCAgent-Bench task needs besides the submission's
@@ -403,6 +452,22 @@ async fn timed_cases(
         other.iter().for_each(|set| judge.data.discard(set));
         let sets = std::iter::once(first).chain(same).collect();
         return Ok((Timed::OnSets(sets), sizes));
+    }
+    let key = ahead::Key {
+        task: manifested.key.clone(),
+        preset,
+    };
+    let mut word = word;
+    if judge.ahead.has(&key) {
+        // Sets made ahead are taken once the build succeeded: a grade that
+        // ends at its build leaves them to the next.
+        if !word.await {
+            return Err("the submission was not built".into());
+        }
+        if let Some(batch) = judge.ahead.take(&key) {
+            return Ok((Timed::AgainstNumpy(batch.sets), batch.sizes));
+        }
+        word = Box::pin(async { true });
     }
     let (gate, timing) = quiet_gate(word, crate::judge::timing_lock_path()).await?;
     let sets = judge
