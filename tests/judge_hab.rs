@@ -571,3 +571,89 @@ fn made_ahead(judge: &JudgeServer, beside: usize) -> Vec<String> {
         (whole && cases.len() >= beside + fewest).then_some(cases)
     })
 }
+
+/// A grade whose NumPy reference is timed while other work takes its CPUs
+/// says so: its threads waited for a CPU, its calls were made again and
+/// waited too, and the speedup over them reads high. Other work is made
+/// to win every CPU the reference could run on: the judge's Python
+/// worker is put at the idle scheduling policy (every other thread
+/// preempts it), and a thread on each CPU spins 2 ms, then sleeps 1 ms.
+/// A call of the reference (formula at L, 2 ms) no longer fits between
+/// two spins, so no try of it runs without waiting. (Beside a plain
+/// spinner, one call in two ran without waiting, and was the one kept.)
+#[test]
+fn a_reference_timed_beside_other_work_says_how_long_it_waited() {
+    let judge = JudgeServer::start(&corpus_args(false), &[], None);
+    let worker = common::wait_until(Duration::from_secs(60), "the judge's worker", || {
+        python_workers(&judge).first().copied()
+    });
+    for thread in std::fs::read_dir(format!("/proc/{worker}/task")).unwrap() {
+        let tid: i32 = thread
+            .unwrap()
+            .file_name()
+            .to_string_lossy()
+            .parse()
+            .unwrap();
+        let idle = libc::sched_param { sched_priority: 0 };
+        // SAFETY: a scheduling policy for a thread of the judge's worker.
+        let set = unsafe { libc::sched_setscheduler(tid, libc::SCHED_IDLE, &idle) };
+        assert_eq!(set, 0, "{}", std::io::Error::last_os_error());
+    }
+    let spinning = Spinners::on_every_cpu();
+    let v = judge.grade(
+        "score",
+        "formula",
+        "c",
+        "hab/formula_ok.c",
+        &["--preset", "L"],
+    );
+    drop(spinning);
+    assert_eq!(v["status"], "ok", "{}", summary(&v));
+    let stopped = v["stopped"].as_str().unwrap_or("");
+    assert!(
+        stopped.contains("for a CPU") && stopped.contains("reads high"),
+        "{stopped:?}: {v}"
+    );
+}
+
+/// A thread on each CPU spinning 2 ms then sleeping 1 ms, until dropped:
+/// another job's work on the node, with room for the judge's own.
+struct Spinners {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Spinners {
+    fn on_every_cpu() -> Spinners {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let threads = (0..cpus)
+            .map(|cpu| {
+                let stop = stop.clone();
+                std::thread::spawn(move || {
+                    // SAFETY: a CPU set of this thread's own, zeroed then set.
+                    unsafe {
+                        let mut set: libc::cpu_set_t = std::mem::zeroed();
+                        libc::CPU_SET(cpu, &mut set);
+                        libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set);
+                    }
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        let spun = std::time::Instant::now();
+                        while spun.elapsed() < Duration::from_millis(2) {
+                            std::hint::spin_loop();
+                        }
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
+                })
+            })
+            .collect();
+        Spinners { stop, threads }
+    }
+}
+
+impl Drop for Spinners {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.threads.drain(..).for_each(|t| t.join().unwrap());
+    }
+}

@@ -268,6 +268,9 @@ pub struct HabCase {
     /// The NumPy reference's call time on these inputs (none for a case
     /// made for its inputs alone).
     pub reference_ns: Vec<u64>,
+    /// How long of each of those calls its threads waited for a CPU (the
+    /// node's other work; 0 where the kernel keeps no account of it).
+    pub reference_waited_ns: Vec<u64>,
     /// The integer symbols it was made at: its plan's, or a fallback's.
     pub sizes: hpcagent_corpus::Sizes,
     /// Its directories in the cache: the arrays, and the reference's side.
@@ -293,9 +296,11 @@ struct CaseArg {
     value: serde_json::Value,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Default, Deserialize)]
 struct Timed {
     ns: Vec<u64>,
+    #[serde(default)]
+    waited_ns: Vec<u64>,
 }
 
 impl DataCache {
@@ -564,10 +569,9 @@ fn read_case(
         .filter_map(|(name, value)| Some((name.clone(), value.as_i64()?)))
         .collect();
     let timed = reference.join("timing.json");
-    let reference_ns = std::fs::read_to_string(&timed)
+    let timed: Timed = std::fs::read_to_string(&timed)
         .ok()
-        .and_then(|t| serde_json::from_str::<Timed>(&t).ok())
-        .map(|t| t.ns)
+        .and_then(|t| serde_json::from_str(&t).ok())
         .unwrap_or_default();
     Ok(HabCase {
         inputs: CaseInputs {
@@ -579,7 +583,8 @@ fn read_case(
             _pin: pin,
         },
         reference: Reference { outputs },
-        reference_ns,
+        reference_ns: timed.ns,
+        reference_waited_ns: timed.waited_ns,
         sizes,
         dirs: [inputs.to_path_buf(), reference.to_path_buf()],
     })

@@ -346,11 +346,17 @@ async fn judged(
     judge_outcome(&mut verdict, &read, &outcome, mode);
     verdict.denominator = data.denominator.word().into();
     if let Timed::AgainstNumpy(sets) = &data.timed {
-        let reference_ns: Vec<u64> = sets
+        let calls: Vec<ReferenceCall> = sets
             .iter()
-            .flat_map(|set| set.reference_ns.iter().copied())
+            .flat_map(|set| {
+                let waited = set.reference_waited_ns.iter().copied();
+                set.reference_ns
+                    .iter()
+                    .zip(waited.chain(std::iter::repeat(0)))
+                    .map(|(&ns, waited_ns)| ReferenceCall { ns, waited_ns })
+            })
             .collect();
-        against_numpy(&mut verdict, &reference_ns);
+        against_numpy(&mut verdict, &calls);
     }
     verdict
 }
@@ -844,21 +850,61 @@ fn held_out_preset(index: usize) -> Preset {
 /// The speedup over the NumPy reference: its fastest call over the
 /// submission's fastest, on the same secret input sets (the submission's
 /// as timed inside its runner: the verdict's `timing`).
-fn against_numpy(verdict: &mut Verdict, reference_ns: &[u64]) {
+fn against_numpy(verdict: &mut Verdict, calls: &[ReferenceCall]) {
     verdict.denominator = "numpy".into();
-    let fastest_reference = reference_ns.iter().copied().min();
+    let fastest_reference = calls.iter().min_by_key(|call| call.ns);
     let fastest = verdict.timing.map(|t| t.min_ns);
     if let (Status::Ok, Some(reference), Some(candidate)) =
         (verdict.status, fastest_reference, fastest)
         && candidate > 0.0
     {
-        let speedup = reference as f64 / candidate;
+        let speedup = reference.ns as f64 / candidate;
         verdict.speedup = Some(speedup);
         verdict.speedup_low = Some(speedup);
         verdict.speedup_high = Some(speedup);
+        if let Some(waited) = reference.slowed() {
+            verdict.stopped = waited;
+        }
     }
-    verdict.baseline = crate::verdict::Timing::from_samples(reference_ns);
+    let reference_ns: Vec<u64> = calls.iter().map(|call| call.ns).collect();
+    verdict.baseline = crate::verdict::Timing::from_samples(&reference_ns);
 }
+
+/// A timed call of the NumPy reference on one of a grade's sets: its
+/// time, and how long of it its threads waited for a CPU.
+#[derive(Debug, Clone, Copy)]
+struct ReferenceCall {
+    ns: u64,
+    waited_ns: u64,
+}
+
+impl ReferenceCall {
+    /// What the verdict says of a call the node's other work slowed: its
+    /// threads waited for a CPU, together, more than [`REFERENCE_WAITED`]
+    /// of its time and [`REFERENCE_WAIT_FLOOR_NS`] (hab_inputs.py made it
+    /// again, up to three times, before it was kept). The speedup over it
+    /// reads high.
+    fn slowed(self) -> Option<String> {
+        let allowed = (self.ns as f64 * REFERENCE_WAITED).max(REFERENCE_WAIT_FLOOR_NS as f64);
+        (self.waited_ns as f64 > allowed).then(|| {
+            format!(
+                "the NumPy reference's fastest call took {:.3} ms, of which its threads waited \
+                 {:.3} ms for a CPU, as the calls made again did (the node's noise): the speedup \
+                 over it reads high",
+                self.ns as f64 / 1e6,
+                self.waited_ns as f64 / 1e6,
+            )
+        })
+    }
+}
+
+/// The share of a reference call spent waiting for a CPU beyond which
+/// the verdict names it (as hab_inputs.py's `INTERFERED` makes it again).
+const REFERENCE_WAITED: f64 = 0.1;
+
+/// Waits below this are a few wake-ups of NumPy's BLAS threads, not the
+/// node's other work (hab_inputs.py's `WAIT_FLOOR_NS`).
+const REFERENCE_WAIT_FLOOR_NS: u64 = 50_000;
 
 #[cfg(test)]
 mod tests;

@@ -548,3 +548,43 @@ fn the_timing_lock_is_let_go_while_a_grade_waits_for_its_build() {
         assert!(timing.lock().unwrap().is_none());
     });
 }
+
+/// A verdict against NumPy whose submission's fastest call took 1 ms.
+fn timed_verdict() -> Verdict {
+    let mut verdict = Verdict::new(Status::Ok, "");
+    verdict.timing = crate::verdict::Timing::from_samples(&[1_000_000]);
+    verdict
+}
+
+#[test]
+fn a_reference_call_the_node_slowed_is_named_and_a_calm_one_is_not() {
+    let call = |ns, waited_ns| ReferenceCall { ns, waited_ns };
+    let mut calm = timed_verdict();
+    against_numpy(
+        &mut calm,
+        &[call(3_000_000, 40_000), call(2_000_000, 45_000)],
+    );
+    assert_eq!(calm.speedup, Some(2.0));
+    assert_eq!(calm.stopped, "", "a wait of a few wake-ups was named");
+
+    let mut slowed = timed_verdict();
+    against_numpy(
+        &mut slowed,
+        &[call(3_000_000, 0), call(2_000_000, 1_500_000)],
+    );
+    assert_eq!(slowed.speedup, Some(2.0));
+    assert!(
+        slowed.stopped.contains("waited 1.500 ms for a CPU")
+            && slowed.stopped.contains("reads high"),
+        "{}",
+        slowed.stopped
+    );
+
+    // Slowed, but not the call the speedup divides.
+    let mut beside = timed_verdict();
+    against_numpy(
+        &mut beside,
+        &[call(3_000_000, 2_000_000), call(2_000_000, 0)],
+    );
+    assert_eq!(beside.stopped, "");
+}
