@@ -15,7 +15,7 @@ use nix::fcntl::{Flock, FlockArg};
 
 use crate::build::{self, Builder, flags, toolchain::Toolchain};
 use crate::data::DataCache;
-use crate::grade::Ahead;
+use crate::data::ahead::Ahead;
 use crate::hab_tasks::{Denominator, HabTaskError, HabTasks};
 use crate::peers::Peers;
 use crate::profilers::Profilers;

@@ -11,6 +11,7 @@
 //! judges and slots see either nothing or a complete entry. The two
 //! directories of a key are one case, kept within a bound ([`bound`]).
 
+pub mod ahead;
 pub mod bound;
 mod generate;
 pub mod hab;

@@ -31,6 +31,7 @@ use std::sync::{Arc, Mutex};
 use nix::fcntl::Flock;
 use rand_core::RngCore;
 
+use crate::data::ahead;
 use crate::data::hab::{HabCase, HabDataError, Need, check_fits};
 use crate::data::worker::{Gate, Word};
 use crate::data::{CaseInputs, Reference};
@@ -42,10 +43,6 @@ use hpcagent_corpus::hab::{HabError, InputPlan, Kernel, ROTATIONS, Symbols, Vari
 use hpcagent_corpus::{Precision, Preset, Sizes};
 use hpcagent_runner::draw::seeded_rng;
 use hpcagent_runner::timing::{FEWEST_TO_TELL, ROUND};
-
-mod ahead;
-
-pub(crate) use ahead::Ahead;
 
 use super::{
     Expected, Extras, Marks, Mode, PlanError, Planner, Prepared, Public, checks_after_public, fail,
@@ -228,8 +225,13 @@ pub(crate) fn make_ahead(
         task: manifested.key.clone(),
         preset,
     };
-    let lock = crate::judge::timing_lock_path();
-    judge.ahead.make(key, kernel.clone(), plans, lock);
+    let quiet = async {
+        crate::judge::node_quiet()
+            .await
+            .map_err(|e| tracing::warn!("making a grade's input sets ahead: {e}"))
+            .ok()
+    };
+    judge.ahead.make(key, kernel.clone(), plans, quiet);
 }
 
 /// What a grade of an HPCAgent-Bench task needs besides the submission's

@@ -25,7 +25,7 @@ use baseline::build_baseline;
 pub use baseline::check_baseline;
 use confirm::{confirmed, plausible_speedup};
 use hab::grade_hab;
-pub(crate) use hab::{Ahead, can_grade, case_plans, make_ahead};
+pub(crate) use hab::{can_grade, case_plans, make_ahead};
 pub(crate) use outcome::{Checked, Expected, Read, judge_outcome};
 pub(crate) use plan::Planner;
 use plan::{Marks, PlanError, Public, checks_after_public};

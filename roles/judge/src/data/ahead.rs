@@ -1,7 +1,7 @@
 //! Input sets made ahead of the grade that times on them.
 //!
 //! A grade against the NumPy reference times the submission on input sets
-//! of its own ([`super::TIMED_SETS`]), each drawn by the judge's Python
+//! of its own (`TIMED_SETS` in `crate::grade`), each drawn by the judge's Python
 //! and the reference timed on it once the grade's build is done, so that
 //! nothing of the grade runs beside the reference's calls. Where the sets
 //! are small that Python is most of a warm grade, and beside a busy
@@ -22,18 +22,18 @@
 //! private cache until the grade that times on them.
 //!
 //! It owns when batches are made, kept and handed out; how a grade's sets
-//! are planned is `super`'s, and how they are made [`crate::data::hab`]'s.
+//! are planned is the grade's (`crate::grade`), and how they are made
+//! [`super::hab`]'s.
 
 use std::collections::VecDeque;
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::Notify;
 
-use crate::data::hab::{HabCase, Need};
-use crate::data::worker::Gate;
-use crate::data::{DataCache, DataError};
+use super::hab::{HabCase, Need};
+use super::worker::Gate;
+use super::{DataCache, DataError};
 use hpcagent_corpus::hab::InputPlan;
 use hpcagent_corpus::{Preset, Sizes};
 
@@ -156,15 +156,15 @@ impl Ahead {
     }
 
     /// Makes a batch for `key` in the background, the cases `plans` name
-    /// of `kernel`, the reference timed under the timing lock at `lock`;
-    /// unless a grade is in progress, a batch is being made, or one for
-    /// `key` is ready.
-    pub fn make(
+    /// of `kernel`, while it holds what `quiet` gives (the node's timing
+    /// lock; none where it could not be taken); unless a grade is in
+    /// progress, a batch is being made, or one for `key` is ready.
+    pub fn make<L: Send + 'static>(
         &self,
         key: Key,
         kernel: hpcagent_corpus::Kernel,
         plans: Vec<InputPlan>,
-        lock: PathBuf,
+        quiet: impl Future<Output = Option<L>> + Send + 'static,
     ) {
         {
             let mut state = self.shared.state();
@@ -176,19 +176,19 @@ impl Ahead {
         }
         let ahead = self.clone();
         tokio::spawn(async move {
-            let made = ahead.made(&kernel, &plans, lock).await;
+            let made = ahead.made(&kernel, &plans, quiet).await;
             ahead.keep(key, made);
         });
     }
 
-    async fn made(
+    async fn made<L>(
         &self,
         kernel: &hpcagent_corpus::Kernel,
         plans: &[InputPlan],
-        lock: PathBuf,
+        quiet: impl Future<Output = Option<L>>,
     ) -> Option<(Vec<HabCase>, Sizes)> {
         let quiet = tokio::select! {
-            quiet = crate::judge::quiet_at(lock) => quiet.map_err(|e| tracing::warn!("sets ahead: {e}")).ok()?,
+            quiet = quiet => quiet?,
             () = self.stopped() => return None,
         };
         let ahead = self.clone();
