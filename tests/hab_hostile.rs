@@ -32,9 +32,9 @@ const BELOW_HONEST: f64 = 1.25;
 /// Grades of each kernel whose median speedups are compared: the judge
 /// draws the timed sizes afresh for every grade, and against NumPy the
 /// reference's time per element moves with them by a third or more, so one
-/// grade of each compares two different problems. With 3, the honest
-/// kernel's median against NumPy (formula at M, the unprivileged judge)
-/// read 0.39–0.80× over 12 runs, and one table's median came out 1.28×
+/// grade of each compares two different problems. With 3, the medians
+/// of either kernel against NumPy (formula at M, the unprivileged judge)
+/// read 0.39–0.80× over 9 runs, and one table's median came out 1.28×
 /// the honest one's on that noise alone: 5 each.
 const SAMPLES: usize = 5;
 
