@@ -34,8 +34,8 @@ use tokio::sync::Notify;
 use super::hab::{HabCase, Need};
 use super::worker::Gate;
 use super::{DataCache, DataError};
+use hpcagent_corpus::Preset;
 use hpcagent_corpus::hab::InputPlan;
-use hpcagent_corpus::{Preset, Sizes};
 
 /// The most bytes of inputs a batch made ahead holds.
 pub const AHEAD_BYTES: u64 = 64 << 20;
@@ -55,11 +55,10 @@ pub struct Key {
     pub preset: Preset,
 }
 
-/// A batch of a grade's sets, and the sizes they have.
-pub struct Batch {
+/// A batch of a grade's sets (never empty).
+struct Batch {
     key: Key,
-    pub sets: Vec<HabCase>,
-    pub sizes: Sizes,
+    sets: Vec<HabCase>,
 }
 
 /// The batches of one judge.
@@ -149,10 +148,10 @@ impl Ahead {
     }
 
     /// The batch made for `key`, if one is ready; no other grade gets it.
-    pub fn take(&self, key: &Key) -> Option<Batch> {
+    pub fn take(&self, key: &Key) -> Option<Vec<HabCase>> {
         let mut state = self.shared.state();
         let at = state.ready.iter().position(|b| &b.key == key)?;
-        state.ready.remove(at)
+        state.ready.remove(at).map(|batch| batch.sets)
     }
 
     /// Makes a batch for `key` in the background, the cases `plans` name
@@ -186,7 +185,7 @@ impl Ahead {
         kernel: &hpcagent_corpus::Kernel,
         plans: &[InputPlan],
         quiet: impl Future<Output = Option<L>>,
-    ) -> Option<(Vec<HabCase>, Sizes)> {
+    ) -> Option<Vec<HabCase>> {
         let quiet = tokio::select! {
             quiet = quiet => quiet?,
             () = self.stopped() => return None,
@@ -199,10 +198,7 @@ impl Ahead {
             .await;
         drop(quiet);
         match made {
-            Ok(sets) => {
-                let sizes = sets.first()?.sizes.clone();
-                Some((sets, sizes))
-            }
+            Ok(sets) => (!sets.is_empty()).then_some(sets),
             Err(DataError::Cancelled) => None,
             Err(e) => {
                 tracing::warn!("making a grade's input sets ahead: {e}");
@@ -234,13 +230,13 @@ impl Ahead {
 
     /// Ends the making of a batch for `key`, keeping what was `made`: the
     /// oldest batch goes beyond [`AHEAD_BATCHES`].
-    fn keep(&self, key: Key, made: Option<(Vec<HabCase>, Sizes)>) {
+    fn keep(&self, key: Key, made: Option<Vec<HabCase>>) {
         let mut gone = Vec::new();
         {
             let mut state = self.shared.state();
             state.making = None;
-            if let Some((sets, sizes)) = made {
-                state.ready.push_back(Batch { key, sets, sizes });
+            if let Some(sets) = made {
+                state.ready.push_back(Batch { key, sets });
                 while state.ready.len() > AHEAD_BATCHES {
                     gone.extend(state.ready.pop_front());
                 }

@@ -269,7 +269,8 @@ pub struct HabCase {
     /// made for its inputs alone).
     pub reference_ns: Vec<u64>,
     /// How long of each of those calls its threads waited for a CPU (the
-    /// node's other work; 0 where the kernel keeps no account of it).
+    /// node's other work; 0 where the kernel keeps no account of it), one
+    /// for each of `reference_ns`.
     pub reference_waited_ns: Vec<u64>,
     /// The integer symbols it was made at: its plan's, or a fallback's.
     pub sizes: hpcagent_corpus::Sizes,
@@ -569,10 +570,12 @@ fn read_case(
         .filter_map(|(name, value)| Some((name.clone(), value.as_i64()?)))
         .collect();
     let timed = reference.join("timing.json");
-    let timed: Timed = std::fs::read_to_string(&timed)
+    let mut timed: Timed = std::fs::read_to_string(&timed)
         .ok()
         .and_then(|t| serde_json::from_str(&t).ok())
         .unwrap_or_default();
+    // A wait not measured is none: every call keeps its time.
+    timed.waited_ns.resize(timed.ns.len(), 0);
     Ok(HabCase {
         inputs: CaseInputs {
             key,

@@ -45,9 +45,9 @@ dtype, and with --reference each output's expected bytes as
 OUT_DIR/expected/<name>.bin (floats as float64, the rest as the ABI's
 dtype). The reference's call that makes a plan's outputs is timed, into
 OUT_DIR/timing.json (with how long its threads waited for a CPU, and
-made again where that slowed it: timed_call); with --warm, one untimed call on the first plan's
-inputs warms the reference up before, and every timed call is on inputs
-it has not seen.
+made again where that slowed it: timed_call); with --warm, one untimed
+call on the first plan's inputs warms the reference up before, and every
+timed call is on inputs it has not seen.
 
     python3 hab_inputs.py --translate CHECKOUT KEY OUT_FILE
 

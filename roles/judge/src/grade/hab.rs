@@ -205,22 +205,17 @@ pub(crate) fn make_ahead(
         return;
     };
     let secret: [u8; 32] = rand::random();
-    let Ok(draws) = timed_draws(manifested, preset, &secret) else {
+    let Ok((plans, bytes)) = numpy_plans(&tasks.root, manifested, preset, public, &secret) else {
         return;
     };
-    let bytes = manifested.bytes_at(&draws[0]).ok();
-    let reference_ns = public.reference_ns.first().copied();
-    let count = timed_sets(bytes, reference_ns);
-    let small = bytes.is_some_and(|b| b * u64::from(count) <= ahead::AHEAD_BYTES)
-        && reference_ns.is_some_and(|ns| {
+    let count = plans.len() as u64;
+    let small = bytes.is_some_and(|b| b * count <= ahead::AHEAD_BYTES)
+        && (public.reference_ns.first()).is_some_and(|&ns| {
             u128::from(ns) * u128::from(count) <= ahead::AHEAD_REFERENCE.as_nanos()
         });
     if !small {
         return;
     }
-    let Ok(plans) = timed_plans(&tasks.root, manifested, &draws, &secret, count) else {
-        return;
-    };
     let key = ahead::Key {
         task: manifested.key.clone(),
         preset,
@@ -351,11 +346,8 @@ async fn judged(
         let calls: Vec<ReferenceCall> = sets
             .iter()
             .flat_map(|set| {
-                let waited = set.reference_waited_ns.iter().copied();
-                set.reference_ns
-                    .iter()
-                    .zip(waited.chain(std::iter::repeat(0)))
-                    .map(|(&ns, waited_ns)| ReferenceCall { ns, waited_ns })
+                (set.reference_ns.iter().zip(&set.reference_waited_ns))
+                    .map(|(&ns, &waited_ns)| ReferenceCall { ns, waited_ns })
             })
             .collect();
         against_numpy(&mut verdict, &calls);
@@ -399,27 +391,24 @@ async fn timed_cases(
     paired: bool,
     public: &HabCase,
     secret: &[u8; 32],
-    word: Word,
+    mut word: Word,
 ) -> Result<(Timed, Sizes), String> {
     let (judge, tasks, kernel, preset) = (task.judge, task.tasks, task.kernel, task.preset);
-    let draws = timed_draws(manifested, preset, secret).map_err(|e| e.to_string())?;
-    let bytes = manifested.bytes_at(&draws[0]).ok();
-    let count = match paired {
+    if paired {
+        let draws = timed_draws(manifested, preset, secret).map_err(|e| e.to_string())?;
+        let bytes = manifested.bytes_at(&draws[0]).ok();
         // A warm-up and the 6 rounds that can tell a change, and more
         // where they fit (whole rounds: a last pair alone tells nothing);
         // the generator's sets cost Python, not calls.
-        true => timed_sets(bytes, None).max(PAIRED_SETS) | 1,
-        false => timed_sets(bytes, public.reference_ns.first().copied()),
-    };
-    let plans =
-        timed_plans(&tasks.root, manifested, &draws, secret, count).map_err(|e| e.to_string())?;
-    let shapes = |case: &CaseInputs| {
-        case.arrays
-            .iter()
-            .map(|a| (a.name.clone(), a.shape.clone()))
-            .collect()
-    };
-    if paired {
+        let count = timed_sets(bytes, None).max(PAIRED_SETS) | 1;
+        let plans = timed_plans(&tasks.root, manifested, &draws, secret, count)
+            .map_err(|e| e.to_string())?;
+        let shapes = |case: &CaseInputs| {
+            case.arrays
+                .iter()
+                .map(|a| (a.name.clone(), a.shape.clone()))
+                .collect()
+        };
         // At the public sizes, the public case gives the calls' shapes
         // and scalars; other sizes need a case of their own, whose
         // inputs a draw then replaces.
@@ -465,18 +454,20 @@ async fn timed_cases(
         task: manifested.key.clone(),
         preset,
     };
-    let mut word = word;
     if judge.ahead.has(&key) {
         // Sets made ahead are taken once the build succeeded: a grade that
         // ends at its build leaves them to the next.
         if !word.await {
             return Err("the submission was not built".into());
         }
-        if let Some(batch) = judge.ahead.take(&key) {
-            return Ok((Timed::AgainstNumpy(batch.sets), batch.sizes));
+        if let Some(sets) = judge.ahead.take(&key) {
+            let sizes = sets[0].sizes.clone();
+            return Ok((Timed::AgainstNumpy(sets), sizes));
         }
         word = Box::pin(async { true });
     }
+    let (plans, _) =
+        numpy_plans(&tasks.root, manifested, preset, public, secret).map_err(|e| e.to_string())?;
     let (gate, timing) = quiet_gate(word, crate::judge::timing_lock_path()).await?;
     let sets = judge
         .data
@@ -821,6 +812,22 @@ pub(crate) fn timed_plans(
             manifested.variant_plan(root, draws.to_vec(), seed, "fp64")
         })
         .collect()
+}
+
+/// The plans of a grade's input sets against NumPy, from `secret`
+/// (as many as [`timed_sets`] allows, `public` the task's public case),
+/// and the bytes of one where they are known.
+fn numpy_plans(
+    root: &std::path::Path,
+    manifested: &Kernel,
+    preset: Preset,
+    public: &HabCase,
+    secret: &[u8; 32],
+) -> Result<(Vec<InputPlan>, Option<u64>), HabError> {
+    let draws = timed_draws(manifested, preset, secret)?;
+    let bytes = manifested.bytes_at(&draws[0]).ok();
+    let count = timed_sets(bytes, public.reference_ns.first().copied());
+    Ok((timed_plans(root, manifested, &draws, secret, count)?, bytes))
 }
 
 /// How many input sets a grade against NumPy times on, for sets of
