@@ -174,18 +174,10 @@ pub(crate) fn by_hand(
 /// judge's timed calls hold it: what the bench times outside hpcagent's
 /// judges (by hand, a peer's grade) has no judge's own work beside it,
 /// such as the input sets a judge makes ahead while idle.
-pub(crate) fn node_quiet() -> anyhow::Result<std::fs::File> {
+pub(crate) fn node_quiet() -> anyhow::Result<impl Drop> {
     let path = hpcagent_judge::judge::timing_lock_path();
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(&path)
-        .with_context(|| format!("opening the timing lock {}", path.display()))?;
-    file.lock()
-        .with_context(|| format!("taking the timing lock {}", path.display()))?;
-    Ok(file)
+    hpcagent_judge::judge::hold_timing_lock(&path)
+        .with_context(|| format!("taking the timing lock {}", path.display()))
 }
 
 pub(crate) struct Judge {

@@ -770,19 +770,24 @@ pub(crate) async fn node_quiet() -> Result<Flock<std::fs::File>, LockError> {
 /// Waits for the timing lock at `path`, and holds it until dropped.
 pub(crate) async fn quiet_at(path: PathBuf) -> Result<Flock<std::fs::File>, LockError> {
     let held = path.clone();
-    tokio::task::spawn_blocking(move || {
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&path)?;
-        Flock::lock(file, FlockArg::LockExclusive).map_err(|(_, e)| e.into())
-    })
-    .await
-    .map_err(std::io::Error::other)
-    .and_then(|locked| locked)
-    .map_err(|error| LockError { path: held, error })
+    tokio::task::spawn_blocking(move || hold_timing_lock(&path))
+        .await
+        .map_err(std::io::Error::other)
+        .and_then(|locked| locked)
+        .map_err(|error| LockError { path: held, error })
+}
+
+/// Blocks until the timing lock at `path` is this caller's, and holds it
+/// until dropped: for what times work outside a judge (the benches) as a
+/// judge's timed calls hold it.
+pub fn hold_timing_lock(path: &Path) -> std::io::Result<Flock<std::fs::File>> {
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)?;
+    Flock::lock(file, FlockArg::LockExclusive).map_err(|(_, e)| e.into())
 }
 
 /// The node's timing lock could not be waited for.
