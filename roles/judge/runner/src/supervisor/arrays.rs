@@ -178,8 +178,8 @@ impl Run<'_> {
             }
             let rng = seeded_rng(&[b"timed pair", seed, &n.to_le_bytes(), spec.name.as_bytes()]);
             let len = RunArg::elements(shape) * spec.dtype.size();
-            // Beyond any cache, on the supervisor's CPUs too ([`spread`]).
-            let cpus = match len >= spread::SPREAD_BYTES {
+            // Beyond any core's caches, on the supervisor's CPUs too.
+            let cpus = match len >= spread::DRAW_SPREAD_BYTES {
                 true => self.cpus.every(),
                 false => &self.request.limits.cpus,
             };
@@ -316,10 +316,7 @@ pub(super) fn output_regions<'r>(
 /// calling it.
 fn draw_on(cpus: &[usize], init: Init, dtype: DType, rng: ChaCha8Rng, out: &mut [u8]) {
     // Below this a piece costs more in starting its thread than it saves.
-    // Only the runners' CPUs: drawn also on the supervisor's own (tried),
-    // the inputs of conv-2d and spmv-csr at S (1-4 MiB) came to the calls
-    // from two cores' caches, and identical code measured 0.78x-1.09x
-    // with intervals of +-20% in a campaign.
+    // Which CPUs an input of a size may be drawn on: [`fresh`].
     const PIECE: usize = 4 << 20;
     let size = dtype.size();
     let pieces = cpus.len().min(out.len() / PIECE).max(1);

@@ -14,6 +14,18 @@
 /// Bytes from which an array's work is shared between the CPUs.
 pub(super) const SPREAD_BYTES: usize = 256 << 20;
 
+/// Bytes from which a pair's input is drawn on every CPU of the run, not
+/// only the runners'. Drawing is the one piece of work done before the
+/// pair's first call alone; at this size the array is far beyond any
+/// core's own caches (1-2 MiB of L2 on the nodes graded on), so the first
+/// call finds it where it would have anyway (in memory, or in a cache the
+/// cores share), and the order of a pair's calls is drawn, so neither side
+/// gains. Drawn on the runners' CPU alone, s242 at L (four arrays of 80
+/// MiB, a 41 ms call) spent longer drawing a pair than in its two calls.
+/// Below it, drawn on the supervisor's CPU too, inputs of 1-4 MiB came to
+/// the calls from two cores' caches and identical code measured 0.78-1.09x.
+pub(super) const DRAW_SPREAD_BYTES: usize = 64 << 20;
+
 /// The CPUs an array of `bytes` is worked on: `every` for one of
 /// [`SPREAD_BYTES`] or more, else none (the calling thread alone).
 pub(super) fn cpus_for(every: &[usize], bytes: usize) -> &[usize] {
@@ -171,5 +183,6 @@ mod tests {
     fn only_an_array_beyond_any_cache_is_shared() {
         assert_eq!(cpus_for(&[1, 0], SPREAD_BYTES - 1), &[] as &[usize]);
         assert_eq!(cpus_for(&[1, 0], SPREAD_BYTES), &[1, 0]);
+        const { assert!(DRAW_SPREAD_BYTES < SPREAD_BYTES) };
     }
 }
