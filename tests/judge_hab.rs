@@ -44,6 +44,18 @@ fn corpus_args(overlay: bool) -> Vec<&'static str> {
     args
 }
 
+/// The version of NumPy the judges' Python imports (theirs is
+/// `HPCAGENT_PYTHON`, else `python3`).
+fn judge_s_numpy() -> String {
+    let python = std::env::var("HPCAGENT_PYTHON").unwrap_or_else(|_| "python3".into());
+    let out = std::process::Command::new(&python)
+        .args(["-c", "import numpy; print(numpy.__version__)"])
+        .output()
+        .expect("the judges' Python");
+    assert!(out.status.success(), "{python} cannot import NumPy");
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
 fn summary(v: &Value) -> String {
     format!("{} ({}): {}", v["status"], v["denominator"], v["message"])
 }
@@ -57,6 +69,7 @@ fn honest_kernels_of_every_kind_are_ok_against_the_numpy_reference() {
     // SciPy matrix it makes taken apart into them; an initializer that
     // takes no seed, whose timed inputs the judge transforms.
     let mut below_floor = false;
+    let numpy = judge_s_numpy();
     for (task, file) in [
         ("product", "hab/product_ok.c"),
         ("formula", "hab/formula_ok.c"),
@@ -69,6 +82,13 @@ fn honest_kernels_of_every_kind_are_ok_against_the_numpy_reference() {
         let v = numpy_judge().grade("score", task, "c", file, &[]);
         assert_eq!(v["status"], "ok", "{task}: {}", summary(&v));
         assert_eq!(v["denominator"], "numpy", "{task}");
+        // The NumPy and BLAS the reference ran on are named: speedups
+        // against another NumPy's or BLAS's do not compare.
+        let runtime = v["reference_runtime"].as_str().unwrap_or_default();
+        assert!(
+            runtime.starts_with(&format!("NumPy {numpy}; OpenBLAS ")),
+            "{task}: {runtime:?}"
+        );
         below_floor |=
             v["timing"]["min_ns"].as_f64().unwrap() < v["floor_ns"].as_f64().unwrap() / 2.0;
         // One call of the submission on each of the grade's input sets

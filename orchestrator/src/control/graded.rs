@@ -114,6 +114,9 @@ struct StoredVerdict<'a> {
     timed_sizes: std::collections::BTreeMap<&'a str, i64>,
     isolation: &'a str,
     denominator: &'a str,
+    /// Against NumPy, the NumPy and BLAS the denominator was timed on.
+    #[serde(skip_serializing_if = "str::is_empty")]
+    reference_runtime: &'a str,
     /// How a speedup above its task's plausible bound was confirmed.
     #[serde(skip_serializing_if = "str::is_empty")]
     plausibility: &'a str,
@@ -146,6 +149,7 @@ fn verdict_json(v: &pb::Verdict, status: &str) -> String {
             .collect(),
         isolation: &v.isolation,
         denominator: &v.denominator,
+        reference_runtime: &v.reference_runtime,
         plausibility: &v.plausibility,
         median_ns: v.timing.as_ref().map(|t| t.median_ns),
         baseline_ns: v.baseline.as_ref().map(|t| t.median_ns),

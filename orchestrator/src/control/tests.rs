@@ -84,6 +84,7 @@ fn graded(verdict: pb::Verdict) -> Graded {
 
 #[test]
 fn a_verdict_keeps_its_interval_pairs_how_they_stopped_isolation_and_denominator() {
+    let runtime = "NumPy 1.24.2; OpenBLAS 0.3.21 DYNAMIC_ARCH Prescott";
     let g = graded(pb::Verdict {
         status: pb::Status::Ok as i32,
         speedup: 1.01,
@@ -92,6 +93,7 @@ fn a_verdict_keeps_its_interval_pairs_how_they_stopped_isolation_and_denominator
         pairs: 300,
         isolation: "no network namespace".into(),
         denominator: "numpy".into(),
+        reference_runtime: runtime.into(),
         stopped: "inside the no-change band ±2.5%".into(),
         floor_ns: 31_000,
         ..Default::default()
@@ -108,6 +110,7 @@ fn a_verdict_keeps_its_interval_pairs_how_they_stopped_isolation_and_denominator
     assert_eq!(stored["pairs"], 300);
     assert_eq!(stored["isolation"], "no network namespace");
     assert_eq!(stored["denominator"], "numpy");
+    assert_eq!(stored["reference_runtime"], runtime);
     assert_eq!(stored["stopped"], "inside the no-change band ±2.5%");
     assert_eq!(stored["floor_ns"], 31_000);
 }

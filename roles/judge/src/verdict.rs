@@ -142,6 +142,8 @@ pub struct Verdict {
     pub timed_sizes: BTreeMap<String, i64>,
     /// What the speedup divides (see the proto's `denominator`).
     pub denominator: String,
+    /// Against NumPy, the NumPy and BLAS it ran on (see the proto's).
+    pub reference_runtime: String,
     /// How the timed pairs ended (see the proto's `stopped`).
     pub stopped: String,
     /// The runner's per-call floor the timed calls are net of (see the
@@ -186,6 +188,7 @@ impl Verdict {
             pairs: 0,
             timed_sizes: BTreeMap::new(),
             denominator: String::new(),
+            reference_runtime: String::new(),
             stopped: String::new(),
             floor_ns: 0,
             isolation: String::new(),
@@ -286,6 +289,7 @@ impl From<&Verdict> for pb::Verdict {
             isolation: v.isolation.clone(),
             plausibility: v.plausibility.clone(),
             denominator: v.denominator.clone(),
+            reference_runtime: v.reference_runtime.clone(),
             stopped: v.stopped.clone(),
             floor_ns: v.floor_ns,
             hidden_passed: v.hidden_passed,
@@ -332,6 +336,7 @@ impl From<pb::Verdict> for Verdict {
             isolation: v.isolation,
             plausibility: v.plausibility,
             denominator: v.denominator,
+            reference_runtime: v.reference_runtime,
             stopped: v.stopped,
             floor_ns: v.floor_ns,
             hidden_passed: v.hidden_passed,

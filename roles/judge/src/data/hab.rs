@@ -272,6 +272,10 @@ pub struct HabCase {
     /// node's other work; 0 where the kernel keeps no account of it), one
     /// for each of `reference_ns`.
     pub reference_waited_ns: Vec<u64>,
+    /// The NumPy and BLAS those calls ran on, as the worker names them
+    /// ("NumPy 2.4.6; OpenBLAS 0.3.31 … SkylakeX …"); empty where none
+    /// was timed.
+    pub reference_runtime: String,
     /// The integer symbols it was made at: its plan's, or a fallback's.
     pub sizes: hpcagent_corpus::Sizes,
     /// Its directories in the cache: the arrays, and the reference's side.
@@ -302,6 +306,8 @@ struct Timed {
     ns: Vec<u64>,
     #[serde(default)]
     waited_ns: Vec<u64>,
+    #[serde(default)]
+    runtime: String,
 }
 
 impl DataCache {
@@ -588,6 +594,7 @@ fn read_case(
         reference: Reference { outputs },
         reference_ns: timed.ns,
         reference_waited_ns: timed.waited_ns,
+        reference_runtime: timed.runtime,
         sizes,
         dirs: [inputs.to_path_buf(), reference.to_path_buf()],
     })

@@ -45,7 +45,8 @@ dtype, and with --reference each output's expected bytes as
 OUT_DIR/expected/<name>.bin (floats as float64, the rest as the ABI's
 dtype). The reference's call that makes a plan's outputs is timed, into
 OUT_DIR/timing.json (with how long its threads waited for a CPU, and
-made again where that slowed it: timed_call); with --warm, one untimed
+made again where that slowed it: timed_call; and the NumPy and BLAS that
+ran it: runtime); with --warm, one untimed
 call on the first plan's inputs warms the reference up before, and every
 timed call is on inputs it has not seen.
 
@@ -65,6 +66,7 @@ interval domain keeps its range; a custom initializer gets only its seed.
 """
 import ast
 import copy
+import ctypes
 import importlib.util
 import inspect
 import json
@@ -527,7 +529,8 @@ def finish(plan, out, flags, warm, made):
         expected = os.path.join(out, "expected")
         os.makedirs(expected, exist_ok=True)
         save(expected, outputs, plan["reference"]["outputs"], os.path.join(out, "expected.json"), "--case" in flags)
-        write_json(os.path.join(out, "timing.json"), {"ns": [elapsed], "waited_ns": [waited]})
+        timing = {"ns": [elapsed], "waited_ns": [waited], "runtime": runtime()}
+        write_json(os.path.join(out, "timing.json"), timing)
         if "--case" in flags:
             write_expected(out, plan, outputs)
     write_json(os.path.join(out, "symbols.json"), plan["symbols"])
@@ -540,6 +543,53 @@ def finish(plan, out, flags, warm, made):
 INTERFERED = 0.1
 WAIT_FLOOR_NS = 50_000
 RETIMES = 3
+
+
+BLAS_NAMES = ("blas", "mkl", "blis", "armpl", "nvpl", "accelerate")
+OPENBLAS_CONFIG = ("openblas_get_config", "openblas_get_config64_",
+                   "scipy_openblas_get_config", "scipy_openblas_get_config64_")
+# runtime(), once made.
+RUNTIME = None
+
+
+def runtime():
+    """The NumPy and BLAS this process times the reference with, as a
+    verdict names them: two judges whose NumPy or BLAS differ give the same
+    code different speedups (Debian's OpenBLAS 0.3.21 runs its Prescott
+    kernels on a CPU it does not know, a wheel's 0.3.31 its SkylakeX ones:
+    3-4x apart). Made once a process, after a BLAS call has loaded it."""
+    global RUNTIME
+    if RUNTIME is None:
+        np.dot(np.ones((2, 2)), np.ones((2, 2)))
+        RUNTIME = f"NumPy {np.__version__}; " + (blas_of(loaded_blas()) or "BLAS unknown")
+    return RUNTIME
+
+
+def loaded_blas():
+    """The files of the BLAS libraries this process has mapped."""
+    paths = set()
+    with open("/proc/self/maps") as maps:
+        for line in maps:
+            fields = line.split()
+            if len(fields) >= 6 and any(n in os.path.basename(fields[5]).lower() for n in BLAS_NAMES):
+                paths.add(fields[5])
+    return sorted(paths)
+
+
+def blas_of(paths):
+    """OpenBLAS's own account of itself (version, the CPU kernels it chose)
+    where one of `paths` is OpenBLAS, else their file names."""
+    for path in paths:
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError:
+            continue
+        for symbol in OPENBLAS_CONFIG:
+            config = getattr(lib, symbol, None)
+            if config is not None:
+                config.restype = ctypes.c_char_p
+                return " ".join(config().decode(errors="replace").split())
+    return ", ".join(os.path.basename(p) for p in paths)
 
 
 def cpu_wait_ns():

@@ -351,6 +351,10 @@ async fn judged(
             })
             .collect();
         against_numpy(&mut verdict, &calls);
+        verdict.reference_runtime = (sets.iter())
+            .map(|set| set.reference_runtime.clone())
+            .find(|runtime| !runtime.is_empty())
+            .unwrap_or_default();
     }
     verdict
 }
