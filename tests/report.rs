@@ -253,15 +253,7 @@ fn two_campaigns_compare_over_their_common_tasks() {
     let b = only_run_dir(&b_root);
 
     let pages = root.path().join("pages");
-    let out = hpcagent()
-        .arg("compare")
-        .args([&a, &b])
-        .arg("--page")
-        .arg(&pages)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr(&out));
-    let table = stdout(&out);
+    let table = compare_with_page(&a, &b, &pages);
     let line = |start: &str| {
         table
             .lines()
@@ -354,4 +346,92 @@ fn two_campaigns_compare_over_their_common_tasks() {
             .is_some_and(|l| l.contains("build log")),
         "a starter that built leaves no build log to link"
     );
+}
+
+/// Two campaigns of one submission of an HPCAgent-Bench task timed against
+/// its NumPy reference, on judges whose Pythons differ: a wheel's NumPy and
+/// Debian's, each with its own OpenBLAS (3-4x apart on this project's
+/// machines). `compare` names the task as one whose speedups do not
+/// compare, with each run's NumPy and BLAS, and its page says the same; a
+/// run beside itself has nothing to say.
+#[test]
+fn compare_names_the_tasks_whose_runs_divide_by_different_numpys() {
+    let (wheel, debian) = (numpy_of("python3"), numpy_of("/usr/bin/python3"));
+    assert_ne!(
+        wheel, debian,
+        "the test needs two Pythons with different NumPys"
+    );
+    let root = tempfile::tempdir().unwrap();
+    let ok = common::repo().join("tests/submissions/hab/masked_ok.c");
+    // What it leaves in the workspace is submitted for it by its worker.
+    let leaves_ok = format!("cp {} {{workspace}}/solution.c", ok.display());
+    let run = |name: &str, python: Option<&str>| {
+        let runs = root.path().join(name);
+        let mut up = common::command_campaign(hpcagent(), "masked", &leaves_ok, &runs);
+        up.arg("--set").arg(format!(
+            "CORPUS={}",
+            common::repo().join("tests/hab-corpus").display()
+        ));
+        match python {
+            Some(python) => up.env("HPCAGENT_PYTHON", python),
+            None => up.env_remove("HPCAGENT_PYTHON"),
+        };
+        let out = up.output().unwrap();
+        // Settled by the worker's submit of what the CLI left: the run
+        // says its agent failed (it never submitted), as it should.
+        assert_eq!(out.status.code(), Some(5), "{}", stderr(&out));
+        assert!(stdout(&out).contains(" ok (left) "), "{}", stdout(&out));
+        only_run_dir(&runs)
+    };
+    let (a, b) = (run("a", None), run("b", Some("/usr/bin/python3")));
+    let pages = root.path().join("pages");
+    let table = compare_with_page(&a, &b, &pages);
+    let said: Vec<&str> = table
+        .lines()
+        .skip_while(|l| !l.starts_with("speedups over different denominators"))
+        .collect();
+    assert_eq!(said.len(), 2, "the heading and one task: {table}");
+    let task = said[1];
+    assert!(
+        task.starts_with("  machine_learning/masked/masked.c.fp64  ")
+            && task.contains(&format!("A numpy (NumPy {wheel}; OpenBLAS "))
+            && task.contains(&format!("; B numpy (NumPy {debian}; OpenBLAS ")),
+        "{table}"
+    );
+    let page = std::fs::read_to_string(pages.join("compare.html")).unwrap();
+    assert!(
+        page.contains("id=\"unlike\"") && page.contains(&format!("B numpy (NumPy {debian}; ")),
+        "{page}"
+    );
+
+    let alone = hpcagent().arg("compare").args([&a, &a]).output().unwrap();
+    assert!(alone.status.success(), "{}", stderr(&alone));
+    assert!(
+        !stdout(&alone).contains("different denominators"),
+        "{}",
+        stdout(&alone)
+    );
+}
+
+/// `hpcagent compare A B --page PAGES`: the table it printed.
+fn compare_with_page(a: &Path, b: &Path, pages: &Path) -> String {
+    let out = hpcagent()
+        .arg("compare")
+        .args([a, b])
+        .arg("--page")
+        .arg(pages)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    stdout(&out)
+}
+
+/// The version of NumPy `python` imports.
+fn numpy_of(python: &str) -> String {
+    let out = Command::new(python)
+        .args(["-c", "import numpy; print(numpy.__version__)"])
+        .output()
+        .unwrap_or_else(|e| panic!("{python}: {e}"));
+    assert!(out.status.success(), "{python} cannot import NumPy");
+    stdout(&out).trim().to_string()
 }

@@ -251,6 +251,25 @@ pub fn geometric_mean(values: impl Iterator<Item = f64>) -> Option<f64> {
     (!logs.is_empty()).then(|| (logs.iter().sum::<f64>() / logs.len() as f64).exp())
 }
 
+/// An ok Submit's verdict of `task` as the store keeps it, its stored
+/// JSON `detail`: for the report's tests.
+#[cfg(test)]
+pub(crate) fn verdict_row(task: &str, settled: bool, detail: &str) -> VerdictRow {
+    VerdictRow {
+        task: task.into(),
+        attempt: 1,
+        kind: "submit".into(),
+        judge: "judge-0".into(),
+        status: "ok".into(),
+        speedup: None,
+        speedup_low: None,
+        speedup_high: None,
+        settled,
+        at: 0.0,
+        detail: detail.into(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -277,19 +296,11 @@ mod tests {
     }
 
     fn verdict(task: &str, settled: bool, message: &str) -> VerdictRow {
-        VerdictRow {
-            task: task.into(),
-            attempt: 1,
-            kind: "submit".into(),
-            judge: "judge-0".into(),
-            status: "ok".into(),
-            speedup: None,
-            speedup_low: None,
-            speedup_high: None,
+        verdict_row(
+            task,
             settled,
-            at: 0.0,
-            detail: serde_json::json!({ "message": message }).to_string(),
-        }
+            &serde_json::json!({ "message": message }).to_string(),
+        )
     }
 
     #[test]

@@ -3,12 +3,14 @@
 //! first; then, per common task, how it ended in each run (speedup with
 //! its interval, or how the agent failed and what was graded instead);
 //! then each run's solved count, HPCAgent-Bench Score and tokens over the
-//! common tasks only, so that the numbers compare like with like.
-//! Its page's figure is its own ([`figure`]).
+//! common tasks only, so that the numbers compare like with like; and the
+//! common tasks whose speedups divide by different things in different
+//! runs ([`denominator`]). Its page's figure is its own ([`figure`]).
 
+mod denominator;
 mod figure;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
@@ -19,6 +21,8 @@ use serde::Serialize;
 use crate::score::{BenchScore, Graded, score_results};
 use crate::{ReportError, RunIdentity};
 
+pub use denominator::Unlike;
+
 /// What a comparison reads of one run, once.
 struct Loaded {
     label: String,
@@ -26,6 +30,8 @@ struct Loaded {
     results: Vec<TaskResult>,
     attempts: Vec<AttemptRow>,
     campaign: Option<CampaignRow>,
+    /// Each settled task's denominator ([`denominator::settled`]).
+    denominators: BTreeMap<String, String>,
 }
 
 /// One run of a comparison.
@@ -61,6 +67,9 @@ pub struct Comparison {
     pub rows: Vec<Vec<String>>,
     /// Tasks some runs have and others not: left out.
     pub left_out: usize,
+    /// Common tasks whose speedups divide by different things in
+    /// different runs: theirs do not compare.
+    pub unlike: Vec<Unlike>,
 }
 
 impl Comparison {
@@ -89,6 +98,9 @@ impl Comparison {
                     .collect()
             })
             .unwrap_or_default();
+        let named: Vec<&BTreeMap<String, String>> =
+            loaded.iter().map(|run| &run.denominators).collect();
+        let unlike = denominator::unlike(&tasks, &named);
         let mut runs = Vec::new();
         for run in loaded {
             let shared: Vec<TaskResult> = run
@@ -124,6 +136,7 @@ impl Comparison {
             runs,
             tasks,
             rows,
+            unlike,
         })
     }
 
@@ -169,7 +182,24 @@ impl Comparison {
             let _ = write!(out, " ({} others left out)", self.left_out);
         }
         out.push('\n');
+        if !self.unlike.is_empty() {
+            let _ = writeln!(
+                out,
+                "speedups over different denominators, which do not compare:"
+            );
+            for unlike in &self.unlike {
+                let _ = writeln!(out, "  {}  {}", unlike.task, self.per_run(unlike));
+            }
+        }
         out
+    }
+
+    /// Each run's denominator of `unlike`'s task, labelled.
+    fn per_run(&self, unlike: &Unlike) -> String {
+        (self.runs.iter().zip(&unlike.denominators))
+            .map(|(run, denominator)| format!("{} {denominator}", run.label))
+            .collect::<Vec<_>>()
+            .join("; ")
     }
 
     /// Each common task's speedup in each run whose agent solved it.
@@ -256,10 +286,26 @@ impl Comparison {
             "</table>\n<p class=\"note\">Over the {} tasks all runs have ({} others left out). \
              The Score is HPCAgent-Bench's formula (harness/metric.py) over one grade per task: \
              a task counts when its agent's own Submit was ok, at its speedup clamped to [1, 100], \
-             and at 1 when the speedup's interval holds 1.</p>\n</body>\n</html>\n",
+             and at 1 when the speedup's interval holds 1.</p>\n",
             self.tasks.len(),
             self.left_out
         );
+        if !self.unlike.is_empty() {
+            html.push_str(
+                "<p class=\"note\" id=\"unlike\">Speedups over different denominators, \
+                 which do not compare:</p>\n<ul>\n",
+            );
+            for unlike in &self.unlike {
+                let _ = writeln!(
+                    html,
+                    "<li>{}: {}</li>",
+                    escape(&unlike.task),
+                    escape(&self.per_run(unlike))
+                );
+            }
+            html.push_str("</ul>\n");
+        }
+        html.push_str("</body>\n</html>\n");
         html
     }
 }
@@ -283,6 +329,7 @@ fn load_run(label: String, dir: &Path) -> Result<Loaded, ReportError> {
         results: reader.results()?,
         attempts: reader.attempts()?,
         campaign: reader.campaign()?,
+        denominators: denominator::settled(&reader.verdicts()?),
     })
 }
 
