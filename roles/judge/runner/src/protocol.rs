@@ -128,7 +128,7 @@ pub enum Step {
     /// grade), in rounds of a pair in each order (which first, drawn from
     /// `seed`), until `stop` says so. The first pair
     /// warms both up and is not counted. Every pair's outputs are compared
-    /// (within twice `tolerance`); the first that differ end the step (not
+    /// (within `tolerance.for_timed_calls()`); the first that differ end the step (not
     /// the run). With `sets` (a corpus whose inputs only its own generator
     /// makes), each pair runs on copies of the next set instead, the
     /// warm-up on the first: no pair sees inputs an earlier one saw, and
@@ -222,7 +222,7 @@ pub enum Event {
     Floor(Floor),
     /// One timed pair (not the warm-up): each call's time net of the floor.
     Pair { baseline_ns: u64, candidate_ns: u64 },
-    /// A timed pair's outputs differ beyond twice the tolerance: the pairs
+    /// A timed pair's outputs differ beyond a timed call's tolerance: the pairs
     /// end, the later steps still run.
     Mismatch { message: String },
     /// The submission changed an array it must only read.

@@ -509,11 +509,7 @@ impl<'a> Run<'a> {
         stop: StopRule,
         tolerance: Tolerance,
     ) {
-        let doubled = Tolerance {
-            rtol: 2.0 * tolerance.rtol,
-            atol: 2.0 * tolerance.atol,
-            ..tolerance
-        };
+        let timed = tolerance.for_timed_calls();
         let mut pairs: Vec<(u64, u64)> = Vec::new();
         // The node's timing lock is held through all the pairs, not each
         // pair alone: between two pairs this supervisor draws inputs and
@@ -568,7 +564,7 @@ impl<'a> Run<'a> {
                 Side::Baseline => (&saved_outputs, &in_buffers),
                 Side::Candidate => (&in_buffers, &saved_outputs),
             };
-            if let Some(message) = self.compare(call, ours, theirs, doubled) {
+            if let Some(message) = self.compare(call, ours, theirs, timed) {
                 // The pairs end here, the run does not: whether the public
                 // case is right tells an overfit kernel from a wrong one.
                 send(self.channel, &Event::Mismatch { message }, &[]);
