@@ -384,6 +384,13 @@ fn cases(bait: &Bait, judge: &JudgeServer, public: &PublicCase) -> Vec<Case> {
             "ok",
             "",
         ),
+        // Its arrays' file (huge pages on a tmpfs) takes no seals.
+        case(
+            "shrinks the file its arrays lie in",
+            "gemm_shrinks_its_buffers.c",
+            "ok",
+            "",
+        ),
         case("fork, execve, system()", "gemm_forks_and_execs.c", "ok", ""),
         // The compiler sees no process of the node's either.
         case(
@@ -703,6 +710,12 @@ fn suite(judge: &JudgeServer, bait: &Bait, who: &str) -> Vec<String> {
     // An honest grade first: it makes the public case the cases may know.
     let first = judge.grade("score", "gemm", "c", "gemm_ok.c", &[]);
     assert_eq!(first["status"], "ok", "{first}");
+    // Its arrays lie on huge pages, as NumPy's do (a tmpfs of the
+    // supervisor's own: the unprivileged judge's in its user namespace).
+    assert_eq!(
+        first["buffers"], "2 MiB pages (a tmpfs of its own)",
+        "{who}"
+    );
     let public = PublicCase::read(&judge.cache);
     let cases = cases(bait, judge, &public);
     assert!(cases.len() >= 40, "{} cases", cases.len());

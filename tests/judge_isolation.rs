@@ -42,6 +42,14 @@ fn without_namespaces_a_judge_refuses_unless_allowed_and_then_says_so() {
     assert_eq!(v["status"], "ok", "{v}");
     let isolation = v["isolation"].as_str().unwrap_or_default();
     assert!(isolation.starts_with("weak: no namespaces"), "{v}");
+    // No mount namespace for a tmpfs of huge pages either: its arrays lie
+    // in a memory file, and the verdict says on what pages and why.
+    let buffers = v["buffers"].as_str().unwrap_or_default();
+    assert!(
+        buffers.starts_with("a memory file, on the pages shared memory gets here (shmem_enabled: ")
+            && buffers.contains("no tmpfs of its own: "),
+        "{v}"
+    );
     // Its filter refuses ptrace too: its runs are stopped by signals, and
     // the verdict says that as well.
     assert!(

@@ -117,6 +117,9 @@ struct StoredVerdict<'a> {
     /// Against NumPy, the NumPy and BLAS the denominator was timed on.
     #[serde(skip_serializing_if = "str::is_empty")]
     reference_runtime: &'a str,
+    /// What the run's arrays lay on.
+    #[serde(skip_serializing_if = "str::is_empty")]
+    buffers: &'a str,
     /// How a speedup above its task's plausible bound was confirmed.
     #[serde(skip_serializing_if = "str::is_empty")]
     plausibility: &'a str,
@@ -150,6 +153,7 @@ fn verdict_json(v: &pb::Verdict, status: &str) -> String {
         isolation: &v.isolation,
         denominator: &v.denominator,
         reference_runtime: &v.reference_runtime,
+        buffers: &v.buffers,
         plausibility: &v.plausibility,
         median_ns: v.timing.as_ref().map(|t| t.median_ns),
         baseline_ns: v.baseline.as_ref().map(|t| t.median_ns),

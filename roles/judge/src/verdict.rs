@@ -144,6 +144,8 @@ pub struct Verdict {
     pub denominator: String,
     /// Against NumPy, the NumPy and BLAS it ran on (see the proto's).
     pub reference_runtime: String,
+    /// What the run's arrays lay on (see the proto's `buffers`).
+    pub buffers: String,
     /// How the timed pairs ended (see the proto's `stopped`).
     pub stopped: String,
     /// The runner's per-call floor the timed calls are net of (see the
@@ -189,6 +191,7 @@ impl Verdict {
             timed_sizes: BTreeMap::new(),
             denominator: String::new(),
             reference_runtime: String::new(),
+            buffers: String::new(),
             stopped: String::new(),
             floor_ns: 0,
             isolation: String::new(),
@@ -290,6 +293,7 @@ impl From<&Verdict> for pb::Verdict {
             plausibility: v.plausibility.clone(),
             denominator: v.denominator.clone(),
             reference_runtime: v.reference_runtime.clone(),
+            buffers: v.buffers.clone(),
             stopped: v.stopped.clone(),
             floor_ns: v.floor_ns,
             hidden_passed: v.hidden_passed,
@@ -337,6 +341,7 @@ impl From<pb::Verdict> for Verdict {
             plausibility: v.plausibility,
             denominator: v.denominator,
             reference_runtime: v.reference_runtime,
+            buffers: v.buffers,
             stopped: v.stopped,
             floor_ns: v.floor_ns,
             hidden_passed: v.hidden_passed,

@@ -52,6 +52,14 @@ pub(crate) fn judge_outcome(
         verdict.stderr_tail = outcome.stderr_tail.clone();
     }
     verdict.isolation = isolation(outcome);
+    verdict.buffers = outcome
+        .events
+        .iter()
+        .find_map(|e| match e {
+            Event::Buffers(backing) => Some(backing.describe()),
+            _ => None,
+        })
+        .unwrap_or_default();
     let measured = timings(verdict, outcome, read);
     judge_answers(verdict, read, outcome, mode);
     if let (Status::Ok, Some(s)) = (verdict.status, measured) {

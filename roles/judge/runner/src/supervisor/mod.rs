@@ -168,16 +168,22 @@ impl<'a> Run<'a> {
         };
         let sizes = region_sizes(request);
         let layout = Layout::new(&sizes);
-        let made = Mapping::create(&layout).and_then(|(memfd, buffers)| {
-            Ok((Mapping::read_only(memfd.as_raw_fd())?, memfd, buffers))
+        let made = Mapping::create(&layout).and_then(|(memfd, buffers, backing)| {
+            Ok((
+                Mapping::read_only(memfd.as_raw_fd())?,
+                memfd,
+                buffers,
+                backing,
+            ))
         });
-        let (read_only, memfd, buffers) = match made {
+        let (read_only, memfd, buffers, backing) = match made {
             Ok(made) => made,
             Err(e) => {
                 fail(channel, Side::Candidate, "buffers", e.to_string());
                 return Err(());
             }
         };
+        send(channel, &Event::Buffers(backing), &[]);
         let exe = match std::env::current_exe() {
             Ok(exe) => exe,
             Err(e) => {
