@@ -89,7 +89,7 @@ pub fn read_only_regions<'a>(
 }
 
 /// What the buffers' file lies on.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Backing {
     /// A tmpfs of the supervisor's own, mounted for huge pages.
     HugePages,
@@ -102,7 +102,9 @@ impl Backing {
     /// In a verdict's words.
     pub fn describe(&self) -> String {
         match self {
-            Backing::HugePages => "2 MiB pages (a tmpfs of its own)".into(),
+            Backing::HugePages => {
+                "2 MiB pages wherever the buffers fill one (a tmpfs of its own)".into()
+            }
             Backing::MemoryFile { why } => format!(
                 "a memory file, on the pages shared memory gets here (shmem_enabled: {}); \
                  no tmpfs of its own: {why}",

@@ -19,7 +19,6 @@ use hpcagent_sandbox::limits::Limits;
 use serde::{Deserialize, Serialize};
 
 use super::floor::Floor;
-use crate::buffers::Backing;
 use crate::timing::StopRule;
 use hpcagent_corpus::language::Language;
 use hpcagent_corpus::{DType, Init, Role, Tolerance};
@@ -201,8 +200,9 @@ pub struct Isolation {
 /// What the supervisor reports to the judge.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum Event {
-    /// What the run's arrays lie on.
-    Buffers(Backing),
+    /// What the run's arrays lie on, in a verdict's words (the buffers'
+    /// own account of their backing).
+    Buffers(String),
     /// The submission's runner is confined, as described.
     Isolated(Isolation),
     /// The submission's library loaded and the symbol resolved.

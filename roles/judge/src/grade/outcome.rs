@@ -56,7 +56,7 @@ pub(crate) fn judge_outcome(
         .events
         .iter()
         .find_map(|e| match e {
-            Event::Buffers(backing) => Some(backing.describe()),
+            Event::Buffers(backing) => Some(backing.clone()),
             _ => None,
         })
         .unwrap_or_default();

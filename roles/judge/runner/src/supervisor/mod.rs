@@ -183,7 +183,7 @@ impl<'a> Run<'a> {
                 return Err(());
             }
         };
-        send(channel, &Event::Buffers(backing), &[]);
+        send(channel, &Event::Buffers(backing.describe()), &[]);
         let exe = match std::env::current_exe() {
             Ok(exe) => exe,
             Err(e) => {
