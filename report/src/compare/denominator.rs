@@ -3,8 +3,10 @@
 //! whatever the agents did. The same C reads 0.14-0.21x against one
 //! judge's NumPy and 0.39-0.80x against another's on the same node (their
 //! BLAS chose different CPU kernels), and a `BASELINES` overlay's C is not
-//! the translator's. It reads the settled verdicts as the store keeps
-//! them; it does not judge which denominator is right.
+//! the translator's. What the runs' arrays lay on counts too: a kernel
+//! that walks a large array across pages reads up to 3.5x slower on 4 KiB
+//! pages than on the 2 MiB ones NumPy's arrays get. It reads the settled
+//! verdicts as the store keeps them; it does not judge which is right.
 
 use std::collections::BTreeMap;
 
@@ -19,11 +21,37 @@ pub struct Unlike {
     pub denominators: Vec<String>,
 }
 
-/// Each settled task's denominator in one run's verdicts: the verdict's
-/// `denominator`, with the NumPy and BLAS it ran on where it names them
-/// ("numpy (NumPy 2.4.6; OpenBLAS 0.3.31 … SkylakeX …)"). A verdict from
-/// before denominators were stored names none.
-pub(super) fn settled(verdicts: &[VerdictRow]) -> BTreeMap<String, String> {
+/// What one run's speedup of a task divides, and what its arrays lay on.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct Measured {
+    /// The verdict's `denominator`, with the NumPy and BLAS it ran on where
+    /// it names them ("numpy (NumPy 2.4.6; OpenBLAS 0.3.31 … SkylakeX …)").
+    divides: String,
+    /// The verdict's `buffers`; empty in a verdict from before they were
+    /// stored.
+    buffers: String,
+}
+
+impl Measured {
+    /// Whether a speedup of this and one of `other` may not compare: they
+    /// divide by different things, or both name what their arrays lay on
+    /// and those differ.
+    fn differs(&self, other: &Measured) -> bool {
+        let named = !self.buffers.is_empty() && !other.buffers.is_empty();
+        self.divides != other.divides || (named && self.buffers != other.buffers)
+    }
+
+    fn words(&self) -> String {
+        match self.buffers.is_empty() {
+            true => self.divides.clone(),
+            false => format!("{}; arrays on {}", self.divides, self.buffers),
+        }
+    }
+}
+
+/// Each settled task's [`Measured`] in one run's verdicts. A verdict from
+/// before denominators were stored names none, and is left out.
+pub(super) fn settled(verdicts: &[VerdictRow]) -> BTreeMap<String, Measured> {
     let mut by_task = BTreeMap::new();
     for v in verdicts.iter().filter(|v| v.settled) {
         let Ok(detail) = serde_json::from_str::<serde_json::Value>(&v.detail) else {
@@ -34,30 +62,31 @@ pub(super) fn settled(verdicts: &[VerdictRow]) -> BTreeMap<String, String> {
         if denominator.is_empty() {
             continue;
         }
-        let named = match runtime.is_empty() {
+        let divides = match runtime.is_empty() {
             true => denominator,
             false => format!("{denominator} ({runtime})"),
         };
-        by_task.insert(v.task.clone(), named);
+        let buffers = word("buffers");
+        by_task.insert(v.task.clone(), Measured { divides, buffers });
     }
     by_task
 }
 
-/// The `tasks` whose denominators in `runs` (each run's [`settled`]) are
-/// not all the same. A task some run settled without naming one is left
+/// The `tasks` whose [`Measured`] in `runs` (each run's [`settled`])
+/// differ. A task some run settled without naming a denominator is left
 /// out: nothing says they differ.
-pub(super) fn unlike(tasks: &[String], runs: &[&BTreeMap<String, String>]) -> Vec<Unlike> {
+pub(super) fn unlike(tasks: &[String], runs: &[&BTreeMap<String, Measured>]) -> Vec<Unlike> {
     tasks
         .iter()
         .filter_map(|task| {
-            let denominators: Vec<String> = runs
+            let measured: Vec<&Measured> = runs
                 .iter()
-                .map(|run| run.get(task).cloned())
+                .map(|run| run.get(task))
                 .collect::<Option<_>>()?;
-            let differ = denominators.iter().any(|d| d != &denominators[0]);
+            let differ = measured.iter().any(|m| m.differs(measured[0]));
             differ.then(|| Unlike {
                 task: task.clone(),
-                denominators,
+                denominators: measured.iter().map(|m| m.words()).collect(),
             })
         })
         .collect()
@@ -78,23 +107,37 @@ mod tests {
             // Not the one that settled the task.
             verdict("gelu", false, &numpy("another")),
             verdict("gelu", true, &numpy(wheel)),
-            verdict("shift", true, r#"{"denominator": "translator C"}"#),
+            verdict(
+                "shift",
+                true,
+                r#"{"denominator": "translator C", "buffers": "a memory file"}"#,
+            ),
             // From before denominators were stored, and not JSON.
             verdict("old", true, r#"{"speedup": 1.0}"#),
             verdict("garbled", true, "{"),
         ];
         let found = settled(&verdicts);
-        assert_eq!(found["gelu"], format!("numpy ({wheel})"));
-        assert_eq!(found["shift"], "translator C");
+        assert_eq!(found["gelu"].words(), format!("numpy ({wheel})"));
+        assert_eq!(
+            found["shift"].words(),
+            "translator C; arrays on a memory file"
+        );
         assert_eq!(found.len(), 2, "{found:?}");
     }
 
     #[test]
     fn only_tasks_every_run_names_and_that_differ_are_unlike() {
-        let run = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+        let run = |pairs: &[(&str, &str)]| -> BTreeMap<String, Measured> {
             pairs
                 .iter()
-                .map(|(t, d)| (t.to_string(), d.to_string()))
+                .map(|(t, d)| {
+                    let (divides, buffers) = d.split_once("; arrays on ").unwrap_or((d, ""));
+                    let measured = Measured {
+                        divides: divides.into(),
+                        buffers: buffers.into(),
+                    };
+                    (t.to_string(), measured)
+                })
                 .collect()
         };
         let a = run(&[
@@ -126,5 +169,21 @@ mod tests {
         // `shift` is not named in C: left out; the same everywhere: none.
         assert_eq!(unlike(&tasks, &[&a, &c]), []);
         assert_eq!(unlike(&tasks, &[&a, &c, &b]).len(), 1);
+
+        // Arrays on other pages: unlike where both runs name theirs.
+        let huge = run(&[("bicg", "numpy (NumPy 2.4.6); arrays on 2 MiB pages")]);
+        let small = run(&[("bicg", "numpy (NumPy 2.4.6); arrays on a memory file")]);
+        let before = run(&[("bicg", "numpy (NumPy 2.4.6)")]);
+        let bicg = vec!["bicg".to_string()];
+        let found = unlike(&bicg, &[&huge, &small]);
+        assert_eq!(
+            found[0].denominators,
+            [
+                "numpy (NumPy 2.4.6); arrays on 2 MiB pages",
+                "numpy (NumPy 2.4.6); arrays on a memory file"
+            ]
+        );
+        assert_eq!(unlike(&bicg, &[&huge, &before]), []);
+        assert_eq!(unlike(&bicg, &[&huge, &huge]), []);
     }
 }

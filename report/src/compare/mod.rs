@@ -31,7 +31,7 @@ struct Loaded {
     attempts: Vec<AttemptRow>,
     campaign: Option<CampaignRow>,
     /// Each settled task's denominator ([`denominator::settled`]).
-    denominators: BTreeMap<String, String>,
+    denominators: BTreeMap<String, denominator::Measured>,
 }
 
 /// One run of a comparison.
@@ -98,7 +98,7 @@ impl Comparison {
                     .collect()
             })
             .unwrap_or_default();
-        let named: Vec<&BTreeMap<String, String>> =
+        let named: Vec<&BTreeMap<String, denominator::Measured>> =
             loaded.iter().map(|run| &run.denominators).collect();
         let unlike = denominator::unlike(&tasks, &named);
         let mut runs = Vec::new();
@@ -185,7 +185,7 @@ impl Comparison {
         if !self.unlike.is_empty() {
             let _ = writeln!(
                 out,
-                "speedups over different denominators, which do not compare:"
+                "speedups over different denominators or arrays on other pages, which do not compare:"
             );
             for unlike in &self.unlike {
                 let _ = writeln!(out, "  {}  {}", unlike.task, self.per_run(unlike));
@@ -292,8 +292,8 @@ impl Comparison {
         );
         if !self.unlike.is_empty() {
             html.push_str(
-                "<p class=\"note\" id=\"unlike\">Speedups over different denominators, \
-                 which do not compare:</p>\n<ul>\n",
+                "<p class=\"note\" id=\"unlike\">Speedups over different denominators or \
+                 arrays on other pages, which do not compare:</p>\n<ul>\n",
             );
             for unlike in &self.unlike {
                 let _ = writeln!(
