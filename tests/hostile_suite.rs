@@ -710,11 +710,13 @@ fn suite(judge: &JudgeServer, bait: &Bait, who: &str) -> Vec<String> {
     // An honest grade first: it makes the public case the cases may know.
     let first = judge.grade("score", "gemm", "c", "gemm_ok.c", &[]);
     assert_eq!(first["status"], "ok", "{first}");
-    // Its arrays lie on huge pages, as NumPy's do (a tmpfs of the
-    // supervisor's own: the unprivileged judge's in its user namespace).
-    assert_eq!(
-        first["buffers"], "2 MiB pages wherever the buffers fill one (a tmpfs of its own)",
-        "{who}"
+    // Its arrays lie on a tmpfs of the supervisor's own, on huge pages
+    // where they fill one, as NumPy's do (the unprivileged judge's in its
+    // user namespace): the runner crate's buffers tests see them mapped so.
+    let buffers = first["buffers"].as_str().unwrap_or_default();
+    assert!(
+        buffers.starts_with("a tmpfs of huge pages: "),
+        "{who}: {buffers}"
     );
     let public = PublicCase::read(&judge.cache);
     let cases = cases(bait, judge, &public);

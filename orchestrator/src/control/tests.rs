@@ -94,7 +94,7 @@ fn a_verdict_keeps_its_interval_pairs_how_they_stopped_isolation_and_denominator
         isolation: "no network namespace".into(),
         denominator: "numpy".into(),
         reference_runtime: runtime.into(),
-        buffers: "2 MiB pages wherever the buffers fill one (a tmpfs of its own)".into(),
+        buffers: "a tmpfs of huge pages: 10 of 10 MiB on 2 MiB pages".into(),
         stopped: "inside the no-change band ±2.5%".into(),
         floor_ns: 31_000,
         ..Default::default()
@@ -114,7 +114,7 @@ fn a_verdict_keeps_its_interval_pairs_how_they_stopped_isolation_and_denominator
     assert_eq!(stored["reference_runtime"], runtime);
     assert_eq!(
         stored["buffers"],
-        "2 MiB pages wherever the buffers fill one (a tmpfs of its own)"
+        "a tmpfs of huge pages: 10 of 10 MiB on 2 MiB pages"
     );
     assert_eq!(stored["stopped"], "inside the no-change band ±2.5%");
     assert_eq!(stored["floor_ns"], 31_000);

@@ -27,8 +27,8 @@ pub(super) struct Measured {
     /// The verdict's `denominator`, with the NumPy and BLAS it ran on where
     /// it names them ("numpy (NumPy 2.4.6; OpenBLAS 0.3.31 … SkylakeX …)").
     divides: String,
-    /// The verdict's `buffers`; empty in a verdict from before they were
-    /// stored.
+    /// The kind of file the verdict's `buffers` names (what precedes its
+    /// `: `); empty in a verdict from before they were stored.
     buffers: String,
 }
 
@@ -67,6 +67,7 @@ pub(super) fn settled(verdicts: &[VerdictRow]) -> BTreeMap<String, Measured> {
             false => format!("{denominator} ({runtime})"),
         };
         let buffers = word("buffers");
+        let buffers = buffers.split(": ").next().unwrap_or_default().to_string();
         by_task.insert(v.task.clone(), Measured { divides, buffers });
     }
     by_task
@@ -110,7 +111,13 @@ mod tests {
             verdict(
                 "shift",
                 true,
-                r#"{"denominator": "translator C", "buffers": "a memory file"}"#,
+                r#"{"denominator": "translator C", "buffers": "a memory file, shmem_enabled never: no tmpfs of its own (EPERM)"}"#,
+            ),
+            // Its run's account of its pages is left out: the kind compares.
+            verdict(
+                "bicg",
+                true,
+                r#"{"denominator": "numpy", "buffers": "a tmpfs of huge pages: 150 of 152 MiB on 2 MiB pages"}"#,
             ),
             // From before denominators were stored, and not JSON.
             verdict("old", true, r#"{"speedup": 1.0}"#),
@@ -120,9 +127,13 @@ mod tests {
         assert_eq!(found["gelu"].words(), format!("numpy ({wheel})"));
         assert_eq!(
             found["shift"].words(),
-            "translator C; arrays on a memory file"
+            "translator C; arrays on a memory file, shmem_enabled never"
         );
-        assert_eq!(found.len(), 2, "{found:?}");
+        assert_eq!(
+            found["bicg"].words(),
+            "numpy; arrays on a tmpfs of huge pages"
+        );
+        assert_eq!(found.len(), 3, "{found:?}");
     }
 
     #[test]
@@ -171,7 +182,10 @@ mod tests {
         assert_eq!(unlike(&tasks, &[&a, &c, &b]).len(), 1);
 
         // Arrays on other pages: unlike where both runs name theirs.
-        let huge = run(&[("bicg", "numpy (NumPy 2.4.6); arrays on 2 MiB pages")]);
+        let huge = run(&[(
+            "bicg",
+            "numpy (NumPy 2.4.6); arrays on a tmpfs of huge pages",
+        )]);
         let small = run(&[("bicg", "numpy (NumPy 2.4.6); arrays on a memory file")]);
         let before = run(&[("bicg", "numpy (NumPy 2.4.6)")]);
         let bicg = vec!["bicg".to_string()];
@@ -179,7 +193,7 @@ mod tests {
         assert_eq!(
             found[0].denominators,
             [
-                "numpy (NumPy 2.4.6); arrays on 2 MiB pages",
+                "numpy (NumPy 2.4.6); arrays on a tmpfs of huge pages",
                 "numpy (NumPy 2.4.6); arrays on a memory file"
             ]
         );

@@ -91,23 +91,31 @@ pub fn read_only_regions<'a>(
 /// What the buffers' file lies on.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Backing {
-    /// A tmpfs of the supervisor's own, mounted for huge pages.
-    HugePages,
+    /// A tmpfs of the supervisor's own, mounted for huge pages: `huge`
+    /// bytes of the file lie on them, of the `whole` that can (its whole
+    /// 2 MiB; the kernel places small pages where it has no huge one
+    /// free). `None` where the kernel could not say (before 5.14).
+    HugePages { huge: Option<usize>, whole: usize },
     /// A sealed memory file, on the pages shared memory gets on this node
     /// (`shmem_enabled`); `why` no tmpfs could be mounted.
     MemoryFile { why: String },
 }
 
 impl Backing {
-    /// In a verdict's words.
+    /// In a verdict's words: the kind of file, then `: ` and this run's
+    /// account of it (runs compare by the kind).
     pub fn describe(&self) -> String {
         match self {
-            Backing::HugePages => {
-                "2 MiB pages wherever the buffers fill one (a tmpfs of its own)".into()
+            Backing::HugePages { whole: 0, .. } => {
+                "a tmpfs of huge pages: the buffers are under 2 MiB, on 4 KiB pages".into()
             }
+            Backing::HugePages { huge, whole } => format!(
+                "a tmpfs of huge pages: {} of {} MiB on 2 MiB pages",
+                huge.map_or("?".into(), |h| (h >> 20).to_string()),
+                whole >> 20
+            ),
             Backing::MemoryFile { why } => format!(
-                "a memory file, on the pages shared memory gets here (shmem_enabled: {}); \
-                 no tmpfs of its own: {why}",
+                "a memory file, shmem_enabled {}: no tmpfs of its own ({why})",
                 shmem_enabled()
             ),
         }
@@ -124,6 +132,35 @@ fn shmem_enabled() -> String {
         .find_map(|word| word.strip_prefix('[')?.strip_suffix(']'))
         .unwrap_or("unknown")
         .to_string()
+}
+
+/// The bytes of this process's mapping that starts at `address` the
+/// kernel maps 2 MiB at a time (shared memory's `ShmemPmdMapped` in
+/// `smaps`); `None` where `smaps` cannot be read or has no such mapping.
+fn pmd_mapped(address: *mut c_void) -> Option<usize> {
+    let smaps = std::fs::read_to_string("/proc/self/smaps").ok()?;
+    let start = format!("{:x}-", address as usize);
+    let header = |line: &str| {
+        let range = line.split_whitespace().next().unwrap_or("");
+        range.split_once('-').is_some_and(|(a, b)| {
+            usize::from_str_radix(a, 16).is_ok() && usize::from_str_radix(b, 16).is_ok()
+        })
+    };
+    let mut lines = smaps.lines().skip_while(|line| !line.starts_with(&start));
+    lines.next()?;
+    let kb: usize = lines
+        .take_while(|line| !header(line))
+        .filter_map(|line| line.strip_prefix("ShmemPmdMapped:"))
+        .filter_map(|value| {
+            value
+                .trim()
+                .trim_end_matches("kB")
+                .trim()
+                .parse::<usize>()
+                .ok()
+        })
+        .sum();
+    Some(kb * 1024)
 }
 
 /// A file of no name on a tmpfs of this process's own that places huge
@@ -215,16 +252,32 @@ impl Mapping {
     /// A new memory file of `layout.total` bytes (on huge pages where it
     /// can be: [`Backing`]), and this process's mapping of it.
     pub fn create(layout: &Layout) -> Result<(OwnedFd, Mapping, Backing), BufferError> {
-        let (fd, backing) = match huge_page_file(layout.total) {
-            Ok(fd) => (fd, Backing::HugePages),
-            Err(e) => {
-                let why = e.to_string();
-                (memory_file()?, Backing::MemoryFile { why })
+        match huge_page_file(layout.total) {
+            Ok(fd) => {
+                let mapping = Mapping::allocate(&fd, layout, false)?;
+                let whole = layout.total / HUGE_PAGE * HUGE_PAGE;
+                let huge = mapping.huge_mapped();
+                Ok((fd, mapping, Backing::HugePages { huge, whole }))
             }
-        };
-        let sealed = matches!(backing, Backing::MemoryFile { .. });
-        let mapping = Mapping::allocate(&fd, layout, sealed)?;
-        Ok((fd, mapping, backing))
+            Err(e) => {
+                let fd = memory_file()?;
+                let mapping = Mapping::allocate(&fd, layout, true)?;
+                Ok((fd, mapping, Backing::MemoryFile { why: e.to_string() }))
+            }
+        }
+    }
+
+    /// The bytes of this mapping the kernel maps 2 MiB at a time, once
+    /// every page of it is mapped (`MADV_POPULATE_WRITE`, Linux 5.14: the
+    /// supervisor writes every array before a call in any case), as this
+    /// process's `smaps` counts them.
+    fn huge_mapped(&self) -> Option<usize> {
+        // SAFETY: the mapping's own range; it maps pages, as writing would.
+        let populated = unsafe { libc::madvise(self.at(0), self.len, libc::MADV_POPULATE_WRITE) };
+        if populated != 0 {
+            return None;
+        }
+        pmd_mapped(self.at(0))
     }
 
     /// Sizes the file `fd` to `layout.total`, allocates it, seals its size
@@ -429,35 +482,6 @@ mod tests {
         }
     }
 
-    /// The bytes of the mapping that starts at `address` the kernel maps
-    /// 2 MiB at a time, as this process's `smaps` counts them.
-    fn huge_mapped(address: *mut c_void) -> usize {
-        let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
-        let start = format!("{:x}-", address as usize);
-        let header = |line: &str| {
-            let range = line.split_whitespace().next().unwrap_or("");
-            range.split_once('-').is_some_and(|(a, b)| {
-                usize::from_str_radix(a, 16).is_ok() && usize::from_str_radix(b, 16).is_ok()
-            })
-        };
-        let kb: usize = smaps
-            .lines()
-            .skip_while(|line| !line.starts_with(&start))
-            .skip(1)
-            .take_while(|line| !header(line))
-            .filter_map(|line| line.strip_prefix("ShmemPmdMapped:"))
-            .filter_map(|value| {
-                value
-                    .trim()
-                    .trim_end_matches("kB")
-                    .trim()
-                    .parse::<usize>()
-                    .ok()
-            })
-            .sum();
-        kb * 1024
-    }
-
     /// An array of 8 MiB, the runner's read-only mapping of it included,
     /// lies on huge pages where the supervisor may mount a tmpfs (as NumPy's
     /// arrays do): on small pages, a column walk of a 160 MB matrix took
@@ -465,14 +489,24 @@ mod tests {
     /// (`shmem_enabled` is `never` on this project's machines).
     #[test]
     fn a_run_s_large_arrays_lie_on_huge_pages_where_a_tmpfs_can_be_mounted() {
+        let (_, _, small) = Mapping::create(&Layout::new(&[100 << 10])).unwrap();
+        assert_eq!(
+            small.describe(),
+            "a tmpfs of huge pages: the buffers are under 2 MiB, on 4 KiB pages"
+        );
         let array = 8 << 20;
         let layout = Layout::new(&[100, array]);
         let (fd, mut ours, backing) = Mapping::create(&layout).unwrap();
-        assert_eq!(backing, Backing::HugePages, "{}", backing.describe());
+        // The 100 bytes' first 2 MiB, then the array's 8.
+        let whole = 10 << 20;
+        let huge = Some(whole);
+        assert_eq!(backing, Backing::HugePages { huge, whole });
+        assert_eq!(
+            backing.describe(),
+            "a tmpfs of huge pages: 10 of 10 MiB on 2 MiB pages"
+        );
         let offset = layout.offsets[1];
         ours.bytes_mut(offset, array).fill(1);
-        let supervisor = huge_mapped(ours.at(0));
-        assert!(supervisor >= array, "{supervisor}");
         let theirs = Mapping::map(fd.as_raw_fd(), &layout, None).unwrap();
         let read_only = Mapping::read_only(fd.as_raw_fd()).unwrap();
         theirs
@@ -480,13 +514,13 @@ mod tests {
             .unwrap();
         let region = theirs.bytes(offset, array);
         assert_eq!(region.iter().map(|&b| b as usize).sum::<usize>(), array);
-        let runner = huge_mapped(theirs.at(offset));
+        let runner = pmd_mapped(theirs.at(offset)).unwrap();
         assert!(runner >= array, "{runner}");
         let memory = memory_file().unwrap();
         let mut small = Mapping::allocate(&memory, &layout, true).unwrap();
         small.bytes_mut(offset, array).fill(1);
         if shmem_enabled() == "never" {
-            assert_eq!(huge_mapped(small.at(0)), 0);
+            assert_eq!(pmd_mapped(small.at(0)), Some(0));
         }
     }
 
