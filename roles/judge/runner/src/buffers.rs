@@ -27,7 +27,7 @@
 //! (bicg at S: 0.07x NumPy here, 0.14x in HPCAgent-Bench's judge). Shared
 //! memory gets huge pages on its own only where the node says so
 //! (`shmem_enabled`, `never` by default). Elsewhere the file is a sealed
-//! memory file ([`Backing::Small`]). Arrays of 4 MiB or more start on a
+//! memory file ([`Backing::MemoryFile`]). Arrays of 4 MiB or more start on a
 //! 2 MiB boundary either way.
 
 use std::ffi::c_void;
@@ -450,24 +450,27 @@ mod tests {
         assert!(layout.total >= ends[4].1);
     }
 
-    /// A new file of each kind the buffers may lie in, `layout` mapped
-    /// from it: a tmpfs file of huge pages (this test runs where a process
-    /// may mount one), then a sealed memory file.
-    fn each_backing(layout: &Layout) -> Vec<(OwnedFd, Mapping, &'static str)> {
-        let huge = huge_page_file(layout.total).expect("a tmpfs of huge pages");
-        let memory = memory_file().unwrap();
-        let huge_mapping = Mapping::allocate(&huge, layout, false).unwrap();
-        let memory_mapping = Mapping::allocate(&memory, layout, true).unwrap();
-        vec![
-            (huge, huge_mapping, "tmpfs"),
-            (memory, memory_mapping, "memory file"),
-        ]
+    /// The kinds of file the buffers may lie in: a tmpfs file of huge
+    /// pages (this test runs where a process may mount one), and a sealed
+    /// memory file.
+    const KINDS: [&str; 2] = ["tmpfs", "memory file"];
+
+    /// A new file of `kind`, `layout` mapped from it.
+    fn backed(kind: &str, layout: &Layout) -> (OwnedFd, Mapping) {
+        let tmpfs = kind == "tmpfs";
+        let fd = match tmpfs {
+            true => huge_page_file(layout.total).expect("a tmpfs of huge pages"),
+            false => memory_file().unwrap(),
+        };
+        let mapping = Mapping::allocate(&fd, layout, !tmpfs).unwrap();
+        (fd, mapping)
     }
 
     #[test]
     fn what_one_mapping_writes_the_other_reads_and_a_memory_file_s_size_is_sealed() {
         let layout = Layout::new(&[8192]);
-        for (fd, mut ours, kind) in each_backing(&layout) {
+        for kind in KINDS {
+            let (fd, mut ours) = backed(kind, &layout);
             let theirs = Mapping::map(fd.as_raw_fd(), &layout, Some(ADDRESS)).unwrap();
             assert_eq!(theirs.at(0) as u64, ADDRESS);
             ours.bytes_mut(0, 4).copy_from_slice(&[1, 2, 3, 4]);
@@ -550,9 +553,9 @@ mod tests {
     #[test]
     fn a_region_mapped_read_only_cannot_be_written_by_the_process_that_maps_it() {
         let layout = Layout::new(&[2 * PAGE]);
-        for kind in 0..2 {
+        for kind in KINDS {
             let fd_and_ours = || {
-                let (fd, mut ours, _) = each_backing(&layout).swap_remove(kind);
+                let (fd, mut ours) = backed(kind, &layout);
                 ours.bytes_mut(0, 2).copy_from_slice(&[1, 2]);
                 ours.bytes_mut(PAGE, 1).copy_from_slice(&[3]);
                 (fd, ours)

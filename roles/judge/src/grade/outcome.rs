@@ -555,33 +555,8 @@ mod tests {
     #[test]
     fn a_checked_output_is_held_to_its_reference_file() {
         let dir = tempfile::tempdir().unwrap();
-        let reference = dir.path().join("y.bin");
-        std::fs::write(&reference, f64s(&[1.0, 2.0, 3.0])).unwrap();
-        let inputs = CaseInputs::for_test(vec![ArrayData {
-            name: "y".into(),
-            dtype: DType::F64,
-            role: Role::Out,
-            shape: vec![3],
-            elements: 3,
-            input: None,
-        }]);
-        let data = (
-            inputs,
-            Reference {
-                outputs: [("y".to_string(), reference.clone())].into(),
-            },
-        );
-        let read = Read {
-            public: Checked {
-                step: 2,
-                data: &data,
-            },
-            held_out: Vec::new(),
-            timed: Vec::new(),
-            repeats: &[],
-            stop: None,
-        };
-        let expected = Expected::of(&read, Tolerance::scaled(1e-9, 1e-12));
+        let data = one_output(dir.path(), "y", &[1.0, 2.0, 3.0]);
+        let expected = Expected::of(&read_of(&data, 2, None), Tolerance::scaled(1e-9, 1e-12));
         let right = expected.verify(2, "y", &f64s(&[1.0, 2.0, 3.0])).unwrap();
         assert!(right.correct, "{right:?}");
         let wrong = expected.verify(2, "y", &f64s(&[1.0, 2.5, 3.0])).unwrap();
@@ -589,7 +564,7 @@ mod tests {
         assert_eq!(wrong.first.unwrap().index, [1]);
         assert!(expected.verify(1, "y", &[]).is_none(), "step 1 is no check");
         assert!(expected.verify(2, "x", &[]).is_none(), "x is no output");
-        std::fs::remove_file(&reference).unwrap();
+        std::fs::remove_file(&data.1.outputs["y"]).unwrap();
         let gone = expected.verify(2, "y", &f64s(&[1.0, 2.0, 3.0])).unwrap();
         assert!(!gone.correct);
         assert!(gone.message.unwrap().contains("reference output y"));
