@@ -256,7 +256,12 @@ impl Mapping {
             Ok(fd) => {
                 let mapping = Mapping::allocate(&fd, layout, false)?;
                 let whole = layout.total / HUGE_PAGE * HUGE_PAGE;
-                let huge = mapping.huge_mapped();
+                // Buffers under 2 MiB have no huge page to count.
+                let huge = if whole == 0 {
+                    Some(0)
+                } else {
+                    mapping.huge_mapped()
+                };
                 Ok((fd, mapping, Backing::HugePages { huge, whole }))
             }
             Err(e) => {
