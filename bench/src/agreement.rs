@@ -7,7 +7,11 @@
 //! own translator, run from the peer's venv as its judge runs it, never
 //! copied. Both judges grade that C `rounds` times (`Score`, at S; the
 //! median of each judge's speedups, as one grade of a microsecond call is
-//! noisy on either): hpcagent's from
+//! noisy on either), a round over the whole sample at a time: a kernel's
+//! grades lie minutes apart, so that a spell of the shared node's noise
+//! (which lengthens a long call more than a short one, whose fastest can
+//! fall between its bursts) moves one of them, which the median leaves
+//! out, not all of them. hpcagent's from
 //! `--corpus` alone, with no `BASELINES`, so each divides by what it finds
 //! (the translator's C on the loop-level track, NumPy elsewhere), and
 //! HPCAgent-Bench's as its server answers. A kernel the translator cannot
@@ -120,38 +124,66 @@ pub fn run_bench(options: &Options) -> anyhow::Result<Outcome> {
     )?;
     let mut ours = Client::connect(&judge)?;
     let mut peer = Peer::start(&options.peer, &options.work_dir.join("peer-shared"), None)?;
-    let mut outcome = Outcome {
-        seed: options.seed,
-        rounds: options.rounds,
-        rows: Vec::new(),
-        untranslated: Vec::new(),
-    };
-    // Translated a few at a time: the translator's Python starts once per batch.
-    for batch in drawn.chunks(wanted.max(4)) {
-        let sources = translate(&options.peer, batch)?;
-        for kernel in batch {
-            if outcome.rows.len() == wanted {
-                return Ok(outcome);
-            }
-            let Some(source) = sources.get(&kernel.key) else {
-                outcome.untranslated.push(kernel.key.clone());
+    let (sample, untranslated) = translated_sample(&options.peer, &drawn, wanted)?;
+    let mut rows: Vec<Row> = sample.iter().map(|(kernel, _)| Row::new(kernel)).collect();
+    for round in 0..options.rounds {
+        for ((kernel, source), row) in sample.iter().zip(&mut rows) {
+            if row.peer_failed {
                 continue;
-            };
-            let row = grade(&mut ours, &mut peer, kernel, source, options.rounds)?;
+            }
+            grade(&mut ours, &mut peer, kernel, source, round, row)?;
             eprintln!(
-                "{}: hpcagent {} {:?} ({}), HPCAgent-Bench correct {} {:?} {}",
+                "round {}/{}, {}: hpcagent {} {:?}, HPCAgent-Bench correct {} {:?} {}",
+                round + 1,
+                options.rounds,
                 row.key,
                 row.ours,
-                row.ours_speedup,
-                row.denominator,
+                row.ours_speedups.last(),
                 row.peer_correct,
-                row.peer_speedup,
+                row.peer_speedups.last(),
                 row.note
             );
-            outcome.rows.push(row);
         }
     }
-    Ok(outcome)
+    for row in &mut rows {
+        let median = |v: &[f64]| (!v.is_empty()).then(|| crate::stats::median(&mut v.to_vec()));
+        row.ours_speedup = median(&row.ours_speedups);
+        row.peer_speedup = median(&row.peer_speedups);
+    }
+    Ok(Outcome {
+        seed: options.seed,
+        rounds: options.rounds,
+        rows,
+        untranslated,
+    })
+}
+
+/// A kernel of the sample, and the C HPCAgent-Bench's translator emits for it.
+type Translated<'k> = (&'k Kernel, String);
+
+/// The first `wanted` kernels of `drawn` the translator translates, with
+/// their C; and the keys of those it did not, left out.
+fn translated_sample<'k>(
+    peer: &Path,
+    drawn: &[&'k Kernel],
+    wanted: usize,
+) -> anyhow::Result<(Vec<Translated<'k>>, Vec<String>)> {
+    let mut sample = Vec::new();
+    let mut untranslated = Vec::new();
+    // Translated a few at a time: the translator's Python starts once per batch.
+    for batch in drawn.chunks(wanted.max(4)) {
+        let mut sources = translate(peer, batch)?;
+        for kernel in batch {
+            if sample.len() == wanted {
+                return Ok((sample, untranslated));
+            }
+            match sources.remove(&kernel.key) {
+                Some(source) => sample.push((*kernel, source)),
+                None => untranslated.push(kernel.key.clone()),
+            }
+        }
+    }
+    Ok((sample, untranslated))
 }
 
 /// Every kernel in the order the sample takes them: each track's in the
@@ -235,97 +267,99 @@ answer.close()
     Ok(serde_json::from_slice(&out.stdout)?)
 }
 
-/// One kernel's C graded `rounds` times by each judge.
+impl Row {
+    fn new(kernel: &Kernel) -> Row {
+        Row {
+            key: kernel.key.clone(),
+            track: kernel.track.clone(),
+            denominator: String::new(),
+            ours: String::new(),
+            ours_speedup: None,
+            peer_correct: true,
+            peer_speedup: None,
+            peer_failed: false,
+            note: String::new(),
+            ours_s: Vec::new(),
+            peer_s: Vec::new(),
+            ours_speedups: Vec::new(),
+            peer_speedups: Vec::new(),
+        }
+    }
+}
+
+/// One grade of a kernel's C by each judge, its `round`th, into its row.
 fn grade(
     ours: &mut Client,
     peer: &mut Peer,
     kernel: &Kernel,
     source: &str,
-    rounds: usize,
-) -> anyhow::Result<Row> {
+    round: usize,
+    row: &mut Row,
+) -> anyhow::Result<()> {
     // The translator names its function for the module and precision;
     // the task's symbol is what both judges call.
     let ours_source = match hpcagent_judge::hab_tasks::renaming(kernel, source) {
         Some(emitted) => format!("#define {emitted} {}\n{source}", kernel.abi.symbol),
         None => source.to_string(),
     };
-    let mut row = Row {
-        key: kernel.key.clone(),
-        track: kernel.track.clone(),
-        denominator: String::new(),
-        ours: String::new(),
-        ours_speedup: None,
-        peer_correct: true,
-        peer_speedup: None,
-        peer_failed: false,
-        note: String::new(),
-        ours_s: Vec::new(),
-        peer_s: Vec::new(),
-        ours_speedups: Vec::new(),
-        peer_speedups: Vec::new(),
-    };
-    for round in 0..rounds {
-        let (seconds, verdict) = ours.verdict(&kernel.key, &ours_source, false)?;
-        row.ours_s.push(seconds);
-        if round == 0 {
-            row.denominator = verdict.denominator.clone();
-            row.ours = pb::Status::word_of(verdict.status).to_string();
-            if verdict.status() != pb::Status::Ok {
-                row.note = format!("hpcagent: {}; ", verdict.message);
-            }
+    let (seconds, verdict) = ours.verdict(&kernel.key, &ours_source, false)?;
+    row.ours_s.push(seconds);
+    if round == 0 {
+        row.denominator = verdict.denominator.clone();
+        row.ours = pb::Status::word_of(verdict.status).to_string();
+        if verdict.status() != pb::Status::Ok {
+            row.note = format!("hpcagent: {}; ", verdict.message);
         }
-        match verdict.status() {
-            pb::Status::Ok if row.ours == "ok" => row.ours_speedups.push(verdict.speedup),
-            // A later grade that did not end ok is said, not left out quietly.
-            _ if round > 0 && row.ours == "ok" => {
-                row.note.push_str(&format!(
-                    "hpcagent's grade {}: {}; ",
-                    round + 1,
-                    verdict.message
-                ));
-            }
-            _ => {}
-        }
-        let (seconds, answer) = match peer.post(&kernel.stem, source, false) {
-            Ok(answered) => answered,
-            Err(e) => {
-                // The row says so and the bench goes on: an end here lost
-                // the summary of every kernel graded before it.
-                row.note
-                    .push_str(&format!("HPCAgent-Bench's request failed: {e:#}"));
-                row.peer_correct = false;
-                row.peer_failed = true;
-                break;
-            }
-        };
-        row.peer_s.push(seconds);
-        if answer["correct"] != true {
-            if row.peer_correct {
-                let why = answer["error"]
-                    .as_str()
-                    .or(answer["detail"].as_str())
-                    .unwrap_or("");
-                let why = why.lines().next().unwrap_or("");
-                row.note.push_str(&format!("HPCAgent-Bench: {why}"));
-            }
-            row.peer_correct = false;
-        }
-        row.peer_speedups.extend(
-            answer["speedups"]
-                .as_object()
-                .and_then(|s| s.values().find_map(serde_json::Value::as_f64)),
-        );
     }
-    let median = |v: &[f64]| (!v.is_empty()).then(|| crate::stats::median(&mut v.to_vec()));
-    row.ours_speedup = median(&row.ours_speedups);
-    row.peer_speedup = median(&row.peer_speedups);
-    Ok(row)
+    match verdict.status() {
+        pb::Status::Ok if row.ours == "ok" => row.ours_speedups.push(verdict.speedup),
+        // A later grade that did not end ok is said, not left out quietly.
+        _ if round > 0 && row.ours == "ok" => {
+            row.note.push_str(&format!(
+                "hpcagent's grade {}: {}; ",
+                round + 1,
+                verdict.message
+            ));
+        }
+        _ => {}
+    }
+    let (seconds, answer) = match peer.post(&kernel.stem, source, false) {
+        Ok(answered) => answered,
+        Err(e) => {
+            // The row says so and the bench goes on: an end here lost
+            // the summary of every kernel graded before it.
+            row.note
+                .push_str(&format!("HPCAgent-Bench's request failed: {e:#}"));
+            row.peer_correct = false;
+            row.peer_failed = true;
+            return Ok(());
+        }
+    };
+    row.peer_s.push(seconds);
+    if answer["correct"] != true {
+        if row.peer_correct {
+            let why = answer["error"]
+                .as_str()
+                .or(answer["detail"].as_str())
+                .unwrap_or("");
+            let why = why.lines().next().unwrap_or("");
+            row.note.push_str(&format!("HPCAgent-Bench: {why}"));
+        }
+        row.peer_correct = false;
+    }
+    row.peer_speedups.extend(
+        answer["speedups"]
+            .as_object()
+            .and_then(|s| s.values().find_map(serde_json::Value::as_f64)),
+    );
+    Ok(())
 }
 
 pub fn render(o: &Outcome) -> String {
     let mut out = format!(
         "hpcagent vs HPCAgent-Bench's judge on the C its translator emits: {} kernels drawn \
-         across tracks (seed {}), Score at S, each judge's median raw speedup of {} grades\n",
+         across tracks (seed {}), Score at S, each judge's median raw speedup of {} grades, \
+         a round over the sample at a time\n",
         o.rows.len(),
         o.seed,
         o.rounds

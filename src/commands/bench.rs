@@ -117,7 +117,7 @@ struct AgreementArgs {
     /// Only this kernel, by its key (repeatable; instead of a draw).
     #[arg(long = "kernel", value_name = "KEY")]
     only: Vec<String>,
-    /// Grades of each kernel by each judge; each judge's median is compared.
+    /// Grades of each kernel by each judge, a round over the sample at a time; each judge's median is compared.
     #[arg(long, default_value_t = 3)]
     rounds: usize,
     /// Print the rows as JSON.
