@@ -601,6 +601,17 @@ mod tests {
     /// `body` (Python, after `import time, numpy as np`) and returns x of N
     /// elements, and whose reference sets x to 1.
     fn plans_of(root: &Path, body: &str, count: usize) -> Vec<hpcagent_corpus::hab::InputPlan> {
+        plans_with(root, body, "def k(x, N):\n    x[:] = 1\n", count)
+    }
+
+    /// As [`plans_of`], with the reference module `reference` (a
+    /// function `k(x, N)`).
+    fn plans_with(
+        root: &Path,
+        body: &str,
+        reference: &str,
+        count: usize,
+    ) -> Vec<hpcagent_corpus::hab::InputPlan> {
         let dir = root.join("t/k");
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(
@@ -610,7 +621,7 @@ mod tests {
              output_args: [x]\n",
         )
         .unwrap();
-        std::fs::write(dir.join("k_numpy.py"), "def k(x, N):\n    x[:] = 1\n").unwrap();
+        std::fs::write(dir.join("k_numpy.py"), reference).unwrap();
         std::fs::write(
             dir.join("k.py"),
             format!(
@@ -624,6 +635,60 @@ mod tests {
         let symbols = kernels[0].preset_symbols("S").unwrap();
         let plan = kernels[0].input_plan(root, symbols, 42, "fp64").unwrap();
         vec![plan; count]
+    }
+
+    #[test]
+    fn every_request_meets_malloc_settled_whatever_ran_before() {
+        // glibc raises its mmap threshold to the largest block a process
+        // freed: left to itself, after a reference that freed 20 MiB a
+        // 4 MiB array came from the heap where it had been a mapping, and
+        // a NumPy reference's temporaries got quicker. The probe's
+        // reference says which of a 4 MiB and a 40 MiB array were mapped.
+        const PROBE: &str = "import ctypes, numpy as np\n\
+            class Info(ctypes.Structure):\n\
+            \x20   _fields_ = [(n, ctypes.c_size_t) for n in ('arena', 'ordblks', 'smblks', \
+            'hblks', 'hblkhd', 'usmblks', 'fsmblks', 'uordblks', 'fordblks', 'keepcost')]\n\
+            libc = ctypes.CDLL(None)\n\
+            libc.mallinfo2.restype = Info\n\
+            def mapped(mib):\n\
+            \x20   before = libc.mallinfo2().hblkhd\n\
+            \x20   block = np.empty(mib << 17)\n\
+            \x20   return libc.mallinfo2().hblkhd > before\n\
+            def k(x, N):\n\
+            \x20   x[:] = 0\n\
+            \x20   x[0], x[1] = mapped(4), mapped(40)\n";
+        const FREES_20_MIB: &str =
+            "import numpy as np\ndef k(x, N):\n    np.ones(20 << 17).sum()\n    x[:] = 1\n";
+        let (probe, frees) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let probe = plans_with(probe.path(), "pass", PROBE, 1).remove(0);
+        let frees = plans_with(frees.path(), "pass", FREES_20_MIB, 1).remove(0);
+        let home = tempfile::tempdir().unwrap();
+        let w = worker(home.path());
+        let out = tempfile::tempdir().unwrap();
+        let call = async |plan: &hpcagent_corpus::hab::InputPlan, to: &str| {
+            let to = out.path().join(to);
+            let request = serde_json::json!({"op": "cases", "plans": [plan], "out": to,
+                                             "flags": ["--case", "--reference"]});
+            w.call(request, LIMIT).await.unwrap();
+            let bytes = std::fs::read(to.join("0/expected/x.bin")).unwrap();
+            let first = |i: usize| f64::from_le_bytes(bytes[8 * i..8 * i + 8].try_into().unwrap());
+            let timing = std::fs::read_to_string(to.join("0/timing.json")).unwrap();
+            ((first(0), first(1)), timing)
+        };
+        runtime().block_on(async {
+            // Below 32 MiB from the heap, above it mapped: as a process
+            // that once freed 32 MiB, from its first request on.
+            let (first, timing) = call(&probe, "first").await;
+            assert_eq!(first, (0.0, 1.0), "a 4 MiB and a 40 MiB array mapped");
+            assert!(
+                timing.contains("malloc's mmap threshold 32 MiB"),
+                "{timing}"
+            );
+            call(&frees, "frees").await;
+            let (after, _) = call(&probe, "after").await;
+            assert_eq!(after, first, "the request before moved the threshold");
+        });
+        assert_eq!(w.starts(), 1);
     }
 
     fn made(out: &Path, count: usize, file: &str) -> usize {
