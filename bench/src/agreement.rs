@@ -131,17 +131,12 @@ pub fn run_bench(options: &Options) -> anyhow::Result<Outcome> {
             if row.peer_failed {
                 continue;
             }
-            grade(&mut ours, &mut peer, kernel, source, round, row)?;
+            let said = grade(&mut ours, &mut peer, kernel, source, round, row)?;
             eprintln!(
-                "round {}/{}, {}: hpcagent {} {:?}, HPCAgent-Bench correct {} {:?} {}",
+                "round {}/{}, {}: {said}",
                 round + 1,
                 options.rounds,
-                row.key,
-                row.ours,
-                row.ours_speedups.last(),
-                row.peer_correct,
-                row.peer_speedups.last(),
-                row.note
+                row.key
             );
         }
     }
@@ -287,7 +282,8 @@ impl Row {
     }
 }
 
-/// One grade of a kernel's C by each judge, its `round`th, into its row.
+/// One grade of a kernel's C by each judge, its `round`th, into its row;
+/// what each judge said of it, in words.
 fn grade(
     ours: &mut Client,
     peer: &mut Peer,
@@ -295,7 +291,7 @@ fn grade(
     source: &str,
     round: usize,
     row: &mut Row,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<String> {
     // The translator names its function for the module and precision;
     // the task's symbol is what both judges call.
     let ours_source = match hpcagent_judge::hab_tasks::renaming(kernel, source) {
@@ -323,6 +319,11 @@ fn grade(
         }
         _ => {}
     }
+    let ours_said = format!(
+        "hpcagent {} {:.3}×",
+        pb::Status::word_of(verdict.status),
+        verdict.speedup
+    );
     let (seconds, answer) = match peer.post(&kernel.stem, source, false) {
         Ok(answered) => answered,
         Err(e) => {
@@ -332,7 +333,7 @@ fn grade(
                 .push_str(&format!("HPCAgent-Bench's request failed: {e:#}"));
             row.peer_correct = false;
             row.peer_failed = true;
-            return Ok(());
+            return Ok(format!("{ours_said}, HPCAgent-Bench's request failed"));
         }
     };
     row.peer_s.push(seconds);
@@ -347,12 +348,15 @@ fn grade(
         }
         row.peer_correct = false;
     }
-    row.peer_speedups.extend(
-        answer["speedups"]
-            .as_object()
-            .and_then(|s| s.values().find_map(serde_json::Value::as_f64)),
-    );
-    Ok(())
+    let speedup = answer["speedups"]
+        .as_object()
+        .and_then(|s| s.values().find_map(serde_json::Value::as_f64));
+    row.peer_speedups.extend(speedup);
+    Ok(format!(
+        "{ours_said}, HPCAgent-Bench correct {} {}",
+        answer["correct"] == true,
+        speedup.map_or("-".into(), |s| format!("{s:.3}×"))
+    ))
 }
 
 pub fn render(o: &Outcome) -> String {
