@@ -263,6 +263,7 @@ answer.close()
 }
 
 impl Row {
+    /// `kernel`'s row, before either judge graded it.
     fn new(kernel: &Kernel) -> Row {
         Row {
             key: kernel.key.clone(),
