@@ -1065,10 +1065,14 @@ fn pairs_that_end_undecided_are_timed_again_in_fresh_runners() {
     // few to decide anything.
     let stopped = v["stopped"].as_str().unwrap();
     assert!(stopped.starts_with("not decided in its 1 s"), "{stopped}");
+    // What the pooled pairs decide depends on how many the second timing
+    // fits in its second: on a quiet node they can come out clear of 1
+    // (seen in CI), on a busy one not decided in the two seconds.
+    let (_, pooled) = stopped
+        .split_once("; timed again in fresh runners, both timings' pairs: ")
+        .unwrap_or_else(|| panic!("not timed again: {stopped}"));
     assert!(
-        stopped.contains(
-            "; timed again in fresh runners, both timings' pairs: not decided in its 2 s"
-        ),
+        pooled.starts_with("not decided in its 2 s") || pooled.starts_with("clear of 1"),
         "{stopped}"
     );
     // The second timing makes as many pairs as the first at least.
