@@ -338,7 +338,8 @@ fn grade(
         }
     };
     row.peer_s.push(seconds);
-    if answer["correct"] != true {
+    let correct = answer["correct"] == true;
+    if !correct {
         if row.peer_correct {
             let why = answer["error"]
                 .as_str()
@@ -354,8 +355,7 @@ fn grade(
         .and_then(|s| s.values().find_map(serde_json::Value::as_f64));
     row.peer_speedups.extend(speedup);
     Ok(format!(
-        "{ours_said}, HPCAgent-Bench correct {} {}",
-        answer["correct"] == true,
+        "{ours_said}, HPCAgent-Bench correct {correct} {}",
         speedup.map_or("-".into(), |s| format!("{s:.3}×"))
     ))
 }
